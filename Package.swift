@@ -1,0 +1,34 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "lifecycled",
+    products: [
+        .executable(name: "lifecycled", targets: ["lifecycled"]),
+        .executable(name: "lifectl", targets: ["lifectl"]),
+        .library(name: "LifecycleClient", targets: ["LifecycleClient"]),
+    ],
+    targets: [
+        // The UIKit lifecycle as a pure state machine: no I/O, no Glibc.
+        .target(name: "LifecycleModel"),
+        // Wire messages and NDJSON framing, shared by the daemon, the client library and lifectl.
+        .target(name: "LifecycleProtocol", dependencies: ["LifecycleModel"]),
+        // libsystemd (sd-daemon, sd-event) through pkg-config; Debian's libsystemd-dev.
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // Tiny C shims for what Swift's Glibc module lacks (_GNU_SOURCE calls) and for the spawn path.
+        .target(name: "CSupport"),
+        // Supervision: event loop, processes, cgroups, sockets, config.
+        .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport"]),
+        // The library Swift apps import to adopt the protocol.
+        .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol"]),
+        .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),
+        .executableTarget(name: "lifectl", dependencies: ["LifecycleProtocol", "CSupport"]),
+        .executableTarget(name: "notes-example", dependencies: ["LifecycleClient"], path: "Examples/Notes"),
+        .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel"]),
+        .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol"]),
+        .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport"]),
+        .testTarget(name: "IntegrationTests",
+                    dependencies: ["LifecycleProtocol", "CSupport", "lifecycled", "lifectl", "notes-example"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
