@@ -1,0 +1,34 @@
+/// `Restart=`: what happens when the app's process exits on its own.
+public enum RestartPolicy: String, Sendable, Equatable, CaseIterable {
+    case no
+    case onFailure = "on-failure"
+    case always
+}
+
+/// The per-app knobs of the model. Defaults are modelled on iOS and systemd; the config maps keys onto this.
+public struct AppPolicy: Sendable, Equatable {
+    /// `Protocol=lifecycle` (true) or `none`: a program that speaks no protocol gets no messages
+    /// and is managed with priorities and stops alone (like macOS App Nap).
+    public var speaksProtocol = true
+    /// `BackgroundTimeSec=`: time in the background before suspension; `nil` means never suspend on its own.
+    /// iOS gives an app "about 5 seconds" after didEnterBackground unless it asks for more; we default to 10 s
+    /// because Linux programs did not grow up expecting to be stopped.
+    public var backgroundTime: Duration? = .seconds(10)
+    /// `LaunchTimeoutSec=`: time to say hello and acknowledge didFinishLaunching (iOS's launch watchdog: 20 s).
+    public var launchTimeout: Duration = .seconds(20)
+    /// `AckTimeoutSec=`: deadline for every other callback (iOS: about 5 s for didEnterBackground).
+    public var ackTimeout: Duration = .seconds(5)
+    /// `TimeoutStopSec=`: between SIGTERM and SIGKILL.
+    public var stopTimeout: Duration = .seconds(5)
+    /// `Restart=`.
+    public var restart: RestartPolicy = .no
+    /// `RestartSec=`: first restart delay; it doubles with every start inside the start-limit interval.
+    public var restartDelay: Duration = .milliseconds(100)
+    /// `RestartMaxDelaySec=`: the cap of the doubling.
+    public var restartMaxDelay: Duration = .seconds(30)
+    /// `StartLimitBurst=` starts within `StartLimitIntervalSec=`, after which the app is `failed`.
+    public var startLimitBurst = 5
+    public var startLimitInterval: Duration = .seconds(10)
+
+    public init() {}
+}

@@ -1,0 +1,475 @@
+/// One step of an app's ordered work. Steps run one at a time; a step that sends a callback
+/// holds the queue until the client's ack or the deadline, so the daemon never moves an app on
+/// (and never stops it) before its handler has returned.
+enum Step: Sendable, Equatable {
+    /// Wait for the client's hello (or the launch timeout, after which it is managed without messages).
+    case awaitHello
+    case deliver(LifecycleCallback, LaunchOptions?)
+    /// Wait until this app is first in the focus queue and no other app is active.
+    case awaitFocus
+    case stop
+    case resume
+    /// SIGTERM, then wait for the exit (SIGKILL when the stop timeout fires).
+    case terminate
+}
+
+/// The model's view of one app.
+public struct AppRecord: Sendable {
+    public let name: String
+    public internal(set) var policy: AppPolicy
+    public internal(set) var state: AppState = .notRunning
+    public internal(set) var stateSince: MonotonicTime = .zero
+    /// The client said hello on this run.
+    public internal(set) var connected = false
+    /// A protocol app that never said hello, or hung up: managed without messages.
+    public internal(set) var muted = false
+    /// Callbacks whose deadline passed without an ack, over the app's life in this daemon.
+    public internal(set) var deadlineMisses = 0
+    /// Launches of this app in this daemon (the first and every restart).
+    public internal(set) var launches = 0
+    /// The previous run ended in the background or suspended (UIKit's launch option).
+    public internal(set) var terminatedInBackground = false
+
+    var pending: [Step] = []
+    var awaiting: Delivery?
+    var terminating = false
+    var graceArmed = false
+    var restartScheduled = false
+    var refocusOnRestart = false
+    var nextMessageID = 1
+    /// Start times inside the start-limit window.
+    var recentStarts: [MonotonicTime] = []
+
+    init(name: String, policy: AppPolicy) {
+        self.name = name
+        self.policy = policy
+    }
+
+    /// Nothing in flight: no step queued, no ack awaited, no termination under way.
+    public var isSettled: Bool { pending.isEmpty && awaiting == nil && !terminating }
+
+    /// The callback whose ack is awaited, if any.
+    public var awaitingCallback: LifecycleCallback? { awaiting?.callback }
+
+    var canMessage: Bool { policy.speaksProtocol && connected && !muted }
+
+    /// The state the app will be in once its queued work is done; requests are judged against it.
+    var projectedState: AppState {
+        if terminating { return .notRunning }
+        var state = self.state
+        if let awaiting, !awaiting.callback.changesStateOnSend, let next = awaiting.callback.resultingState {
+            state = next
+        }
+        for step in pending {
+            switch step {
+            case .deliver(let callback, _): if let next = callback.resultingState { state = next }
+            case .stop: state = .suspended
+            case .resume: state = .background
+            case .terminate: return .notRunning
+            case .awaitHello, .awaitFocus: break
+            }
+        }
+        return state
+    }
+}
+
+/// The lifecycle of every app and the one focus domain, as a pure state machine:
+/// requests and events in, effects out. No I/O, no clock: time comes in with each call.
+public struct Supervisor: Sendable {
+    public private(set) var apps: [String: AppRecord] = [:]
+    /// The app in state `active`, if any: exactly one app holds focus in the domain.
+    public private(set) var activeApp: String?
+    /// Apps waiting to become active, in request order.
+    private var focusQueue: [String] = []
+    private var effects: [Effect] = []
+    private var now: MonotonicTime = .zero
+
+    public init() {}
+
+    // MARK: Apps
+
+    public mutating func add(_ name: String, policy: AppPolicy) {
+        precondition(apps[name] == nil, "app \(name) added twice")
+        apps[name] = AppRecord(name: name, policy: policy)
+    }
+
+    /// New settings take effect from the next step on; a running process is left alone.
+    public mutating func setPolicy(_ policy: AppPolicy, for name: String) {
+        apps[name]?.policy = policy
+    }
+
+    /// Forget an app that is not running. Returns false if it is still running.
+    @discardableResult
+    public mutating func remove(_ name: String) -> Bool {
+        guard let app = apps[name], !app.state.isRunning else { return false }
+        apps[name] = nil
+        return true
+    }
+
+    public func projectedState(of name: String) -> AppState? { apps[name]?.projectedState }
+
+    // MARK: Requests
+
+    /// Apply a request. Throws when the model does not allow it from the app's (projected) state.
+    /// `origin` is who asked; it becomes `launchedBy` when the request launches the app.
+    public mutating func handle(_ request: Request, for name: String, origin: String = "lifectl",
+                                now: MonotonicTime) throws(RequestError) -> [Effect] {
+        guard let app = apps[name] else {
+            throw RequestError(app: name, state: nil, request: request, reason: .unknownApp)
+        }
+        self.now = now
+        effects = []
+        let projected = app.projectedState
+        func refuse(_ hint: String?) -> RequestError {
+            RequestError(app: name, state: projected, request: request, reason: .notAllowed(hint: hint))
+        }
+
+        switch request {
+        case .launch(let background):
+            guard !projected.isRunning else { throw refuse("it is already running") }
+            guard !app.state.isRunning else { throw refuse("it is still terminating") }
+            launch(name, LaunchOptions(launchedBy: origin, background: background,
+                                       terminatedInBackground: app.terminatedInBackground))
+            if background { append(name, .deliver(.didEnterBackground, nil)) }
+
+        case .focus:
+            switch projected {
+            case .notRunning, .failed:
+                guard !app.state.isRunning else { throw refuse("it is still terminating") }
+                launch(name, LaunchOptions(launchedBy: origin, terminatedInBackground: app.terminatedInBackground))
+            case .inactive: break
+            case .active: return finish(name)
+            case .background:
+                append(name, .deliver(.willEnterForeground, nil))
+            case .suspended:
+                append(name, .resume)
+                append(name, .deliver(.willEnterForeground, nil))
+            }
+            demoteOthers(than: name)
+            enqueueFocus(name)
+
+        case .deactivate:
+            switch projected {
+            case .active: append(name, .deliver(.willResignActive, nil))
+            case .inactive: break
+            default: throw refuse("only an active app can be interrupted")
+            }
+
+        case .background:
+            switch projected {
+            case .active:
+                append(name, .deliver(.willResignActive, nil))
+                append(name, .deliver(.didEnterBackground, nil))
+            case .inactive:
+                append(name, .deliver(.didEnterBackground, nil))
+            case .background: break
+            case .suspended: throw refuse("it is already stopped in the background; resume it to let it run")
+            case .notRunning, .failed: throw refuse("launch it with --background")
+            }
+
+        case .suspend:
+            switch projected {
+            case .active:
+                append(name, .deliver(.willResignActive, nil))
+                append(name, .deliver(.didEnterBackground, nil))
+                append(name, .stop)
+            case .inactive:
+                append(name, .deliver(.didEnterBackground, nil))
+                append(name, .stop)
+            case .background: append(name, .stop)
+            case .suspended: break
+            case .notRunning, .failed: throw refuse("it is not running")
+            }
+
+        case .resume:
+            guard projected == .suspended else { throw refuse("only a suspended app can be resumed") }
+            append(name, .resume)
+
+        case .terminate:
+            terminate(name)
+        }
+        return finish(name)
+    }
+
+    // MARK: Events
+
+    public mutating func handle(_ event: Event, now: MonotonicTime) -> [Effect] {
+        self.now = now
+        effects = []
+        switch event {
+        case .hello(let name):
+            guard apps[name]?.state.isRunning == true else { return [] }
+            apps[name]!.connected = true
+            apps[name]!.muted = false
+            emit(.cancelTimer(app: name, .hello))
+            return finish(name)
+
+        case .ack(let name, let id):
+            guard let awaiting = apps[name]?.awaiting, awaiting.id == id else { return [] }
+            complete(name, awaiting.callback, reason: "\(awaiting.callback.rawValue) acknowledged")
+            return finish(name)
+
+        case .timerFired(let name, let kind):
+            guard apps[name] != nil else { return [] }
+            timerFired(name, kind)
+            return finish(name)
+
+        case .exited(let name, let status):
+            guard apps[name]?.state.isRunning == true else { return [] }
+            exited(name, status)
+            return finish(name)
+
+        case .spawnFailed(let name, let reason):
+            guard apps[name]?.state.isRunning == true else { return [] }
+            emit(.note(app: name, .spawnFailed(reason)))
+            exited(name, .exited(127))
+            return finish(name)
+
+        case .processStopped(let name):
+            guard let app = apps[name], app.state.isRunning, app.state != .suspended else { return [] }
+            emit(.note(app: name, .stoppedExternally))
+            setState(name, .suspended, reason: "stopped by someone else")
+            return finish(name)
+
+        case .processContinued(let name):
+            guard apps[name]?.state == .suspended else { return [] }
+            emit(.note(app: name, .continuedExternally))
+            setState(name, .background, reason: "continued by someone else")
+            return finish(name)
+
+        case .disconnected(let name):
+            guard let app = apps[name], app.state.isRunning else { return [] }
+            apps[name]!.connected = false
+            apps[name]!.muted = true
+            if let awaiting = app.awaiting {
+                complete(name, awaiting.callback, reason: "client disconnected")
+            }
+            return finish(name)
+        }
+    }
+
+    // MARK: The rules
+
+    private mutating func timerFired(_ name: String, _ kind: TimerKind) {
+        let app = apps[name]!
+        switch kind {
+        case .ack:
+            guard let awaiting = app.awaiting else { return }
+            apps[name]!.deadlineMisses += 1
+            emit(.note(app: name, .deadlineMissed(awaiting.callback, id: awaiting.id)))
+            if awaiting.callback == .didFinishLaunching {
+                // iOS's launch watchdog: an app that does not finish launching in time is killed.
+                emit(.note(app: name, .launchWatchdog))
+                apps[name]!.awaiting = nil
+                dropPendingWork(name)
+                emit(.signal(app: name, .kill))
+            } else {
+                complete(name, awaiting.callback, reason: "\(awaiting.callback.rawValue) deadline passed")
+            }
+        case .hello:
+            guard app.state.isRunning, !app.connected, !app.muted else { return }
+            apps[name]!.muted = true
+            emit(.note(app: name, .noHello))
+        case .grace:
+            apps[name]!.graceArmed = false
+            // Grace over and nothing else to do: suspend. Work in flight (a transition) wins.
+            guard app.state == .background, app.isSettled else { return }
+            append(name, .stop)
+        case .restart:
+            apps[name]!.restartScheduled = false
+            guard app.state == .notRunning else { return }
+            launch(name, LaunchOptions(launchedBy: "restart", terminatedInBackground: app.terminatedInBackground))
+            if app.refocusOnRestart && activeApp == nil && focusQueue.isEmpty { enqueueFocus(name) }
+        case .kill:
+            guard app.terminating, app.state.isRunning else { return }
+            emit(.note(app: name, .killTimeout))
+            emit(.signal(app: name, .kill))
+        }
+    }
+
+    private mutating func exited(_ name: String, _ status: ExitStatus) {
+        let app = apps[name]!
+        let requested = app.terminating
+        let heldFocus = activeApp == name || focusQueue.contains(name)
+        for kind in [TimerKind.ack, .hello, .kill] { emit(.cancelTimer(app: name, kind)) }
+        dropPendingWork(name)
+        apps[name]!.awaiting = nil
+        apps[name]!.terminating = false
+        apps[name]!.connected = false
+        apps[name]!.muted = false
+        apps[name]!.terminatedInBackground = app.state == .background || app.state == .suspended
+        setState(name, .notRunning, reason: requested ? "terminated, \(status)" : "\(status)")
+
+        let policy = app.policy
+        let restart = !requested && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
+        guard restart else { return }
+        let windowStart = now - policy.startLimitInterval
+        apps[name]!.recentStarts.removeAll { $0 < windowStart }
+        let starts = apps[name]!.recentStarts.count
+        if starts >= policy.startLimitBurst {
+            emit(.note(app: name, .startLimitHit(starts: starts, within: policy.startLimitInterval)))
+            setState(name, .failed, reason: "start limit hit: \(starts) starts within \(policy.startLimitInterval)")
+            return
+        }
+        // Exponential backoff: the delay doubles with every start inside the start-limit window.
+        var delay = policy.restartDelay
+        for _ in 1..<max(starts, 1) where delay < policy.restartMaxDelay { delay *= 2 }
+        delay = min(delay, policy.restartMaxDelay)
+        apps[name]!.restartScheduled = true
+        apps[name]!.refocusOnRestart = heldFocus
+        emit(.note(app: name, .restartScheduled(after: delay, attempt: starts + 1)))
+        emit(.armTimer(app: name, .restart, after: delay))
+    }
+
+    private mutating func launch(_ name: String, _ options: LaunchOptions) {
+        let app = apps[name]!
+        if app.restartScheduled {
+            apps[name]!.restartScheduled = false
+            emit(.cancelTimer(app: name, .restart))
+        }
+        // Someone acting on a failed app resets its start limit, as `systemctl reset-failed` does.
+        if app.state == .failed { apps[name]!.recentStarts = [] }
+        apps[name]!.recentStarts.append(now)
+        apps[name]!.launches += 1
+        apps[name]!.connected = false
+        apps[name]!.muted = false
+        emit(.spawn(app: name, options: options))
+        setState(name, .inactive, reason: "launched by \(options.launchedBy)")
+        if app.policy.speaksProtocol { emit(.armTimer(app: name, .hello, after: app.policy.launchTimeout)) }
+        append(name, .awaitHello)
+        append(name, .deliver(.didFinishLaunching, options))
+    }
+
+    private mutating func terminate(_ name: String) {
+        let app = apps[name]!
+        guard !app.terminating else { return }
+        guard app.state.isRunning else {
+            if app.restartScheduled {
+                apps[name]!.restartScheduled = false
+                emit(.cancelTimer(app: name, .restart))
+            }
+            if app.state == .failed { setState(name, .notRunning, reason: "reset by terminate") }
+            return
+        }
+        // Termination supersedes queued work; a callback already in flight still gets its ack or deadline.
+        dropPendingWork(name)
+        let stateAfterInFlight = app.awaiting.flatMap { $0.callback.changesStateOnSend ? nil : $0.callback.resultingState }
+            ?? app.state
+        // A suspended app is terminated without a message (UIKit: suspended apps get no notice).
+        if stateAfterInFlight != .suspended { append(name, .deliver(.willTerminate, nil)) }
+        append(name, .terminate)
+    }
+
+    /// Queued work of the app loses its meaning (exit, termination, watchdog): drop it, with its focus claims.
+    private mutating func dropPendingWork(_ name: String) {
+        apps[name]!.pending = []
+        focusQueue.removeAll { $0 == name }
+    }
+
+    /// An active (or about to be active) app other than `name` loses focus: resign, then background.
+    private mutating func demoteOthers(than name: String) {
+        var candidates = focusQueue
+        if let activeApp { candidates.append(activeApp) }
+        for other in Set(candidates) where other != name && apps[other]?.projectedState == .active {
+            append(other, .deliver(.willResignActive, nil))
+            append(other, .deliver(.didEnterBackground, nil))
+            advance(other)
+        }
+    }
+
+    private mutating func enqueueFocus(_ name: String) {
+        focusQueue.append(name)
+        append(name, .awaitFocus)
+        append(name, .deliver(.didBecomeActive, nil))
+    }
+
+    private mutating func complete(_ name: String, _ callback: LifecycleCallback, reason: String) {
+        apps[name]!.awaiting = nil
+        emit(.cancelTimer(app: name, .ack))
+        if !callback.changesStateOnSend, let next = callback.resultingState {
+            setState(name, next, reason: reason)
+        }
+    }
+
+    /// Run the app's queued steps until one has to wait.
+    private mutating func advance(_ name: String) {
+        while let app = apps[name], app.awaiting == nil, !app.terminating, let step = app.pending.first {
+            switch step {
+            case .awaitHello:
+                guard app.connected || app.muted || !app.policy.speaksProtocol else { return }
+                apps[name]!.pending.removeFirst()
+            case .awaitFocus:
+                guard focusQueue.first == name, activeApp == nil || activeApp == name else { return }
+                apps[name]!.pending.removeFirst()
+                focusQueue.removeFirst()
+            case .deliver(let callback, let options):
+                apps[name]!.pending.removeFirst()
+                guard app.canMessage else {
+                    // No client to tell: the transition happens at once.
+                    if let next = callback.resultingState { setState(name, next, reason: callback.rawValue) }
+                    continue
+                }
+                if callback.changesStateOnSend, let next = callback.resultingState {
+                    setState(name, next, reason: callback.rawValue)
+                }
+                let deadline = callback == .didFinishLaunching ? app.policy.launchTimeout : app.policy.ackTimeout
+                let delivery = Delivery(id: app.nextMessageID, callback: callback, deadline: deadline,
+                                        launchOptions: options)
+                apps[name]!.nextMessageID += 1
+                apps[name]!.awaiting = delivery
+                emit(.send(app: name, delivery))
+                emit(.armTimer(app: name, .ack, after: deadline))
+                return
+            case .stop:
+                apps[name]!.pending.removeFirst()
+                setState(name, .suspended, reason: app.graceArmed ? "suspend requested" : "background time over")
+                emit(.stopProcess(app: name))
+            case .resume:
+                apps[name]!.pending.removeFirst()
+                setState(name, .background, reason: "resumed")
+                emit(.continueProcess(app: name))
+            case .terminate:
+                apps[name]!.pending.removeFirst()
+                apps[name]!.terminating = true
+                emit(.signal(app: name, .terminate))
+                if app.state == .suspended { emit(.continueProcess(app: name)) }
+                emit(.armTimer(app: name, .kill, after: app.policy.stopTimeout))
+                return
+            }
+        }
+    }
+
+    /// Advance the app, then whoever waits for focus, and report the app as settled when it is.
+    private mutating func finish(_ name: String) -> [Effect] {
+        advance(name)
+        if let head = focusQueue.first, head != name { advance(head) }
+        if let app = apps[name], app.isSettled {
+            // Sitting in the background with nothing to do: the grace time runs.
+            if app.state == .background, !app.graceArmed, let grace = app.policy.backgroundTime {
+                apps[name]!.graceArmed = true
+                emit(.armTimer(app: name, .grace, after: grace))
+            }
+            emit(.settled(app: name))
+        }
+        return effects
+    }
+
+    private mutating func append(_ name: String, _ step: Step) {
+        apps[name]!.pending.append(step)
+    }
+
+    private mutating func setState(_ name: String, _ state: AppState, reason: String) {
+        let from = apps[name]!.state
+        guard from != state else { return }
+        apps[name]!.state = state
+        apps[name]!.stateSince = now
+        if from == .background, apps[name]!.graceArmed {
+            apps[name]!.graceArmed = false
+            emit(.cancelTimer(app: name, .grace))
+        }
+        if state == .active { activeApp = name } else if activeApp == name { activeApp = nil }
+        emit(.transition(app: name, from: from, to: state, reason: reason))
+    }
+
+    private mutating func emit(_ effect: Effect) { effects.append(effect) }
+}

@@ -1,0 +1,99 @@
+import FoundationEssentials
+
+/// The protocol's version; a client says which one it speaks in its hello.
+public let protocolVersion = 1
+
+/// The longest line either side accepts, newline excluded.
+public let maxLineLength = 64 * 1024
+
+/// Splits a byte stream into `\n`-terminated lines of at most `maxLineLength` bytes (NDJSON framing).
+public struct LineFramer: Sendable {
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        case lineTooLong(limit: Int)
+        public var description: String {
+            switch self {
+            case .lineTooLong(let limit): "line longer than \(limit) bytes"
+            }
+        }
+    }
+
+    private var buffer: [UInt8] = []
+    private var scanned = 0
+    public let limit: Int
+
+    public init(limit: Int = maxLineLength) { self.limit = limit }
+
+    public mutating func append(_ bytes: some Sequence<UInt8>) { buffer.append(contentsOf: bytes) }
+
+    /// The next complete line without its newline, or nil when none is complete yet.
+    /// Throws when the line in progress is already longer than the limit.
+    public mutating func nextLine() throws(Failure) -> [UInt8]? {
+        if let end = buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
+            guard end <= limit else { throw .lineTooLong(limit: limit) }
+            let line = Array(buffer[..<end])
+            buffer.removeSubrange(...end)
+            scanned = 0
+            return line
+        }
+        scanned = buffer.count
+        if buffer.count > limit { throw .lineTooLong(limit: limit) }
+        return nil
+    }
+
+    /// Bytes received that do not yet end a line.
+    public var pendingByteCount: Int { buffer.count }
+}
+
+/// One encoder and decoder per side, reused: making new ones per message halves throughput.
+public struct LineCoder {
+    private let encoder: JSONEncoder
+    private let decoder = JSONDecoder()
+
+    public init() {
+        encoder = JSONEncoder()
+        // Stable key order makes the wire output reproducible (and greppable in tests).
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    }
+
+    /// The value as one JSON line, newline included.
+    public func encode(_ value: some Encodable) -> [UInt8] {
+        // Encoding our own message types cannot fail: they hold only strings, numbers and bools.
+        var bytes = [UInt8]((try? encoder.encode(value)) ?? Data("{}".utf8))
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+
+    public func decode<T: Decodable>(_ type: T.Type, from line: [UInt8]) throws -> T {
+        try decoder.decode(type, from: Data(line))
+    }
+}
+
+/// A decoding failure with a message a client author can act on.
+public struct ProtocolError: Error, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+
+    /// Turn a JSONDecoder error into a short sentence naming what was wrong.
+    public init(decoding error: any Error, line: [UInt8]) {
+        switch error {
+        case DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty:
+            self.init("not a JSON object: \(Self.preview(line))")
+        case DecodingError.keyNotFound(let key, _):
+            self.init("missing field '\(key.stringValue)'")
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+             DecodingError.dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            self.init("bad field '\(path)': \(context.debugDescription)")
+        case let error as ProtocolError:
+            self = error
+        default:
+            self.init("malformed message: \(Self.preview(line))")
+        }
+    }
+
+    static func preview(_ line: [UInt8]) -> String {
+        let text = String(decoding: line.prefix(80), as: UTF8.self)
+        return line.count > 80 ? "'\(text)…'" : "'\(text)'"
+    }
+}
