@@ -23,7 +23,7 @@ let package = Package(
         .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),
         .executableTarget(name: "lifectl", dependencies: ["LifecycleProtocol", "CSupport"]),
-        .executableTarget(name: "notes-example", dependencies: ["LifecycleClient"], path: "Examples/Notes"),
+        .executableTarget(name: "notes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Notes"),
         .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel"]),
         .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol"]),
         .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport"]),

@@ -1,1 +1,224 @@
-print("todo")
+import CSupport
+import Glibc
+import LifecycleProtocol
+
+// lifectl: control lifecycled. Kept light (FoundationEssentials through LifecycleProtocol, no Foundation)
+// because it is run often and from scripts.
+
+let usage = """
+    Usage: lifectl [--runtime-dir DIR] [--timeout SEC] VERB [APP] [OPTIONS]
+
+    Queries (anyone):
+      list [--json]                 every app with its state
+      status [APP] [--json]         the daemon, or one app, in detail
+    Lifecycle (root or the daemon's user); each waits until the app has settled:
+      launch APP [--background]     notRunning → inactive (or straight into the background)
+      focus APP                     make APP active (launching it if needed); the active app goes to the background
+      deactivate APP                interruption: active → inactive
+      background APP                → background (suspended after its BackgroundTimeSec)
+      suspend APP                   → suspended now
+      resume APP                    suspended → background
+      terminate APP                 willTerminate, SIGTERM, SIGKILL
+
+    The daemon is found at $LIFECYCLED_RUNTIME_DIR/control.sock (default /run/lifecycled for root,
+    $XDG_RUNTIME_DIR/lifecycled otherwise). NO_COLOR turns colours off.
+    Exit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon not reachable.
+    """
+
+func printError(_ message: String) {
+    _ = "lifectl: \(message)\n".withCString { write(2, $0, strlen($0)) }
+}
+
+func fail(_ message: String, status: Int32) -> Never {
+    printError(message)
+    exit(status)
+}
+
+func output(_ text: String) {
+    _ = (text + "\n").withCString { write(1, $0, strlen($0)) }
+}
+
+// MARK: Arguments
+
+var environment: [String: String] = [:]
+for (key, value) in ProcessEnvironment.all() { environment[key] = value }
+var runtimeDirectory = RuntimeDirectory.path(environment: environment, uid: getuid())
+var timeoutSeconds = 120.0
+var json = false
+var background = false
+var positional: [String] = []
+var arguments = CommandLine.arguments.dropFirst()
+while let argument = arguments.popFirst() {
+    switch argument {
+    case "--json": json = true
+    case "--background": background = true
+    case "--runtime-dir":
+        guard let value = arguments.popFirst() else { fail("--runtime-dir needs a directory", status: 2) }
+        runtimeDirectory = value
+    case "--timeout":
+        guard let value = arguments.popFirst(), let seconds = Double(value), seconds > 0 else {
+            fail("--timeout needs a number of seconds", status: 2)
+        }
+        timeoutSeconds = seconds
+    case "-h", "--help":
+        output(usage)
+        exit(0)
+    default:
+        if argument.hasPrefix("-") { fail("unknown option '\(argument)'\n\n\(usage)", status: 2) }
+        positional.append(argument)
+    }
+}
+guard let verb = positional.first else { fail("no verb given\n\n\(usage)", status: 2) }
+let app = positional.dropFirst().first
+guard positional.count <= 2 else { fail("too many arguments: \(positional.dropFirst(2).joined(separator: " "))", status: 2) }
+
+let request: ControlRequest
+switch verb {
+case "list":
+    guard app == nil else { fail("list takes no app", status: 2) }
+    request = ControlRequest(verb: verb)
+case "status":
+    request = ControlRequest(verb: verb, app: app)
+case _ where ControlRequest.lifecycleVerbs.contains(verb):
+    guard let app else { fail("\(verb) needs an app name", status: 2) }
+    guard !background || verb == "launch" else { fail("--background goes with launch only", status: 2) }
+    request = ControlRequest(verb: verb, app: app, background: background ? true : nil)
+default:
+    fail("unknown verb '\(verb)'\n\n\(usage)", status: 2)
+}
+
+// MARK: One request, one reply
+
+let coder = LineCoder()
+let socketPath = RuntimeDirectory.controlSocket(in: runtimeDirectory)
+let fd = cs_unix_connect(socketPath)
+guard fd >= 0 else {
+    fail("cannot reach lifecycled at \(socketPath): \(String(cString: strerror(-fd))) (is it running? is LIFECYCLED_RUNTIME_DIR right?)", status: 3)
+}
+var bytes = coder.encode(request)
+var sent = 0
+while sent < bytes.count {
+    let count = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    if count < 0 && errno == EINTR { continue }
+    guard count > 0 else { fail("lost the connection to lifecycled: \(String(cString: strerror(errno)))", status: 3) }
+    sent += count
+}
+
+var framer = LineFramer(limit: 64 << 20)
+var line: [UInt8]?
+var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+var remainingMs = Int32(min(timeoutSeconds * 1000, Double(Int32.max)))
+while line == nil {
+    var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    let ready = poll(&descriptor, 1, remainingMs)
+    if ready < 0 && errno == EINTR { continue }
+    guard ready > 0 else { fail("no answer from lifecycled within \(timeoutSeconds)s", status: 1) }
+    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    if count < 0 && errno == EINTR { continue }
+    guard count > 0 else { fail("lifecycled closed the connection without answering", status: 3) }
+    framer.append(buffer[..<count])
+    line = try? framer.nextLine()
+}
+close(fd)
+
+let reply: ControlReply
+do {
+    reply = try coder.decode(ControlReply.self, from: line!)
+} catch {
+    fail("could not read lifecycled's answer: \(error)", status: 1)
+}
+guard reply.ok else { fail(reply.error ?? "failed", status: 1) }
+
+// MARK: Output
+
+let colour = environment["NO_COLOR"].map(\.isEmpty) ?? true && isatty(1) == 1
+
+func paint(_ text: String, _ state: String) -> String {
+    guard colour else { return text }
+    let code = switch state {
+    case "active": "1;32"
+    case "inactive": "33"
+    case "background": "36"
+    case "suspended": "34"
+    case "failed": "1;31"
+    default: "2"
+    }
+    return "\u{1B}[\(code)m\(text)\u{1B}[0m"
+}
+
+func age(_ seconds: Double) -> String {
+    switch seconds {
+    case ..<1: "now"
+    case ..<60: "\(Int(seconds))s ago"
+    case ..<3600: "\(Int(seconds / 60))min ago"
+    case ..<86400: "\(Int(seconds / 3600))h ago"
+    default: "\(Int(seconds / 86400))d ago"
+    }
+}
+
+func pad(_ text: String, _ width: Int) -> String {
+    text + String(repeating: " ", count: max(0, width - text.count))
+}
+
+func table(_ apps: [AppStatus]) {
+    let header = ["NAME", "STATE", "PID", "SINCE", "PROTOCOL"]
+    let rows = apps.map { [$0.name, $0.state.rawValue, $0.pid.map(String.init) ?? "-", age($0.sinceSeconds), $0.protocol] }
+    let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+    output(header.indices.map { pad(header[$0], widths[$0]) }.joined(separator: "  "))
+    for row in rows {
+        let cells = row.indices.map { column -> String in
+            let cell = pad(row[column], widths[column])
+            return column == 1 ? paint(cell, row[1]) : cell
+        }
+        var text = cells.joined(separator: "  ")
+        while text.hasSuffix(" ") { text.removeLast() }
+        output(text)
+    }
+}
+
+func details(_ app: AppStatus) {
+    output("\(app.name): \(paint(app.state.rawValue, app.state.rawValue)) since \(app.since) (\(age(app.sinceSeconds)))")
+    output("  pid:             \(app.pid.map(String.init) ?? "-")")
+    output("  protocol:        \(app.protocol)" + (app.awaiting.map { ", waiting for the ack of \($0)" } ?? ""))
+    output("  launches:        \(app.launches)")
+    output("  deadline misses: \(app.deadlineMisses)")
+    output("  suspend method:  \(app.suspendMethod)")
+    output("  cgroup:          \(app.cgroup ?? "-")")
+}
+
+if json {
+    // A list for list and lifecycle verbs, an object for status.
+    if verb == "status" {
+        struct Status: Encodable { var daemon: DaemonStatus?; var apps: [AppStatus] }
+        let value = app == nil ? Status(daemon: reply.daemon, apps: reply.apps ?? []) : Status(daemon: nil, apps: reply.apps ?? [])
+        _ = coder.encode(value).withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    } else {
+        _ = coder.encode(reply.apps ?? []).withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    }
+    exit(0)
+}
+
+switch verb {
+case "list":
+    table(reply.apps ?? [])
+case "status":
+    if app != nil {
+        reply.apps?.forEach(details)
+    } else if let daemon = reply.daemon {
+        output("lifecycled \(daemon.version), pid \(daemon.pid), up \(Int(daemon.uptimeSeconds))s")
+        output("  config:  \(daemon.configDirectory)")
+        output("  runtime: \(daemon.runtimeDirectory)")
+        output("  cgroups: \(daemon.cgroupLayout)")
+        for mechanism in daemon.mechanisms { output("    \(mechanism)") }
+        if !daemon.configErrors.isEmpty {
+            output("  config problems:")
+            for problem in daemon.configErrors { output("    \(problem)") }
+        }
+        output("")
+        table(reply.apps ?? [])
+    }
+default:
+    for status in reply.apps ?? [] {
+        output("\(status.name): \(paint(status.state.rawValue, status.state.rawValue))" + (status.pid.map { " (pid \($0))" } ?? ""))
+    }
+}

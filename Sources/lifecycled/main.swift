@@ -1,1 +1,69 @@
-print("todo")
+import CSupport
+import Glibc
+import LifecycleDaemon
+import LifecycleProtocol
+
+// Block the signals the loop handles before anything can start a thread: sd-event sees SIGCHLD
+// (and the stop/continue events of apps) through a signalfd, which only works for signals blocked
+// in every thread.
+blockSignals([SIGCHLD, SIGTERM, SIGINT, SIGHUP])
+signal(SIGPIPE, SIG_IGN)
+
+let usage = """
+    Usage: lifecycled [--config DIR] [--runtime-dir DIR] [--log-level LEVEL]
+
+    Supervises apps through the iOS app lifecycle: notRunning, inactive, active, background, suspended.
+
+      --config DIR        configuration directory (default /etc/lifecycled): DIR/lifecycled.conf, DIR/apps/*.conf
+      --runtime-dir DIR   sockets (default: $LIFECYCLED_RUNTIME_DIR, /run/lifecycled for root,
+                          $XDG_RUNTIME_DIR/lifecycled otherwise)
+      --log-level LEVEL   debug, info (default), notice, warning, error
+      --version           print the version
+      -h, --help          this text
+
+    Signals: SIGTERM/SIGINT stop every app (willTerminate, SIGTERM, SIGKILL) and exit; SIGHUP reloads the config.
+    """
+
+var environment: [String: String] = [:]
+for (key, value) in ProcessEnvironment.all() { environment[key] = value }
+var configDirectory = "/etc/lifecycled"
+var runtimeDirectory = RuntimeDirectory.path(environment: environment, uid: getuid())
+var arguments = CommandLine.arguments.dropFirst()
+
+func fail(_ message: String) -> Never {
+    _ = "lifecycled: \(message)\n".withCString { write(2, $0, strlen($0)) }
+    exit(2)
+}
+
+while let argument = arguments.popFirst() {
+    switch argument {
+    case "--config":
+        guard let value = arguments.popFirst() else { fail("--config needs a directory") }
+        configDirectory = value
+    case "--runtime-dir":
+        guard let value = arguments.popFirst() else { fail("--runtime-dir needs a directory") }
+        runtimeDirectory = value
+    case "--log-level":
+        let levels: [String: Log.Level] = ["debug": .debug, "info": .info, "notice": .notice, "warning": .warning, "error": .error]
+        guard let value = arguments.popFirst(), let level = levels[value] else { fail("--log-level needs one of debug, info, notice, warning, error") }
+        Log.threshold = level
+    case "--version":
+        print("lifecycled \(daemonVersion)")
+        exit(0)
+    case "-h", "--help":
+        print(usage)
+        exit(0)
+    default:
+        fail("unknown argument '\(argument)'\n\n\(usage)")
+    }
+}
+Log.levelPrefixes = environment["JOURNAL_STREAM"] != nil
+
+do {
+    let daemon = try Daemon(options: DaemonOptions(configDirectory: configDirectory, runtimeDirectory: runtimeDirectory,
+                                                   environment: environment))
+    exit(try daemon.run())
+} catch {
+    Log.error("Failed to start: \(error)")
+    exit(1)
+}

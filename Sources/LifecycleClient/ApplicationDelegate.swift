@@ -1,0 +1,37 @@
+import LifecycleModel
+
+@_exported import enum LifecycleModel.AppState
+@_exported import struct LifecycleModel.LaunchOptions
+@_exported import enum LifecycleModel.LifecycleCallback
+
+/// The app's lifecycle callbacks, in the shape of `UIApplicationDelegate`.
+///
+/// `LifecycleApplication.main(delegate:)` calls these on the main actor, one at a time, in the order
+/// the daemon sends them. When a method returns, the library acknowledges the message; the daemon does
+/// not stop the process, or move it on, before that (or the message's deadline). Every method has a
+/// default implementation that does nothing.
+@MainActor
+public protocol ApplicationDelegate: AnyObject {
+    /// The app was launched (notRunning → inactive). Restore state here.
+    func application(_ application: LifecycleApplication, didFinishLaunchingWithOptions options: LaunchOptions)
+    /// The app has focus (inactive → active). Start or resume foreground work.
+    func applicationDidBecomeActive(_ application: LifecycleApplication)
+    /// The app is about to lose focus (active → inactive). Pause ongoing foreground work.
+    func applicationWillResignActive(_ application: LifecycleApplication)
+    /// The app is hidden (inactive → background). Save state and release shared resources now:
+    /// after the grace time the process is stopped without further notice.
+    func applicationDidEnterBackground(_ application: LifecycleApplication)
+    /// The app is about to return to the foreground (background → inactive). Undo what you did on entering the background.
+    func applicationWillEnterForeground(_ application: LifecycleApplication)
+    /// The app is about to be terminated (SIGTERM follows the return of this method). Save state.
+    func applicationWillTerminate(_ application: LifecycleApplication)
+}
+
+extension ApplicationDelegate {
+    public func application(_ application: LifecycleApplication, didFinishLaunchingWithOptions options: LaunchOptions) {}
+    public func applicationDidBecomeActive(_ application: LifecycleApplication) {}
+    public func applicationWillResignActive(_ application: LifecycleApplication) {}
+    public func applicationDidEnterBackground(_ application: LifecycleApplication) {}
+    public func applicationWillEnterForeground(_ application: LifecycleApplication) {}
+    public func applicationWillTerminate(_ application: LifecycleApplication) {}
+}

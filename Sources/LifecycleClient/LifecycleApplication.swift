@@ -1,0 +1,158 @@
+import Dispatch
+import Glibc
+import LifecycleModel
+import LifecycleProtocol
+
+/// The client side of the lifecycled protocol, in the shape of `UIApplication`.
+///
+/// `main(delegate:)` connects through the socket the daemon handed over (`LIFECYCLE_FD`), says hello,
+/// and from then on turns each lifecycle message into a delegate call and a notification on the main
+/// actor, acknowledging it once both have returned. Started without `LIFECYCLE_FD` (by hand, in a
+/// debugger), the app runs standalone: it is told it launched and became active, and nothing more.
+@MainActor
+public final class LifecycleApplication {
+    /// The app's state as the messages so far say (UIKit's rule: "did" callbacks change it before the
+    /// delegate runs, "will" callbacks after it returns).
+    public private(set) var applicationState: AppState = .inactive
+    /// `LIFECYCLE_APP`, or nil when standalone.
+    public let name: String?
+    /// Whether the daemon is connected (false when standalone, or after the daemon hung up).
+    public private(set) var isConnected = false
+    public let notificationCenter = LifecycleNotificationCenter()
+
+    /// Held strongly, as UIApplicationMain's delegate lives as long as the app.
+    private let delegate: (any ApplicationDelegate)?
+    private let fd: Int32?
+    private var framer = LineFramer()
+    private let coder = LineCoder()
+    private var readSource: (any DispatchSourceRead)?
+
+    /// The running application, once `main(delegate:)` has been called.
+    public private(set) static var shared: LifecycleApplication?
+
+    private init(fd: Int32?, name: String?, delegate: any ApplicationDelegate) {
+        self.fd = fd
+        self.name = name
+        self.delegate = delegate
+    }
+
+    /// Run the app: like `UIApplicationMain`, it never returns.
+    /// `configure` runs before the first message is read: add notification observers there.
+    public static func main(delegate: any ApplicationDelegate,
+                            configure: (LifecycleApplication) -> Void = { _ in }) -> Never {
+        let fd = ProcessEnvironment.get("LIFECYCLE_FD").flatMap(Int32.init)
+        let application = LifecycleApplication(fd: fd, name: ProcessEnvironment.get("LIFECYCLE_APP"), delegate: delegate)
+        shared = application
+        configure(application)
+        application.start()
+        dispatchMain()
+    }
+
+    private func start() {
+        guard let fd else {
+            // Standalone: behave as a freshly launched, focused app.
+            deliver(.didFinishLaunching, id: nil, options: LaunchOptions(launchedBy: "standalone"))
+            deliver(.didBecomeActive, id: nil, options: nil)
+            return
+        }
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        isConnected = true
+        send(ClientMessage.hello(protocol: protocolVersion))
+        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: .main)
+        source.setEventHandler { [weak self] in
+            MainActor.assumeIsolated { self?.readAvailable() }
+        }
+        source.resume()
+        readSource = source
+    }
+
+    private func readAvailable() {
+        guard let fd else { return }
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while isConnected {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                framer.append(buffer[..<count])
+                handleLines()
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                return
+            } else {
+                disconnect("lifecycled closed the connection")
+                return
+            }
+        }
+    }
+
+    private func handleLines() {
+        while isConnected {
+            let line: [UInt8]
+            do {
+                guard let next = try framer.nextLine() else { return }
+                line = next
+            } catch {
+                return disconnect("bad framing from lifecycled: \(error)")
+            }
+            // Messages of types this version does not know are skipped, as the protocol asks.
+            guard let message = try? coder.decode(ServerMessage.self, from: line) else { continue }
+            switch message {
+            case .welcome(_, _, let state):
+                applicationState = state
+            case .callback(let callback, let id, _, let options):
+                deliver(callback, id: id, options: options)
+            case .error(let text):
+                disconnect("lifecycled reported a protocol error: \(text)")
+            }
+        }
+    }
+
+    /// Run the delegate and the observers for one callback, then acknowledge it.
+    private func deliver(_ callback: LifecycleCallback, id: Int?, options: LaunchOptions?) {
+        if callback.changesStateOnSend, let next = callback.resultingState { applicationState = next }
+        if let delegate {
+            switch callback {
+            case .didFinishLaunching:
+                delegate.application(self, didFinishLaunchingWithOptions: options ?? LaunchOptions(launchedBy: "unknown"))
+            case .didBecomeActive: delegate.applicationDidBecomeActive(self)
+            case .willResignActive: delegate.applicationWillResignActive(self)
+            case .didEnterBackground: delegate.applicationDidEnterBackground(self)
+            case .willEnterForeground: delegate.applicationWillEnterForeground(self)
+            case .willTerminate: delegate.applicationWillTerminate(self)
+            }
+        }
+        notificationCenter.post(LifecycleNotification(name: .lifecycle(callback),
+                                                      userInfo: id.map { ["id": String($0)] } ?? [:]))
+        if !callback.changesStateOnSend, let next = callback.resultingState { applicationState = next }
+        if let id { send(ClientMessage.ack(id: id)) }
+    }
+
+    private func send(_ message: ClientMessage) {
+        guard let fd, isConnected else { return }
+        let bytes = coder.encode(message)
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count > 0 {
+                sent += count
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                // The daemon reads promptly and messages are tiny; wait for room rather than drop an ack.
+                var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&descriptor, 1, 1000)
+            } else {
+                return disconnect("lost the connection to lifecycled")
+            }
+        }
+    }
+
+    private func disconnect(_ reason: String) {
+        guard isConnected else { return }
+        isConnected = false
+        readSource?.cancel()
+        readSource = nil
+        _ = "lifecycle: \(reason); running on without lifecycle messages\n".withCString { write(2, $0, strlen($0)) }
+    }
+}

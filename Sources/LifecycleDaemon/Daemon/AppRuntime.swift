@@ -1,0 +1,89 @@
+import Glibc
+import LifecycleModel
+import LifecycleProtocol
+
+/// The I/O side of one app: its process, its client connection, its timers and its cgroup.
+/// The model (`Supervisor`) decides; this holds what the decisions act on.
+final class AppRuntime {
+    let name: String
+    var config: AppConfig
+    /// The process group leader (pgid == pid: every app runs in its own session).
+    var pid: pid_t?
+    var child: EventSource?
+    var connection: Connection?
+    var helloed = false
+    var timers: [TimerKind: EventSource] = [:]
+    var cgroup: AppCgroup?
+    /// The priority class applied to the running process.
+    var priority: PriorityClass?
+    /// Wall-clock time of the last transition (seconds since the epoch), for `since`.
+    var sinceWall: Double = wallClockNow()
+    /// lifectl connections waiting for this app to settle.
+    var waiters: [ControlClient] = []
+    /// How the current suspension was done, so that resume undoes the same thing.
+    var suspendedWith: SuspendMechanism?
+    var stopCheck: EventSource?
+    var stopCheckStarted: Duration = .zero
+    /// Removed from the config while running: forget it once it has exited.
+    var removeWhenStopped = false
+
+    init(name: String, config: AppConfig) {
+        self.name = name
+        self.config = config
+    }
+
+    /// The processes that make up the app: its cgroup if it has one, else its process group.
+    func members() -> [pid_t] {
+        guard let pid else { return [] }
+        if let cgroup {
+            let pids = cgroup.pids()
+            if !pids.isEmpty { return pids }
+        }
+        return ProcessTable.members(ofProcessGroup: pid)
+    }
+}
+
+/// How an app is stopped: the default is SIGSTOP to the process group; the cgroup freezer
+/// (`SuspendMethod=freezer`) is used where the app has a cgroup with one.
+enum SuspendMechanism: Equatable {
+    case signal
+    case freezer(FreezerKind)
+
+    var description: String {
+        switch self {
+        case .signal: "signal"
+        case .freezer(let kind): "freezer (\(kind))"
+        }
+    }
+}
+
+/// Seconds since the epoch, from CLOCK_REALTIME.
+func wallClockNow() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
+/// RFC 3339 in UTC with milliseconds, e.g. 2026-12-02T14:33:10.125Z.
+func rfc3339(_ seconds: Double) -> String {
+    var time = time_t(seconds.rounded(.down))
+    var parts = tm()
+    gmtime_r(&time, &parts)
+    let millis = Int((seconds - seconds.rounded(.down)) * 1000)
+    func pad(_ value: Int32, _ width: Int) -> String {
+        let text = String(value)
+        return String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+    return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+        + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
+}
+
+/// "1.5s", "200ms", "infinity" — for log lines.
+func describe(_ duration: Duration?) -> String {
+    guard let duration else { return "infinity" }
+    let (seconds, attoseconds) = duration.components
+    let millis = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    if millis % 1000 == 0 { return "\(millis / 1000)s" }
+    if millis < 1000 { return "\(millis)ms" }
+    return "\(Double(millis) / 1000)s"
+}

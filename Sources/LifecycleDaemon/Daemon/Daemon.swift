@@ -1,0 +1,619 @@
+import CSupport
+import CSystemd
+import Glibc
+import LifecycleModel
+import LifecycleProtocol
+
+public struct DaemonOptions: Sendable {
+    public var configDirectory: String
+    public var runtimeDirectory: String
+    /// The environment apps inherit PATH and the locale from, and in which `Exec=` names are looked up.
+    public var environment: [String: String]
+
+    public init(configDirectory: String, runtimeDirectory: String, environment: [String: String]) {
+        self.configDirectory = configDirectory
+        self.runtimeDirectory = runtimeDirectory
+        self.environment = environment
+    }
+}
+
+public let daemonVersion = "0.1.0"
+
+/// The supervisor: one event loop, the pure model, and the I/O that carries out the model's effects.
+/// Everything here runs on the loop's thread; nothing is shared, so nothing is locked.
+public final class Daemon {
+    let loop: EventLoop
+    let options: DaemonOptions
+    let cgroups: CgroupSupport
+    var model = Supervisor()
+    var apps: [String: AppRuntime] = [:]
+    var config: LoadedConfig
+    let coder = LineCoder()
+    let startedAt: Duration
+    var control: ControlServer?
+    var stopping = false
+    private var signalSources: [EventSource] = []
+    private var events: [Event] = []
+    private var draining = false
+    /// Sources that fired their last event; freed on the next iteration, not inside their own callback.
+    private var retired: [EventSource] = []
+    private var retireSource: EventSource?
+    private let notifying: Bool
+
+    public init(options: DaemonOptions) throws(SystemError) {
+        self.options = options
+        loop = try EventLoop()
+        startedAt = loop.now
+        cgroups = CgroupSupport.detect()
+        config = LoadedConfig(daemon: DaemonConfig(), apps: [:], diagnostics: [])
+        notifying = options.environment["NOTIFY_SOCKET"] != nil
+    }
+
+    /// Start serving: sockets, config, auto-launch, READY=1; then run the loop until stopped.
+    /// Returns the exit code.
+    public func run() throws(SystemError) -> Int32 {
+        Log.info("lifecycled \(daemonVersion) starting (pid \(getpid()), config \(options.configDirectory), runtime \(options.runtimeDirectory))")
+        if let reason = cgroups.fallbackReason { Log.notice("cgroups: \(reason)") }
+        Log.info("cgroup layout: \(cgroups.layout.rawValue)")
+        for line in cgroups.mechanisms { Log.info("  \(line)") }
+
+        try makeDirectory(options.runtimeDirectory)
+        control = try ControlServer(daemon: self, path: RuntimeDirectory.controlSocket(in: options.runtimeDirectory))
+
+        for signal in [SIGTERM, SIGINT] {
+            signalSources.append(try loop.onSignal(signal) { [unowned self] in self.shutdown() })
+        }
+        signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in self.reload() })
+
+        config = ConfigLoader.load(directory: options.configDirectory)
+        report(config.diagnostics)
+        for name in config.apps.keys.sorted() { add(config.apps[name]!) }
+        Log.info("\(apps.count) apps configured: \(apps.keys.sorted().joined(separator: ", "))")
+        for name in apps.keys.sorted() { autoLaunch(name) }
+
+        notify("READY=1\nSTATUS=\(statusLine())")
+        return loop.run()
+    }
+
+    // MARK: Apps
+
+    private func add(_ appConfig: AppConfig) {
+        model.add(appConfig.name, policy: appConfig.policy)
+        apps[appConfig.name] = AppRuntime(name: appConfig.name, config: appConfig)
+    }
+
+    private func autoLaunch(_ name: String) {
+        guard let app = apps[name] else { return }
+        let request: Request
+        switch app.config.autoLaunch {
+        case .no: return
+        case .yes: request = .launch(background: false)
+        case .background: request = .launch(background: true)
+        case .focus: request = .focus
+        }
+        do {
+            perform(try model.handle(request, for: name, origin: "autoLaunch", now: loop.now))
+        } catch {
+            Log.warning("Failed to auto-launch \(name): \(error)")
+        }
+        drain()
+    }
+
+    /// Apply a lifectl request; the reply goes out when the app settles (or at once on refusal).
+    func handle(_ request: Request, for name: String, from client: ControlClient) {
+        guard !stopping else { return client.reply(.failure("lifecycled is shutting down")) }
+        apps[name]?.waiters.append(client)
+        do {
+            perform(try model.handle(request, for: name, origin: "lifectl", now: loop.now))
+        } catch {
+            apps[name]?.waiters.removeAll { $0 === client }
+            client.reply(.failure(error.description))
+        }
+        drain()
+    }
+
+    // MARK: Events
+
+    /// Feed an event to the model and carry out what it decides. Events raised while effects are
+    /// being performed (a spawn that fails, a client that hangs up) queue behind the current one.
+    func dispatch(_ event: Event) {
+        events.append(event)
+        drain()
+    }
+
+    private func drain() {
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
+        while !events.isEmpty {
+            let event = events.removeFirst()
+            perform(model.handle(event, now: loop.now))
+        }
+    }
+
+    private func perform(_ effects: [Effect]) {
+        for effect in effects {
+            switch effect {
+            case .spawn(let name, let options): spawn(name, options)
+            case .send(let name, let delivery): send(name, delivery)
+            case .stopProcess(let name): suspend(name)
+            case .continueProcess(let name): resume(name)
+            case .signal(let name, let signal): self.signal(name, signal)
+            case .armTimer(let name, let kind, let delay): timer(name, kind)?.arm(after: delay)
+            case .cancelTimer(let name, let kind): apps[name]?.timers[kind]?.disarm()
+            case .transition(let name, let from, let to, let reason): transitioned(name, from, to, reason)
+            case .note(let name, let note): log(name, note)
+            case .settled(let name): settled(name)
+            }
+        }
+    }
+
+    private func timer(_ name: String, _ kind: TimerKind) -> EventSource? {
+        guard let app = apps[name] else { return nil }
+        if let timer = app.timers[kind] { return timer }
+        do {
+            let timer = try loop.timer { [unowned self] in self.dispatch(.timerFired(app: name, kind)) }
+            app.timers[kind] = timer
+            return timer
+        } catch {
+            Log.error("Failed to create the \(kind) timer of \(name): \(error)")
+            return nil
+        }
+    }
+
+    // MARK: Processes
+
+    private func spawn(_ name: String, _ launch: LaunchOptions) {
+        guard let app = apps[name] else { return }
+        let config = app.config
+        if app.cgroup == nil && cgroups.layout != .none {
+            do {
+                app.cgroup = try cgroups.makeAppCgroup(app: name)
+            } catch {
+                Log.warning("Failed to create the cgroup of \(name): \(error); using its process group alone")
+            }
+        }
+        let path = options.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        guard let executable = resolveExecutable(config.exec[0], path: path) else {
+            events.append(.spawnFailed(app: name, reason: "executable '\(config.exec[0])' not found (PATH=\(path))"))
+            return
+        }
+        let credentials: Credentials?
+        do {
+            credentials = try lookupCredentials(user: config.user, group: config.group)
+        } catch {
+            events.append(.spawnFailed(app: name, reason: "\(error)"))
+            return
+        }
+
+        var pair: (daemon: Int32, child: Int32)?
+        if config.policy.speaksProtocol {
+            var fds: [Int32] = [-1, -1]
+            guard cs_socketpair_cloexec(&fds) == 0 else {
+                events.append(.spawnFailed(app: name, reason: "Failed to create the client socket: \(String(cString: strerror(errno)))"))
+                return
+            }
+            pair = (fds[0], fds[1])
+        }
+        var environment = baseEnvironment(for: config, credentials: credentials)
+        environment.append("LIFECYCLE_APP=\(name)")
+        if pair != nil { environment.append("LIFECYCLE_FD=3") }
+
+        let request = SpawnRequest(executable: executable, argv: config.exec, environment: environment,
+                                   workingDirectory: config.workingDirectory, credentials: credentials,
+                                   inheritedFD: pair?.child, cgroupProcsFiles: app.cgroup?.procsFiles ?? [])
+        let pid: pid_t
+        do {
+            pid = try spawnProcess(request)
+        } catch {
+            if let pair { close(pair.daemon); close(pair.child) }
+            events.append(.spawnFailed(app: name, reason: "\(error)"))
+            return
+        }
+        if let pair { close(pair.child) }
+        app.pid = pid
+        app.helloed = false
+        app.priority = nil
+        do {
+            app.child = try loop.watchChild(pid: pid) { [unowned self] code, status in
+                self.childChanged(name, pid: pid, code: code, status: status)
+            }
+            if let pair {
+                var connection: Connection?
+                connection = try Connection(fd: pair.daemon, loop: loop) { [unowned self] event in
+                    guard let connection else { return }
+                    self.clientEvent(name, connection, event)
+                }
+                app.connection = connection
+            }
+        } catch {
+            Log.error("Failed to watch \(name) (pid \(pid)): \(error); killing it")
+            kill(-pid, SIGKILL)
+        }
+        Log.info("\(name): started pid \(pid): \(config.exec.joined(separator: " "))"
+            + (launch.launchedBy == "lifectl" ? "" : " (\(launch.launchedBy))"))
+    }
+
+    /// systemd-like: a small clean environment, not the daemon's own, plus the app's `Environment=`.
+    private func baseEnvironment(for config: AppConfig, credentials: Credentials?) -> [String] {
+        var environment: [String] = []
+        for key in ["PATH", "LANG", "LC_ALL", "TZ", "HOME", "USER", "LOGNAME", "XDG_RUNTIME_DIR"] where credentials == nil || !["HOME", "USER", "LOGNAME", "XDG_RUNTIME_DIR"].contains(key) {
+            if let value = options.environment[key] { environment.append("\(key)=\(value)") }
+        }
+        if let credentials {
+            if let home = credentials.home { environment.append("HOME=\(home)") }
+            if let user = credentials.userName { environment += ["USER=\(user)", "LOGNAME=\(user)"] }
+        }
+        let overridden = Set(config.environment.map { $0.prefix { $0 != "=" } })
+        environment.removeAll { overridden.contains($0.prefix { $0 != "=" }) }
+        return environment + config.environment
+    }
+
+    private func childChanged(_ name: String, pid: pid_t, code: Int32, status: Int32) {
+        guard let app = apps[name], app.pid == pid else { return }
+        switch code {
+        case Int32(CLD_EXITED): exited(app, .exited(status))
+        case Int32(CLD_KILLED), Int32(CLD_DUMPED): exited(app, .signaled(status))
+        case Int32(CLD_STOPPED):
+            // A stop we caused is already known to the model; check /proc so a stale event after our own
+            // SIGCONT is not taken for someone else's stop.
+            if ProcessTable.state(of: pid) == "T" { dispatch(.processStopped(app: name)) }
+        case Int32(CLD_CONTINUED):
+            if ProcessTable.state(of: pid) != "T" { dispatch(.processContinued(app: name)) }
+        default: break
+        }
+    }
+
+    private func exited(_ app: AppRuntime, _ status: ExitStatus) {
+        if let pid = app.pid {
+            // Whatever the app left behind in its group or cgroup goes with it (systemd's KillMode=control-group).
+            if let cgroup = app.cgroup { cgroup.killAll() }
+            kill(-pid, SIGKILL)
+        }
+        app.pid = nil
+        app.suspendedWith = nil
+        app.stopCheck?.disarm()
+        if let child = app.child { retire(child) }
+        app.child = nil
+        app.connection?.closeQuietly()
+        app.connection = nil
+        dispatch(.exited(app: app.name, status))
+    }
+
+    private func retire(_ source: EventSource) {
+        retired.append(source)
+        if retireSource == nil {
+            retireSource = try? loop.deferred { [unowned self] in
+                self.retired.removeAll()
+                self.retireSource = nil
+            }
+        }
+    }
+
+    private func suspend(_ name: String) {
+        guard let app = apps[name], let pid = app.pid else { return }
+        var mechanism = SuspendMechanism.signal
+        if app.config.suspendMethod == .freezer {
+            if let cgroup = app.cgroup, let kind = cgroup.freezer {
+                do {
+                    try cgroup.freeze()
+                    mechanism = .freezer(kind)
+                } catch {
+                    Log.warning("\(name): Failed to freeze its cgroup: \(error); using SIGSTOP")
+                }
+            } else {
+                Log.notice("\(name): SuspendMethod=freezer, but it has no cgroup freezer here; using SIGSTOP")
+            }
+        }
+        if mechanism == .signal { kill(-pid, SIGSTOP) }
+        app.suspendedWith = mechanism
+        app.stopCheckStarted = loop.now
+        confirmStopped(name)
+    }
+
+    /// The stop is confirmed when every process shows `T` in /proc (or the cgroup reports frozen).
+    /// Signals are delivered asynchronously, so recheck briefly (typically well under a millisecond).
+    private func confirmStopped(_ name: String) {
+        guard let app = apps[name], app.pid != nil, let mechanism = app.suspendedWith else { return }
+        let members = app.members()
+        let confirmed = switch mechanism {
+        case .signal: ProcessTable.allStopped(ProcessTable.members(ofProcessGroup: app.pid!))
+        case .freezer: app.cgroup?.isFrozen() ?? false
+        }
+        let elapsed = loop.now - app.stopCheckStarted
+        if confirmed {
+            Log.info("\(name): suspended with \(mechanism.description): \(members.count) processes stopped, confirmed after \(Int(elapsed / .microseconds(1))) µs")
+        } else if elapsed < .seconds(2) {
+            if app.stopCheck == nil {
+                app.stopCheck = try? loop.timer { [unowned self] in self.confirmStopped(name) }
+            }
+            app.stopCheck?.arm(after: .milliseconds(1))
+        } else {
+            Log.warning("\(name): Failed to confirm the suspension within 2s: some processes are still running")
+        }
+    }
+
+    private func resume(_ name: String) {
+        guard let app = apps[name], let pid = app.pid else { return }
+        app.stopCheck?.disarm()
+        switch app.suspendedWith {
+        case .freezer:
+            do { try app.cgroup?.thaw() } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
+        case .signal, nil:
+            kill(-pid, SIGCONT)
+        }
+        app.suspendedWith = nil
+    }
+
+    private func signal(_ name: String, _ signal: TerminationSignal) {
+        guard let app = apps[name], let pid = app.pid else { return }
+        switch signal {
+        case .terminate:
+            kill(-pid, SIGTERM)
+        case .kill:
+            app.cgroup?.killAll()
+            kill(-pid, SIGKILL)
+        }
+        Log.info("\(name): sent \(signal.rawValue) to process group \(pid)")
+    }
+
+    // MARK: Clients
+
+    private func send(_ name: String, _ delivery: Delivery) {
+        guard let connection = apps[name]?.connection else { return }
+        let millis = Int(delivery.deadline / .milliseconds(1))
+        connection.send(coder.encode(ServerMessage.callback(delivery.callback, id: delivery.id, deadlineMs: millis,
+                                                            launchOptions: delivery.launchOptions)))
+        Log.debug("\(name): sent \(delivery.callback.rawValue) (id \(delivery.id))")
+    }
+
+    private func clientEvent(_ name: String, _ connection: Connection, _ event: Connection.Event) {
+        guard let app = apps[name], app.connection === connection else { return }
+        switch event {
+        case .line(let line):
+            let message: ClientMessage
+            do {
+                message = try coder.decode(ClientMessage.self, from: line)
+            } catch {
+                return protocolViolation(app, ProtocolError(decoding: error, line: line).message)
+            }
+            switch message {
+            case .hello(let version):
+                guard !app.helloed else { return protocolViolation(app, "second hello") }
+                guard version == protocolVersion else {
+                    return protocolViolation(app, "protocol \(version) is not spoken here (this daemon speaks \(protocolVersion))")
+                }
+                app.helloed = true
+                let state = model.apps[name]?.state ?? .notRunning
+                connection.send(coder.encode(ServerMessage.welcome(protocol: protocolVersion, app: name, state: state)))
+                dispatch(.hello(app: name))
+            case .ack(let id):
+                guard app.helloed else { return protocolViolation(app, "ack before hello") }
+                dispatch(.ack(app: name, id: id))
+            }
+        case .framingError(let message):
+            protocolViolation(app, message)
+        case .closed:
+            app.connection = nil
+            Log.notice("\(name): the client closed its connection; managing it without messages")
+            dispatch(.disconnected(app: name))
+        }
+    }
+
+    /// A client broke the protocol: tell it what was wrong, hang up, and manage the app without messages.
+    private func protocolViolation(_ app: AppRuntime, _ message: String) {
+        Log.warning("\(app.name): protocol error: \(message); disconnecting it (the app is managed without messages from now on)")
+        app.connection?.send(coder.encode(ServerMessage.error(message)))
+        app.connection?.closeQuietly()
+        app.connection = nil
+        dispatch(.disconnected(app: app.name))
+    }
+
+    // MARK: Effects that report
+
+    private func transitioned(_ name: String, _ from: AppState, _ to: AppState, _ reason: String) {
+        guard let app = apps[name] else { return }
+        app.sinceWall = wallClockNow()
+        Log.info("\(name): \(from.rawValue) → \(to.rawValue) (\(reason))")
+        if let priority = PriorityClass(to), priority != app.priority, let pid = app.pid {
+            apply(priority, to: app, pid: pid)
+        }
+        if !to.isRunning { app.priority = nil }
+        notify("STATUS=\(statusLine())")
+    }
+
+    private func apply(_ priority: PriorityClass, to app: AppRuntime, pid: pid_t) {
+        app.priority = priority
+        var cpuByCgroup = false
+        if let cgroup = app.cgroup {
+            do {
+                try cgroup.setPriority(priority)
+                cpuByCgroup = cgroup.controlsCPU
+            } catch {
+                Log.debug("\(app.name): Failed to set the cgroup priority: \(error)")
+            }
+        }
+        let failures = ProcessPriority.apply(priority, processGroup: pid, members: app.members(), useNice: !cpuByCgroup)
+        for failure in failures { Log.debug("\(app.name): \(failure), ignoring") }
+    }
+
+    private func log(_ name: String, _ note: Note) {
+        let policy = model.apps[name]?.policy ?? AppPolicy()
+        switch note {
+        case .deadlineMissed(let callback, let id):
+            let misses = model.apps[name]?.deadlineMisses ?? 0
+            let limit = callback == .didFinishLaunching ? policy.launchTimeout : policy.ackTimeout
+            Log.warning("\(name): \(callback.rawValue) (id \(id)) was not acknowledged within \(describe(limit)); going on (\(misses) missed so far)")
+        case .launchWatchdog:
+            Log.error("\(name): did not finish launching within \(describe(policy.launchTimeout)); killing it (launch watchdog)")
+        case .noHello:
+            Log.notice("\(name): no hello within \(describe(policy.launchTimeout)); managing it without messages")
+        case .restartScheduled(let delay, let attempt):
+            Log.notice("\(name): restarting in \(describe(delay)) (start \(attempt) of at most \(policy.startLimitBurst) within \(describe(policy.startLimitInterval)))")
+        case .startLimitHit(let starts, let within):
+            Log.error("\(name): started \(starts) times within \(describe(within)); giving up, it stays failed until `lifectl launch \(name)`")
+        case .stoppedExternally:
+            Log.notice("\(name): its process was stopped by someone else; now suspended")
+        case .continuedExternally:
+            Log.notice("\(name): its process was continued by someone else; now in the background")
+        case .spawnFailed(let reason):
+            Log.error("\(name): Failed to start: \(reason)")
+        case .killTimeout:
+            Log.warning("\(name): did not exit within \(describe(policy.stopTimeout)) of SIGTERM; sending SIGKILL")
+        }
+    }
+
+    private func settled(_ name: String) {
+        guard let app = apps[name] else { return }
+        let waiters = app.waiters
+        app.waiters = []
+        if !waiters.isEmpty, let status = status(of: name) {
+            for waiter in waiters { waiter.reply(ControlReply(ok: true, apps: [status])) }
+        }
+        let running = model.apps[name]?.state.isRunning ?? false
+        if app.removeWhenStopped && !running { forget(name) }
+        if stopping { finishShutdownIfDone() }
+    }
+
+    private func forget(_ name: String) {
+        guard let app = apps[name] else { return }
+        for waiter in app.waiters { waiter.reply(.failure("\(name) was removed from the configuration")) }
+        app.cgroup?.remove()
+        model.remove(name)
+        apps[name] = nil
+        Log.info("\(name): removed")
+    }
+
+    // MARK: Status
+
+    func status(of name: String) -> AppStatus? {
+        guard let app = apps[name], let record = model.apps[name] else { return nil }
+        let protocolState: String
+        if !record.policy.speaksProtocol {
+            protocolState = "none"
+        } else if !record.state.isRunning {
+            protocolState = "lifecycle"
+        } else {
+            protocolState = record.muted ? "silent" : record.connected ? "lifecycle" : "waiting"
+        }
+        let suspendMethod = app.suspendedWith?.description
+            ?? (app.config.suspendMethod == .freezer && (app.cgroup?.freezer != nil || cgroups.canFreeze) ? "freezer" : "signal")
+        return AppStatus(name: name, state: record.state, pid: app.pid, since: rfc3339(app.sinceWall),
+                         sinceSeconds: max(0, wallClockNow() - app.sinceWall), protocol: protocolState,
+                         launches: record.launches, deadlineMisses: record.deadlineMisses,
+                         awaiting: record.awaitingCallback?.rawValue, suspendMethod: suspendMethod,
+                         cgroup: app.cgroup?.displayPath)
+    }
+
+    func allStatuses() -> [AppStatus] { apps.keys.sorted().compactMap(status(of:)) }
+
+    func daemonStatus() -> DaemonStatus {
+        DaemonStatus(pid: getpid(), version: daemonVersion, configDirectory: options.configDirectory,
+                     runtimeDirectory: options.runtimeDirectory, cgroupLayout: cgroups.layout.rawValue,
+                     mechanisms: cgroups.mechanisms + (cgroups.fallbackReason.map { ["fallback: \($0)"] } ?? []),
+                     configErrors: config.diagnostics.map(\.description),
+                     uptimeSeconds: Double((loop.now - startedAt) / .milliseconds(1)) / 1000)
+    }
+
+    /// One line for systemd's STATUS=: "4 apps: 1 active, 1 inactive, 1 background, 1 suspended".
+    func statusLine() -> String {
+        var counts: [AppState: Int] = [:]
+        for record in model.apps.values { counts[record.state, default: 0] += 1 }
+        let parts = AppState.allCases.filter { $0 != .notRunning }.compactMap { state in
+            counts[state].map { "\($0) \(state.rawValue)" }
+        }
+        return "\(model.apps.count) apps" + (parts.isEmpty ? "" : ": " + parts.joined(separator: ", "))
+    }
+
+    private func notify(_ message: String) {
+        guard notifying else { return }
+        _ = sd_notify(0, message)
+    }
+
+    // MARK: Reload and shutdown
+
+    /// SIGHUP: read the config again; only apps whose configuration changed are touched.
+    func reload() {
+        guard !stopping else { return }
+        notify("RELOADING=1")
+        let fresh = ConfigLoader.load(directory: options.configDirectory)
+        report(fresh.diagnostics)
+        var changed: [String] = []
+        for (name, appConfig) in fresh.apps.sorted(by: { $0.key < $1.key }) {
+            if let app = apps[name] {
+                guard app.config != appConfig else { continue }
+                app.config = appConfig
+                app.removeWhenStopped = false
+                model.setPolicy(appConfig.policy, for: name)
+                changed.append(name)
+                Log.info("\(name): configuration changed; new settings apply from now on, Exec= at the next launch")
+            } else {
+                add(appConfig)
+                changed.append(name)
+                Log.info("\(name): added")
+                autoLaunch(name)
+            }
+        }
+        for name in apps.keys.sorted() where fresh.apps[name] == nil {
+            changed.append(name)
+            if model.apps[name]?.state.isRunning == true {
+                apps[name]?.removeWhenStopped = true
+                Log.info("\(name): removed from the configuration; terminating it")
+                perform((try? model.handle(.terminate, for: name, origin: "reload", now: loop.now)) ?? [])
+                drain()
+            } else {
+                forget(name)
+            }
+        }
+        config = fresh
+        Log.notice("Reloaded the configuration: \(changed.isEmpty ? "nothing changed" : "changed " + changed.joined(separator: ", "))")
+        notify("READY=1\nSTATUS=\(statusLine())")
+    }
+
+    /// SIGTERM/SIGINT: every app gets willTerminate (with its deadline), suspended ones are continued so
+    /// that they can exit, then SIGTERM and SIGKILL; the daemon exits when none is left.
+    func shutdown() {
+        guard !stopping else { return }
+        stopping = true
+        notify("STOPPING=1")
+        let running = model.apps.values.filter(\.state.isRunning).count
+        Log.notice("Stopping: terminating \(running) running apps")
+        for name in apps.keys.sorted() {
+            perform((try? model.handle(.terminate, for: name, origin: "shutdown", now: loop.now)) ?? [])
+        }
+        drain()
+        finishShutdownIfDone()
+    }
+
+    private func finishShutdownIfDone() {
+        guard stopping, !model.apps.values.contains(where: { $0.state.isRunning }) else { return }
+        for app in apps.values {
+            for waiter in app.waiters { waiter.reply(.failure("lifecycled is shutting down")) }
+            app.cgroup?.remove()
+        }
+        cgroups.removeParent()
+        control?.close()
+        Log.notice("Stopped")
+        loop.exit(code: 0)
+    }
+
+    private func report(_ diagnostics: [ConfigDiagnostic]) {
+        for diagnostic in diagnostics {
+            switch diagnostic.severity {
+            case .error: Log.error("config: \(diagnostic)")
+            case .warning: Log.warning("config: \(diagnostic)")
+            }
+        }
+    }
+}
+
+/// mkdir -p with mode 0755.
+func makeDirectory(_ path: String) throws(SystemError) {
+    var current = ""
+    for component in path.split(separator: "/") {
+        current += "/" + component
+        if mkdir(current, 0o755) != 0 && errno != EEXIST {
+            throw SystemError(operation: "create \(current)", errno: errno)
+        }
+    }
+}

@@ -1,0 +1,40 @@
+import Glibc
+import Synchronization
+
+/// The daemon's log: one line per event on stderr, in systemd's words ("Failed to …: reason").
+/// Only the programs log; library code returns errors. The journal with structured fields is a later step.
+public enum Log {
+    public enum Level: Int, Comparable, Sendable {
+        case debug = 7, info = 6, notice = 5, warning = 4, error = 3
+        public static func < (a: Level, b: Level) -> Bool { a.rawValue > b.rawValue }
+        var prefix: String { "<\(rawValue)>" }
+    }
+
+    private static let thresholdValue = Atomic<Int>(Level.info.rawValue)
+    private static let prefixesValue = Atomic<Bool>(false)
+
+    /// The least severe level that is written (default info).
+    public static var threshold: Level {
+        get { Level(rawValue: thresholdValue.load(ordering: .relaxed)) ?? .info }
+        set { thresholdValue.store(newValue.rawValue, ordering: .relaxed) }
+    }
+    /// systemd's `<N>` level prefixes, when stderr goes to the journal (JOURNAL_STREAM is set).
+    public static var levelPrefixes: Bool {
+        get { prefixesValue.load(ordering: .relaxed) }
+        set { prefixesValue.store(newValue, ordering: .relaxed) }
+    }
+
+    public static func debug(_ message: @autoclosure () -> String) { write(.debug, message()) }
+    public static func info(_ message: @autoclosure () -> String) { write(.info, message()) }
+    public static func notice(_ message: @autoclosure () -> String) { write(.notice, message()) }
+    public static func warning(_ message: @autoclosure () -> String) { write(.warning, message()) }
+    public static func error(_ message: @autoclosure () -> String) { write(.error, message()) }
+
+    static func write(_ level: Level, _ message: String) {
+        guard level >= threshold else { return }
+        var line = levelPrefixes ? level.prefix + message : message
+        line += "\n"
+        // One write(2) per line: lines from the daemon and its apps never interleave mid-line.
+        _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+    }
+}

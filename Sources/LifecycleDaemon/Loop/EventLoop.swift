@@ -1,0 +1,179 @@
+import CSystemd
+import Glibc
+
+/// The daemon's one event loop: an sd-event loop on the main thread that owns all mutable state.
+///
+/// Sources are Swift objects; the C callbacks capture nothing and reach the object through
+/// unretained userdata. Whoever keeps the `EventSource` keeps the source alive; dropping it (or
+/// `cancel()`) disables and frees the sd-event source, so no callback can reach a freed object.
+public final class EventLoop {
+    let event: OpaquePointer
+
+    public init() throws(SystemError) {
+        var event: OpaquePointer?
+        let result = sd_event_new(&event)
+        guard result >= 0, let event else { throw SystemError(operation: "create the event loop", errno: -result) }
+        self.event = event
+        // Pings the systemd watchdog from the loop itself when WATCHDOG_USEC is set (so a stuck loop is caught),
+        // and does nothing when it is not.
+        _ = sd_event_set_watchdog(event, 1)
+    }
+
+    deinit { sd_event_unref(event) }
+
+    /// Runs until `exit(code:)`; returns the code.
+    public func run() -> Int32 { sd_event_loop(event) }
+
+    public func exit(code: Int32 = 0) { _ = sd_event_exit(event, code) }
+
+    /// The loop's monotonic time of the current iteration.
+    public var now: Duration {
+        var usec: UInt64 = 0
+        _ = sd_event_now(event, CLOCK_MONOTONIC, &usec)
+        return .microseconds(Int64(usec))
+    }
+
+    // MARK: Sources
+
+    /// Calls `handler(revents)` whenever `fd` is ready for `events` (EPOLLIN, EPOLLOUT…).
+    public func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) throws(SystemError) -> EventSource {
+        let source = EventSource(.io(handler))
+        var pointer: OpaquePointer?
+        let result = sd_event_add_io(event, &pointer, fd, events, { _, _, revents, userdata in
+            EventSource.from(userdata).fire(revents: revents)
+            return 0
+        }, source.userdata)
+        guard result >= 0 else { throw SystemError(operation: "watch fd \(fd)", errno: -result) }
+        source.pointer = pointer
+        return source
+    }
+
+    /// A timer, disarmed until `arm(after:)`.
+    public func timer(_ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+        let source = EventSource(.timer(handler))
+        var pointer: OpaquePointer?
+        let result = sd_event_add_time_relative(event, &pointer, CLOCK_MONOTONIC, UInt64.max / 2, 0, { _, _, userdata in
+            EventSource.from(userdata).fire()
+            return 0
+        }, source.userdata)
+        guard result >= 0 else { throw SystemError(operation: "add a timer", errno: -result) }
+        source.pointer = pointer
+        _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_OFF))
+        return source
+    }
+
+    /// Calls `handler` with the child's `si_code` (CLD_EXITED, CLD_KILLED, CLD_DUMPED, CLD_STOPPED, CLD_CONTINUED)
+    /// and `si_status`. sd-event reaps the child after an exit callback, so no zombie stays.
+    /// SIGCHLD must be blocked in every thread before this is called (see PLATFORM-NOTES).
+    public func watchChild(pid: pid_t, _ handler: @escaping (_ code: Int32, _ status: Int32) -> Void) throws(SystemError) -> EventSource {
+        let source = EventSource(.child(handler))
+        var pointer: OpaquePointer?
+        let result = sd_event_add_child(event, &pointer, pid, WEXITED | WSTOPPED | WCONTINUED, { _, info, userdata in
+            guard let info else { return 0 }
+            EventSource.from(userdata).fire(code: info.pointee.si_code, status: info.pointee._sifields._sigchld.si_status)
+            return 0
+        }, source.userdata)
+        guard result >= 0 else { throw SystemError(operation: "watch child \(pid)", errno: -result) }
+        source.pointer = pointer
+        // Child sources are oneshot by default: keep them on to see every stop and continue, not only the first.
+        _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ON))
+        return source
+    }
+
+    /// Calls `handler` on each delivery of `signal`, which sd-event blocks for the calling thread.
+    public func onSignal(_ signal: Int32, _ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+        let source = EventSource(.signal(handler))
+        var pointer: OpaquePointer?
+        let result = sd_event_add_signal(event, &pointer, signal | Int32(SD_EVENT_SIGNAL_PROCMASK), { _, _, userdata in
+            EventSource.from(userdata).fire()
+            return 0
+        }, source.userdata)
+        guard result >= 0 else { throw SystemError(operation: "watch signal \(signal)", errno: -result) }
+        source.pointer = pointer
+        return source
+    }
+
+    /// Runs `handler` once, at the next iteration, after the current callback returns.
+    public func deferred(_ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+        let source = EventSource(.timer(handler))
+        var pointer: OpaquePointer?
+        let result = sd_event_add_defer(event, &pointer, { _, userdata in
+            EventSource.from(userdata).fire()
+            return 0
+        }, source.userdata)
+        guard result >= 0 else { throw SystemError(operation: "add a deferred call", errno: -result) }
+        source.pointer = pointer
+        _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ONESHOT))
+        return source
+    }
+}
+
+/// epoll event bits (Swift's Glibc module has no sys/epoll.h; these values are the kernel ABI).
+public enum IOEvents {
+    public static let readable: UInt32 = 0x001   // EPOLLIN
+    public static let writable: UInt32 = 0x004   // EPOLLOUT
+    public static let error: UInt32 = 0x008      // EPOLLERR
+    public static let hangup: UInt32 = 0x010     // EPOLLHUP
+}
+
+/// One sd-event source and its Swift handler. Not Sendable: it lives and dies on the loop's thread.
+public final class EventSource {
+    enum Handler {
+        case io((UInt32) -> Void)
+        case timer(() -> Void)
+        case child((Int32, Int32) -> Void)
+        case signal(() -> Void)
+    }
+
+    fileprivate var pointer: OpaquePointer?
+    private let handler: Handler
+
+    fileprivate init(_ handler: Handler) { self.handler = handler }
+
+    deinit { cancel() }
+
+    fileprivate var userdata: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    fileprivate static func from(_ userdata: UnsafeMutableRawPointer?) -> EventSource {
+        Unmanaged<EventSource>.fromOpaque(userdata!).takeUnretainedValue()
+    }
+
+    /// Disable and free the source; its handler is never called again.
+    public func cancel() {
+        if let pointer { sd_event_source_disable_unref(pointer) }
+        pointer = nil
+    }
+
+    /// For timers: fire once after `delay` from now, replacing any earlier arming.
+    public func arm(after delay: Duration) {
+        guard let pointer else { return }
+        let (seconds, attoseconds) = delay.components
+        let usec = UInt64(max(0, seconds)) * 1_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000_000)
+        _ = sd_event_source_set_time_relative(pointer, usec)
+        _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ONESHOT))
+    }
+
+    /// For timers and I/O: stop firing until armed or enabled again.
+    public func disarm() {
+        guard let pointer else { return }
+        _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_OFF))
+    }
+
+    /// For I/O sources: change the events waited for (EPOLLIN, EPOLLOUT…).
+    public func setEvents(_ events: UInt32) {
+        guard let pointer else { return }
+        _ = sd_event_source_set_io_events(pointer, events)
+    }
+
+    fileprivate func fire(revents: UInt32 = 0) {
+        switch handler {
+        case .io(let handler): handler(revents)
+        case .timer(let handler), .signal(let handler): handler()
+        case .child: break
+        }
+    }
+
+    fileprivate func fire(code: Int32, status: Int32) {
+        if case .child(let handler) = handler { handler(code, status) }
+    }
+}

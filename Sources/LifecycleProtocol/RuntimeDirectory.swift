@@ -1,0 +1,13 @@
+/// Where the daemon keeps its sockets, shared by `lifecycled` and `lifectl` so that both agree.
+public enum RuntimeDirectory {
+    /// `LIFECYCLED_RUNTIME_DIR` if set; else `/run/lifecycled` for root and `$XDG_RUNTIME_DIR/lifecycled`
+    /// for everyone else (falling back to `/tmp/lifecycled-UID` when XDG_RUNTIME_DIR is unset).
+    public static func path(environment: [String: String], uid: UInt32) -> String {
+        if let explicit = environment["LIFECYCLED_RUNTIME_DIR"], !explicit.isEmpty { return explicit }
+        if uid == 0 { return "/run/lifecycled" }
+        if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty { return xdg + "/lifecycled" }
+        return "/tmp/lifecycled-\(uid)"
+    }
+
+    public static func controlSocket(in directory: String) -> String { directory + "/control.sock" }
+}
