@@ -1,1 +1,211 @@
+// _GNU_SOURCE only here, never in the header: see csupport.h.
+#define _GNU_SOURCE
 #include "csupport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+const unsigned long long cs_cgroup2_magic = CGROUP2_SUPER_MAGIC;
+const unsigned long long cs_cgroup1_magic = CGROUP_SUPER_MAGIC;
+const unsigned long long cs_tmpfs_magic = TMPFS_MAGIC;
+
+// MARK: - Spawn
+
+struct spawn_args {
+    const char *path;
+    char *const *argv;
+    char *const *envp;
+    const char *cwd;
+    int has_ids;
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;
+    int ngroups;
+    int inherit_fd;
+    const int *cgroup_fds;
+    int ncgroup_fds;
+    volatile int error; // written by the child, which shares our memory (CLONE_VM)
+};
+
+// Sets the whole mask through the raw syscall: glibc's pthread_sigmask silently leaves its
+// internal signals (SIGCANCEL, SIGSETXID) unblocked, and no handler may run in the child
+// while it borrows the parent's memory.
+static int raw_sigmask(const sigset_t *set, sigset_t *old) {
+    return (int)syscall(SYS_rt_sigprocmask, SIG_SETMASK, set, old, _NSIG / 8);
+}
+
+// Runs in the child, on its own stack but in the parent's memory, until execve.
+// Only async-signal-safe calls. The credential changes are raw syscalls on purpose: glibc's
+// setuid/setgid/setgroups in a multithreaded process broadcast the change to every thread in
+// its thread list, and that list is the parent's.
+static int spawn_child(void *p) {
+    struct spawn_args *a = p;
+
+    if (setsid() < 0) goto fail;
+
+    // execve resets caught signals but keeps ignored ones (SIG_IGN); reset all. SIGKILL, SIGSTOP
+    // and glibc's internal signals refuse with EINVAL, which is fine.
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < _NSIG; sig++) (void)sigaction(sig, &dfl, NULL);
+
+    // Join the cgroups before execve, so the program never runs outside them.
+    for (int i = 0; i < a->ncgroup_fds; i++) {
+        if (write(a->cgroup_fds[i], "0", 1) != 1) goto fail;
+    }
+
+    int first_to_close = 3;
+    if (a->inherit_fd >= 0) {
+        if (a->inherit_fd == 3) {
+            // dup2(3, 3) would be a no-op that leaves FD_CLOEXEC set.
+            int flags = fcntl(3, F_GETFD);
+            if (flags < 0 || fcntl(3, F_SETFD, flags & ~FD_CLOEXEC) < 0) goto fail;
+        } else if (dup2(a->inherit_fd, 3) < 0) {
+            goto fail;
+        }
+        first_to_close = 4;
+    }
+    if (syscall(SYS_close_range, (unsigned)first_to_close, ~0U, 0) < 0) {
+        struct rlimit rl;
+        long max = (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ? (long)rl.rlim_cur : 65536;
+        for (long fd = first_to_close; fd < max; fd++) (void)close((int)fd);
+    }
+
+    if (a->cwd && chdir(a->cwd) < 0) goto fail;
+
+    if (a->has_ids) {
+        if (syscall(SYS_setgroups, (size_t)a->ngroups, a->groups) < 0) goto fail;
+        if (syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0) goto fail;
+        if (syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0) goto fail;
+    }
+
+    sigset_t empty;
+    sigemptyset(&empty);
+    if (raw_sigmask(&empty, NULL) < 0) goto fail;
+
+    execve(a->path, a->argv, a->envp);
+fail:
+    a->error = errno ? errno : EINVAL;
+    _exit(127);
+}
+
+int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
+             int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+             int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, pid_t *out_pid) {
+    // clone(CLONE_VM | CLONE_VFORK) like glibc's posix_spawn, rather than vfork(): the child gets
+    // its own stack, so it cannot clobber the frame of the parent it shares memory with.
+    const size_t stack_size = 64 * 1024;
+    void *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) return errno;
+
+    sigset_t all, old;
+    sigfillset(&all);
+    if (raw_sigmask(&all, &old) < 0) {
+        int e = errno;
+        munmap(stack, stack_size);
+        return e;
+    }
+
+    struct spawn_args a = {
+        .path = path, .argv = argv, .envp = envp, .cwd = cwd,
+        .has_ids = has_ids, .uid = uid, .gid = gid, .groups = groups, .ngroups = ngroups,
+        .inherit_fd = inherit_fd, .cgroup_fds = cgroup_procs_fds, .ncgroup_fds = ncgroup_fds,
+        .error = 0,
+    };
+    // CLONE_VFORK: we resume once the child has called execve or _exit.
+    pid_t pid = clone(spawn_child, (char *)stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+    int err = pid < 0 ? errno : a.error;
+    if (pid > 0 && err != 0) {
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    }
+
+    raw_sigmask(&old, NULL);
+    munmap(stack, stack_size);
+    if (err == 0) *out_pid = pid;
+    return err;
+}
+
+// MARK: - Descriptors and sockets
+
+int cs_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int cs_socketpair_cloexec(int fds[2]) {
+    return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
+}
+
+int cs_accept_cloexec_nonblock(int fd) {
+    return accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+}
+
+int cs_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+int cs_set_nonblocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -1;
+    if (flags & O_NONBLOCK) return 0;
+    return fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+// MARK: - Filesystems
+
+int cs_statfs_magic(const char *path, unsigned long long *magic) {
+    struct statfs st;
+    if (statfs(path, &st) < 0) return -1;
+    *magic = (unsigned long long)st.f_type;
+    return 0;
+}
+
+static int has_magic(const char *path, unsigned long long expected) {
+    unsigned long long magic;
+    if (cs_statfs_magic(path, &magic) < 0) return -1;
+    return magic == expected;
+}
+
+int cs_is_cgroup2(const char *path) { return has_magic(path, CGROUP2_SUPER_MAGIC); }
+int cs_is_tmpfs(const char *path) { return has_magic(path, TMPFS_MAGIC); }
+
+// MARK: - Signals and process attributes
+
+int cs_block_signals(const int *signals, int n) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int i = 0; i < n; i++) {
+        if (sigaddset(&set, signals[i]) < 0) return errno;
+    }
+    return pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+int cs_set_child_subreaper(void) {
+    return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+}

@@ -7,7 +7,7 @@ enum Step: Sendable, Equatable {
     case deliver(LifecycleCallback, LaunchOptions?)
     /// Wait until this app is first in the focus queue and no other app is active.
     case awaitFocus
-    case stop
+    case stop(reason: String)
     case resume
     /// SIGTERM, then wait for the exit (SIGKILL when the stop timeout fires).
     case terminate
@@ -82,6 +82,8 @@ public struct Supervisor: Sendable {
     /// Apps waiting to become active, in request order.
     private var focusQueue: [String] = []
     private var effects: [Effect] = []
+    /// Apps whose queue ran during the current call, in order: each is reported when settled.
+    private var touched: [String] = []
     private var now: MonotonicTime = .zero
 
     public init() {}
@@ -119,6 +121,7 @@ public struct Supervisor: Sendable {
         }
         self.now = now
         effects = []
+        touched = []
         let projected = app.projectedState
         func refuse(_ hint: String?) -> RequestError {
             RequestError(app: name, state: projected, request: request, reason: .notAllowed(hint: hint))
@@ -139,14 +142,11 @@ public struct Supervisor: Sendable {
                 launch(name, LaunchOptions(launchedBy: origin, terminatedInBackground: app.terminatedInBackground))
             case .inactive: break
             case .active: return finish(name)
-            case .background:
-                append(name, .deliver(.willEnterForeground, nil))
-            case .suspended:
-                append(name, .resume)
-                append(name, .deliver(.willEnterForeground, nil))
+            case .background: break
+            case .suspended: append(name, .resume)
             }
             demoteOthers(than: name)
-            enqueueFocus(name)
+            enqueueFocus(name, enteringForeground: projected == .background || projected == .suspended)
 
         case .deactivate:
             switch projected {
@@ -172,11 +172,11 @@ public struct Supervisor: Sendable {
             case .active:
                 append(name, .deliver(.willResignActive, nil))
                 append(name, .deliver(.didEnterBackground, nil))
-                append(name, .stop)
+                append(name, .stop(reason: "suspend requested"))
             case .inactive:
                 append(name, .deliver(.didEnterBackground, nil))
-                append(name, .stop)
-            case .background: append(name, .stop)
+                append(name, .stop(reason: "suspend requested"))
+            case .background: append(name, .stop(reason: "suspend requested"))
             case .suspended: break
             case .notRunning, .failed: throw refuse("it is not running")
             }
@@ -196,6 +196,7 @@ public struct Supervisor: Sendable {
     public mutating func handle(_ event: Event, now: MonotonicTime) -> [Effect] {
         self.now = now
         effects = []
+        touched = []
         switch event {
         case .hello(let name):
             guard apps[name]?.state.isRunning == true else { return [] }
@@ -274,12 +275,12 @@ public struct Supervisor: Sendable {
             apps[name]!.graceArmed = false
             // Grace over and nothing else to do: suspend. Work in flight (a transition) wins.
             guard app.state == .background, app.isSettled else { return }
-            append(name, .stop)
+            append(name, .stop(reason: "background time over"))
         case .restart:
             apps[name]!.restartScheduled = false
             guard app.state == .notRunning else { return }
             launch(name, LaunchOptions(launchedBy: "restart", terminatedInBackground: app.terminatedInBackground))
-            if app.refocusOnRestart && activeApp == nil && focusQueue.isEmpty { enqueueFocus(name) }
+            if app.refocusOnRestart && activeApp == nil && focusQueue.isEmpty { enqueueFocus(name, enteringForeground: false) }
         case .kill:
             guard app.terminating, app.state.isRunning else { return }
             emit(.note(app: name, .killTimeout))
@@ -377,9 +378,13 @@ public struct Supervisor: Sendable {
         }
     }
 
-    private mutating func enqueueFocus(_ name: String) {
+    /// The app joins the focus queue. It comes to the foreground only once the previous holder has
+    /// resigned (so the daemon sends: A willResignActive, A didEnterBackground, B willEnterForeground,
+    /// B didBecomeActive), and leaves the queue when didBecomeActive is sent.
+    private mutating func enqueueFocus(_ name: String, enteringForeground: Bool) {
         focusQueue.append(name)
         append(name, .awaitFocus)
+        if enteringForeground { append(name, .deliver(.willEnterForeground, nil)) }
         append(name, .deliver(.didBecomeActive, nil))
     }
 
@@ -393,6 +398,7 @@ public struct Supervisor: Sendable {
 
     /// Run the app's queued steps until one has to wait.
     private mutating func advance(_ name: String) {
+        if !touched.contains(name) { touched.append(name) }
         while let app = apps[name], app.awaiting == nil, !app.terminating, let step = app.pending.first {
             switch step {
             case .awaitHello:
@@ -401,9 +407,9 @@ public struct Supervisor: Sendable {
             case .awaitFocus:
                 guard focusQueue.first == name, activeApp == nil || activeApp == name else { return }
                 apps[name]!.pending.removeFirst()
-                focusQueue.removeFirst()
             case .deliver(let callback, let options):
                 apps[name]!.pending.removeFirst()
+                if callback == .didBecomeActive, focusQueue.first == name { focusQueue.removeFirst() }
                 guard app.canMessage else {
                     // No client to tell: the transition happens at once.
                     if let next = callback.resultingState { setState(name, next, reason: callback.rawValue) }
@@ -420,9 +426,9 @@ public struct Supervisor: Sendable {
                 emit(.send(app: name, delivery))
                 emit(.armTimer(app: name, .ack, after: deadline))
                 return
-            case .stop:
+            case .stop(let reason):
                 apps[name]!.pending.removeFirst()
-                setState(name, .suspended, reason: app.graceArmed ? "suspend requested" : "background time over")
+                setState(name, .suspended, reason: reason)
                 emit(.stopProcess(app: name))
             case .resume:
                 apps[name]!.pending.removeFirst()
@@ -439,11 +445,12 @@ public struct Supervisor: Sendable {
         }
     }
 
-    /// Advance the app, then whoever waits for focus, and report the app as settled when it is.
+    /// Advance the app, then whoever waits for focus, and report every app that ran and is now settled.
     private mutating func finish(_ name: String) -> [Effect] {
         advance(name)
         if let head = focusQueue.first, head != name { advance(head) }
-        if let app = apps[name], app.isSettled {
+        for name in touched {
+            guard let app = apps[name], app.isSettled else { continue }
             // Sitting in the background with nothing to do: the grace time runs.
             if app.state == .background, !app.graceArmed, let grace = app.policy.backgroundTime {
                 apps[name]!.graceArmed = true

@@ -164,7 +164,7 @@ func table(_ apps: [AppStatus]) {
     let header = ["NAME", "STATE", "PID", "SINCE", "PROTOCOL"]
     let rows = apps.map { [$0.name, $0.state.rawValue, $0.pid.map(String.init) ?? "-", age($0.sinceSeconds), $0.protocol] }
     let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
-    output(header.indices.map { pad(header[$0], widths[$0]) }.joined(separator: "  "))
+    output(header.indices.map { $0 == header.count - 1 ? header[$0] : pad(header[$0], widths[$0]) }.joined(separator: "  "))
     for row in rows {
         let cells = row.indices.map { column -> String in
             let cell = pad(row[column], widths[column])

@@ -1,1 +1,37 @@
 #pragma once
+// Plain wrappers over the Linux calls that Swift's Glibc module lacks (it is built without
+// _GNU_SOURCE), and the spawn path, which must not run Swift code in the child.
+// Do not define _GNU_SOURCE here: it changes fd_set and bind() and breaks the Swift build.
+// Unless said otherwise, functions return 0 (or a descriptor) on success, -1 with errno on failure.
+
+#include <sys/types.h>
+
+/// Starts `path` in a new session and process group (pgid == sid == pid), with every signal
+/// disposition at its default and an empty signal mask.
+/// - `cwd` may be NULL (stay in the caller's directory).
+/// - `has_ids`: when nonzero, the child drops to `uid`/`gid` with `groups` as supplementary groups.
+/// - `inherit_fd`: -1 for none, else it becomes fd 3 in the child. Every other fd above 2 is closed.
+/// - `cgroup_procs_fds`: open cgroup.procs files (v2 and v1) the child joins before execve.
+/// Returns 0 and sets *out_pid, or returns an errno value (the child that failed has been reaped).
+int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
+             int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+             int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, pid_t *out_pid);
+
+int cs_pidfd_open(pid_t pid);
+int cs_socketpair_cloexec(int fds[2]);
+int cs_accept_cloexec_nonblock(int fd);
+int cs_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+int cs_set_nonblocking(int fd);
+
+/// The f_type of statfs(path) in *magic.
+int cs_statfs_magic(const char *path, unsigned long long *magic);
+/// 1 if `path` is on a cgroup2 (resp. tmpfs) filesystem, 0 if not, -1 with errno.
+int cs_is_cgroup2(const char *path);
+int cs_is_tmpfs(const char *path);
+extern const unsigned long long cs_cgroup2_magic;
+extern const unsigned long long cs_cgroup1_magic;
+extern const unsigned long long cs_tmpfs_magic;
+
+/// Adds `signals` to the calling thread's mask. Returns 0 or an errno value.
+int cs_block_signals(const int *signals, int n);
+int cs_set_child_subreaper(void);

@@ -322,7 +322,7 @@ public final class Daemon {
         }
         let elapsed = loop.now - app.stopCheckStarted
         if confirmed {
-            Log.info("\(name): suspended with \(mechanism.description): \(members.count) processes stopped, confirmed after \(Int(elapsed / .microseconds(1))) µs")
+            Log.info("\(name): suspended with \(mechanism.description): \(members.count) process\(members.count == 1 ? "" : "es") stopped, confirmed after \(Int(elapsed / .microseconds(1))) µs")
         } else if elapsed < .seconds(2) {
             if app.stopCheck == nil {
                 app.stopCheck = try? loop.timer { [unowned self] in self.confirmStopped(name) }

@@ -1,0 +1,116 @@
+import LifecycleModel
+
+/// `AutoLaunch=`: whether the daemon starts an app by itself when it starts, and into which state.
+public enum AutoLaunch: String, Sendable, Equatable, CaseIterable {
+    /// Started only on request (`lifectl launch`, a focus request).
+    case no
+    /// Launched into inactive.
+    case yes
+    /// Launched straight into the background.
+    case background
+    /// Launched and given focus.
+    case focus
+}
+
+/// `SuspendMethod=`: how a backgrounded app is stopped once its grace time is over.
+public enum SuspendMethod: String, Sendable, Equatable, CaseIterable {
+    /// `SIGSTOP` to the app's process group.
+    case signal
+    /// The cgroup freezer: the processes are frozen without a signal they, their parent or a debugger could see.
+    case freezer
+}
+
+/// What `[Defaults]` in `lifecycled.conf` gives every app, before the app's own file overrides it.
+public struct AppDefaults: Sendable, Equatable {
+    public var policy: AppPolicy
+    public var suspendMethod: SuspendMethod
+
+    public init(policy: AppPolicy = AppPolicy(), suspendMethod: SuspendMethod = .signal) {
+        self.policy = policy
+        self.suspendMethod = suspendMethod
+    }
+}
+
+/// One supervised app, as `apps/NAME.conf` describes it. docs/CONFIG.md documents every key.
+public struct AppConfig: Sendable, Equatable {
+    /// The file name without `.conf`; matches `[A-Za-z0-9][A-Za-z0-9_.-]{0,63}`.
+    public var name: String
+    /// `Description=`.
+    public var description: String?
+    /// `Exec=`, split into argv; `exec[0]` is the program (absolute, relative, or a name the daemon looks up in `PATH`).
+    /// Never empty in a loaded config.
+    public var exec: [String]
+    /// `WorkingDirectory=`, an absolute path.
+    public var workingDirectory: String?
+    /// `Environment=`: `KEY=VALUE` strings in the order keys first appeared, each key once with its last value.
+    public var environment: [String]
+    /// `User=`: a name or a numeric id, resolved by the daemon.
+    public var user: String?
+    /// `Group=`: a name or a numeric id, resolved by the daemon.
+    public var group: String?
+    /// `AutoLaunch=`.
+    public var autoLaunch: AutoLaunch
+    /// `SuspendMethod=`.
+    public var suspendMethod: SuspendMethod
+    /// `Protocol=`, `Restart=` and the timing keys.
+    public var policy: AppPolicy
+
+    public init(
+        name: String,
+        exec: [String],
+        description: String? = nil,
+        workingDirectory: String? = nil,
+        environment: [String] = [],
+        user: String? = nil,
+        group: String? = nil,
+        autoLaunch: AutoLaunch = .no,
+        suspendMethod: SuspendMethod = .signal,
+        policy: AppPolicy = AppPolicy()
+    ) {
+        self.name = name
+        self.exec = exec
+        self.description = description
+        self.workingDirectory = workingDirectory
+        self.environment = environment
+        self.user = user
+        self.group = group
+        self.autoLaunch = autoLaunch
+        self.suspendMethod = suspendMethod
+        self.policy = policy
+    }
+
+    /// An app with no `Exec=` yet and every other key from `defaults`: where parsing an app file starts.
+    public init(name: String, defaults: AppDefaults) {
+        self.init(name: name, exec: [], suspendMethod: defaults.suspendMethod, policy: defaults.policy)
+    }
+}
+
+/// `lifecycled.conf`.
+public struct DaemonConfig: Sendable, Equatable {
+    /// `[Defaults]`.
+    public var defaults: AppDefaults
+
+    /// All defaults: what an absent `lifecycled.conf` means.
+    public init() {
+        defaults = AppDefaults()
+    }
+
+    public init(defaults: AppDefaults) {
+        self.defaults = defaults
+    }
+}
+
+/// Everything `ConfigLoader.load(directory:)` could load, and what it had to say about the rest.
+public struct LoadedConfig: Sendable, Equatable {
+    public var daemon: DaemonConfig
+    /// Keyed by app name.
+    public var apps: [String: AppConfig]
+    /// In file order: `lifecycled.conf` first, then the app files sorted by name.
+    public var diagnostics: [ConfigDiagnostic]
+
+    public init(daemon: DaemonConfig = DaemonConfig(), apps: [String: AppConfig] = [:], diagnostics: [ConfigDiagnostic] = []) {
+        self.daemon = daemon
+        self.apps = apps
+        self.diagnostics = diagnostics
+    }
+}

@@ -1,0 +1,84 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// The loader's only contact with the file system: read one file, list one directory. Kept apart so the parsers
+// stay pure and so tests can drive the parsers with strings and the loader with a temporary directory.
+
+extension ConfigLoader {
+    /// Why a config file or directory could not be read; `description` completes "Failed to read …: ".
+    enum FileError: Error, Equatable, CustomStringConvertible {
+        /// A system call failed; `errno` says why (ENOENT, EACCES, EISDIR, ...).
+        case system(operation: String, errno: Int32)
+        case notUTF8
+        case tooLarge(limit: Int)
+
+        var isNotFound: Bool { self == .system(operation: "open", errno: ENOENT) || self == .system(operation: "opendir", errno: ENOENT) }
+
+        var description: String {
+            switch self {
+            case .system(let operation, let code): "\(operation): \(String(cString: strerror(code)))"
+            case .notUTF8: "not valid UTF-8"
+            case .tooLarge(let limit): "larger than \(limit / 1024 / 1024) MiB"
+            }
+        }
+    }
+
+    /// A config file is a few hundred bytes; the bound keeps a mistaken path (a device, a log) from eating memory.
+    static let maximumFileSize = 4 * 1024 * 1024
+
+    /// The whole of the file at `path`, as UTF-8 text.
+    static func readTextFile(_ path: String) throws(FileError) -> String {
+        let fd = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { throw .system(operation: "open", errno: errno) }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { buffer in
+                retryingInterrupts { read(fd, buffer.baseAddress, buffer.count) }
+            }
+            guard count >= 0 else { throw .system(operation: "read", errno: errno) }
+            if count == 0 { break }
+            bytes += chunk[..<count]
+            if bytes.count > maximumFileSize { throw .tooLarge(limit: maximumFileSize) }
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
+        return text
+    }
+
+    /// The names in the directory at `path`, without `.` and `..`, sorted so diagnostics come in a stable order.
+    static func listDirectory(_ path: String) throws(FileError) -> [String] {
+        guard let directory = opendir(path) else { throw .system(operation: "opendir", errno: errno) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(directory) else {
+                if errno != 0 { throw .system(operation: "readdir", errno: errno) }
+                break
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// Whether `path` names a directory (following symlinks); the errno when it cannot be examined.
+    static func isDirectory(_ path: String) throws(FileError) -> Bool {
+        var status = stat()
+        guard stat(path, &status) == 0 else { throw .system(operation: "stat", errno: errno) }
+        return status.st_mode & S_IFMT == S_IFDIR
+    }
+
+    private static func retryingInterrupts<Result: BinaryInteger>(_ call: () -> Result) -> Result {
+        while true {
+            let result = call()
+            if result >= 0 || errno != EINTR { return result }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import LifecycleModel
+
+// Every key lifecycled understands, as a table of (section, key, parser, destination), the way systemd's small
+// daemons declare theirs in a gperf file: adding a key is one line here and one entry in docs/CONFIG.md.
+
+extension ConfigLoader {
+    /// One `Key=` of one section: how its value is parsed and where the result goes.
+    struct Key<Target>: Sendable {
+        let section: String
+        let name: String
+        /// Parses `value` into `target`. An empty value resets the key to what `baseline` (the state before the
+        /// file was read: the built-in defaults, or `[Defaults]` for an app) has, as systemd's empty assignments do.
+        let apply: @Sendable (_ value: String, _ target: inout Target, _ baseline: Target) throws(ConfigSyntaxError) -> Void
+        /// The value in effect, as a diagnostic names it after rejecting a new one ("using 10s");
+        /// nil for keys whose value is too long or too free-form to repeat.
+        let current: @Sendable (Target) -> String?
+
+        /// A key whose value replaces the one before it.
+        static func value<Value>(
+            _ section: String, _ name: String, _ destination: WritableKeyPath<Target, Value> & Sendable,
+            _ parse: @escaping @Sendable (String) throws(ConfigSyntaxError) -> Value,
+            shown show: (@Sendable (Value) -> String)? = nil
+        ) -> Key {
+            Key(
+                section: section, name: name,
+                apply: { value, target, baseline throws(ConfigSyntaxError) in
+                    target[keyPath: destination] = value.isEmpty ? baseline[keyPath: destination] : try parse(value)
+                },
+                current: { target in show.map { $0(target[keyPath: destination]) } })
+        }
+    }
+
+    /// The keys `[Defaults]` and an app file share, so one table entry serves both.
+    protocol SharedSettings {
+        var policy: AppPolicy { get set }
+        var suspendMethod: SuspendMethod { get set }
+    }
+
+    /// The keys of an app's `[Lifecycle]`, which `[Defaults]` also takes.
+    static func lifecycleKeys<Target: SharedSettings>(in section: String) -> [Key<Target>] {
+        [
+            .value(section, "BackgroundTimeSec", \.policy.backgroundTime,
+                   { text throws(ConfigSyntaxError) in try parseDuration(text, allowInfinity: true) }, shown: formatDuration),
+            .value(section, "SuspendMethod", \.suspendMethod, parseChoice, shown: { $0.rawValue }),
+            .value(section, "LaunchTimeoutSec", \.policy.launchTimeout, parseFiniteDuration, shown: formatDuration),
+            .value(section, "AckTimeoutSec", \.policy.ackTimeout, parseFiniteDuration, shown: formatDuration),
+            .value(section, "TimeoutStopSec", \.policy.stopTimeout, parseFiniteDuration, shown: formatDuration),
+        ]
+    }
+
+    /// The restart keys of an app's `[App]`, which `[Defaults]` also takes.
+    static func restartKeys<Target: SharedSettings>(in section: String) -> [Key<Target>] {
+        [
+            .value(section, "Restart", \.policy.restart, parseChoice, shown: { $0.rawValue }),
+            .value(section, "RestartSec", \.policy.restartDelay, parseFiniteDuration, shown: formatDuration),
+            .value(section, "RestartMaxDelaySec", \.policy.restartMaxDelay, parseFiniteDuration, shown: formatDuration),
+            .value(section, "StartLimitBurst", \.policy.startLimitBurst, parseCount, shown: { String($0) }),
+            .value(section, "StartLimitIntervalSec", \.policy.startLimitInterval, parseFiniteDuration, shown: formatDuration),
+        ]
+    }
+
+    /// `lifecycled.conf`.
+    static let daemonKeys: [Key<AppDefaults>] = restartKeys(in: "Defaults") + lifecycleKeys(in: "Defaults")
+
+    /// `apps/NAME.conf`.
+    static let appKeys: [Key<AppConfig>] = [
+        .value("App", "Description", \.description, { text throws(ConfigSyntaxError) in text }),
+        .value("App", "Exec", \.exec, parseCommand),
+        .value("App", "WorkingDirectory", \.workingDirectory, { text throws(ConfigSyntaxError) in try parseAbsolutePath(text) }),
+        Key(section: "App", name: "Environment",
+            apply: { value, target, baseline throws(ConfigSyntaxError) in
+                target.environment = value.isEmpty
+                    ? baseline.environment : mergeEnvironment(target.environment, try parseEnvironment(value))
+            },
+            current: { _ in nil }),
+        .value("App", "User", \.user, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) }),
+        .value("App", "Group", \.group, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) }),
+        .value("App", "Protocol", \.policy.speaksProtocol, parseProtocol, shown: { $0 ? "lifecycle" : "none" }),
+        .value("App", "AutoLaunch", \.autoLaunch, parseChoice, shown: { $0.rawValue }),
+    ] + restartKeys(in: "App") + lifecycleKeys(in: "Lifecycle")
+
+    /// A duration where `infinity` makes no sense.
+    private static func parseFiniteDuration(_ text: String) throws(ConfigSyntaxError) -> Duration {
+        // Cannot be nil: without allowInfinity, `infinity` throws.
+        try parseDuration(text, allowInfinity: false) ?? .zero
+    }
+
+    /// Applies `items` to `target` through `keys`. Unknown sections and keys are warnings; invalid values are
+    /// errors and leave the value in effect unchanged.
+    static func apply<Target>(_ items: [KeyFileItem], keys: [Key<Target>], to target: inout Target, file: String) -> [ConfigDiagnostic] {
+        let baseline = target
+        let sections = Set(keys.map(\.section))
+        var diagnostics: [ConfigDiagnostic] = []
+        // nil before the first header; .some(nil) in a section whose keys are skipped (unknown or malformed).
+        var section: String??
+        for item in items {
+            switch item {
+            case .section(let name, let line):
+                guard let name, sections.contains(name) else {
+                    if let name {
+                        diagnostics.append(ConfigDiagnostic(
+                            severity: .warning, file: file, line: line,
+                            message: "unknown section [\(name)], ignoring it and the keys under it"
+                                + " (known: \(sections.sorted().map { "[\($0)]" }.joined(separator: ", ")))"))
+                    }
+                    section = .some(nil)
+                    continue
+                }
+                section = name
+            case .assignment(let key, let value, let line):
+                guard let current = section else {
+                    diagnostics.append(ConfigDiagnostic(
+                        severity: .warning, file: file, line: line, key: key,
+                        message: "assignment outside of any section, ignoring"))
+                    continue
+                }
+                guard let current else { continue }
+                guard let entry = keys.first(where: { $0.section == current && $0.name == key }) else {
+                    diagnostics.append(ConfigDiagnostic(
+                        severity: .warning, file: file, line: line, key: key,
+                        message: "unknown key in [\(current)]\(hint(for: key, in: current, keys: keys)), ignoring"))
+                    continue
+                }
+                do {
+                    try entry.apply(value, &target, baseline)
+                } catch {
+                    let fallback = entry.current(target).map { ", using \($0)" } ?? ", ignoring"
+                    diagnostics.append(ConfigDiagnostic(
+                        severity: .error, file: file, line: line, key: key, message: "\(error)\(fallback)"))
+                }
+            }
+        }
+        return diagnostics
+    }
+
+    /// " (did you mean Exec=?)" for a wrong case, " (it belongs in [App])" for the wrong section.
+    private static func hint<Target>(for key: String, in section: String, keys: [Key<Target>]) -> String {
+        if let match = keys.first(where: { $0.section == section && $0.name.lowercased() == key.lowercased() }) {
+            return " (did you mean \(match.name)=?)"
+        }
+        if let match = keys.first(where: { $0.name.lowercased() == key.lowercased() }) {
+            return " (\(match.name)= belongs in [\(match.section)])"
+        }
+        return ""
+    }
+}
+
+extension AppConfig: ConfigLoader.SharedSettings {}
+extension AppDefaults: ConfigLoader.SharedSettings {}

@@ -1,0 +1,376 @@
+import CSupport
+import Glibc
+import LifecycleModel
+
+/// How the machine mounts cgroups.
+public enum CgroupLayout: String, Sendable {
+    /// cgroup2 only, at the mount root (most current distributions).
+    case unified = "cgroup2"
+    /// v1 controllers at the mount root, cgroup2 (with no or few controllers) at `unified`.
+    case hybrid
+    /// v1 only.
+    case legacy = "v1"
+    /// No usable cgroups: apps are supervised through their process group alone.
+    case none
+}
+
+/// Which freezer suspends an app's cgroup.
+public enum FreezerKind: String, Sendable {
+    /// cgroup.freeze: frozen tasks show S in /proc, and fatal signals still get through.
+    case cgroup2
+    /// freezer.state: frozen tasks show D, and stay unkillable until thawed.
+    case v1
+}
+
+/// What statfs says a path is; the input of the layout decision.
+enum FilesystemKind: Sendable, Equatable {
+    case cgroup2, cgroup1, tmpfs, other, missing
+
+    init(statfsOf path: String) {
+        var magic: UInt64 = 0
+        guard cs_statfs_magic(path, &magic) == 0 else { self = .missing; return }
+        switch magic {
+        case cs_cgroup2_magic: self = .cgroup2
+        case cs_cgroup1_magic: self = .cgroup1
+        case cs_tmpfs_magic: self = .tmpfs
+        default: self = .other
+        }
+    }
+}
+
+/// The cgroup mechanisms available to the daemon, found once at start-up, and the parent
+/// groups under which every app gets its own `app-<name>` group.
+public struct CgroupSupport: Sendable {
+    public var layout: CgroupLayout
+    /// Why the layout is `none` although cgroups are mounted (for the log).
+    public var fallbackReason: String?
+    /// The cgroup2 parent group, e.g. /sys/fs/cgroup/unified/lifecycled.
+    var unifiedParent: String?
+    /// The v1 parents, e.g. /sys/fs/cgroup/cpu/lifecycled.
+    var cpuParent: String?
+    var freezerParent: String?
+    /// Whether app groups under `unifiedParent` get cpu.weight / io.weight / cgroup.freeze.
+    var unifiedCPU = false
+    var unifiedIO = false
+    var unifiedFreezer = false
+
+    init(layout: CgroupLayout, fallbackReason: String? = nil) {
+        self.layout = layout
+        self.fallbackReason = fallbackReason
+    }
+
+    /// Whether a cgroup weighs the CPU for background apps; without it, use nice.
+    public var hasCPUControl: Bool { unifiedCPU || cpuParent != nil }
+
+    public var canFreeze: Bool { unifiedFreezer || freezerParent != nil }
+
+    /// Human lines for the log and `lifectl status`.
+    public var mechanisms: [String] {
+        var lines: [String] = []
+        var groups: [String] = []
+        if let unifiedParent { groups.append("cgroup2 \(unifiedParent)") }
+        if let cpuParent { groups.append("v1 cpu \(cpuParent)") }
+        if let freezerParent { groups.append("v1 freezer \(freezerParent)") }
+        if !groups.isEmpty { lines.append("app cgroups under: " + groups.joined(separator: ", ")) }
+
+        let (fg, bg, sus) = (PriorityClass.foreground, PriorityClass.background, PriorityClass.suspended)
+        if unifiedCPU {
+            lines.append("background priority: cgroup2 cpu.weight \(fg.cgroupWeight) → \(bg.cgroupWeight), suspended \(sus.cgroupWeight)")
+        } else if cpuParent != nil {
+            lines.append("background priority: cgroup v1 cpu.shares \(fg.cpuShares) → \(bg.cpuShares), suspended \(sus.cpuShares)")
+        } else {
+            lines.append("background priority: nice \(fg.niceValue) → \(bg.niceValue), suspended \(sus.niceValue) (no cgroup cpu control)")
+        }
+        if unifiedIO {
+            lines.append("background io priority: cgroup2 io.weight \(fg.cgroupWeight) → \(bg.cgroupWeight), suspended \(sus.cgroupWeight)")
+        }
+        if unifiedFreezer {
+            lines.append("suspend (freezer): cgroup2 cgroup.freeze")
+        } else if freezerParent != nil {
+            lines.append("suspend (freezer): cgroup v1 freezer.state")
+        } else {
+            lines.append("suspend: SIGSTOP to the process group (no cgroup freezer)")
+        }
+        lines.append("oom_score_adj: \(fg.oomScoreAdj) / \(bg.oomScoreAdj) / \(sus.oomScoreAdj)")
+        return lines
+    }
+
+    // MARK: Detection
+
+    /// Finds the layout and creates the parent groups (named `groupName`). Never fails: if the
+    /// groups cannot be created (not root, read-only), the layout is `none` with `fallbackReason`.
+    public static func detect(
+        mountRoot: String = "/sys/fs/cgroup",
+        selfCgroupFile: String = "/proc/self/cgroup",
+        groupName: String = "lifecycled"
+    ) -> CgroupSupport {
+        let cpuMount = mountRoot + "/cpu"
+        let freezerMount = mountRoot + "/freezer"
+        let cpuKind = FilesystemKind(statfsOf: cpuMount)
+        let freezerKind = FilesystemKind(statfsOf: freezerMount)
+        let layout = decideLayout(
+            root: FilesystemKind(statfsOf: mountRoot), unified: FilesystemKind(statfsOf: mountRoot + "/unified"),
+            cpu: cpuKind, freezer: freezerKind)
+
+        var support = CgroupSupport(layout: layout)
+        var created: [String] = []
+        do {
+            switch layout {
+            case .none:
+                return support
+            case .unified:
+                try support.setUpUnified(mount: mountRoot, selfCgroupFile: selfCgroupFile, groupName: groupName, created: &created)
+            case .hybrid:
+                try support.setUpUnified(mount: mountRoot + "/unified", selfCgroupFile: selfCgroupFile, groupName: groupName, created: &created)
+                fallthrough
+            case .legacy:
+                if cpuKind == .cgroup1 {
+                    support.cpuParent = try makeParent(cpuMount + "/" + groupName, created: &created)
+                }
+                if freezerKind == .cgroup1 {
+                    support.freezerParent = try makeParent(freezerMount + "/" + groupName, created: &created)
+                }
+            }
+        } catch {
+            for path in created.reversed() { rmdir(path) }
+            return CgroupSupport(layout: .none, fallbackReason: error.description)
+        }
+        return support
+    }
+
+    /// The layout from what statfs reports for the mount root, `unified`, `cpu` and `freezer`
+    /// below it (PLATFORM-NOTES: cgroup2 root → unified; tmpfs root with a cgroup2 `unified`
+    /// → hybrid; v1 `cpu` or `freezer` mounts → v1).
+    static func decideLayout(root: FilesystemKind, unified: FilesystemKind, cpu: FilesystemKind, freezer: FilesystemKind) -> CgroupLayout {
+        if root == .cgroup2 { return .unified }
+        if root == .tmpfs && unified == .cgroup2 { return .hybrid }
+        if cpu == .cgroup1 || freezer == .cgroup1 { return .legacy }
+        return .none
+    }
+
+    /// Our own cgroup2 path: the `0::` line of /proc/self/cgroup.
+    static func unifiedPath(inProcSelfCgroup text: String) -> String? {
+        for line in text.split(separator: "\n") where line.hasPrefix("0::") {
+            return String(line.dropFirst(3))
+        }
+        return nil
+    }
+
+    private mutating func setUpUnified(mount: String, selfCgroupFile: String, groupName: String, created: inout [String]) throws(SystemError) {
+        guard let own = Self.unifiedPath(inProcSelfCgroup: try readKernelFile(selfCgroupFile)) else {
+            throw SystemError(operation: "find our cgroup2 group in \(selfCgroupFile) (no 0:: line)", errno: ENOENT)
+        }
+        // At the root we own the tree. Inside someone's group (a systemd service), create ours as
+        // a child and do not move: a group holding processes cannot enable controllers for its
+        // children (no internal processes rule), so weights need delegation (a later change).
+        let ownDirectory = own == "/" ? mount : mount + own
+        let parent = try Self.makeParent(ownDirectory + "/" + groupName, created: &created)
+        if own == "/" { Self.enableControllers(in: mount) }
+        Self.enableControllers(in: parent)
+        unifiedParent = parent
+        let delegated = words(inFile: parent + "/cgroup.subtree_control")
+        unifiedCPU = delegated.contains("cpu")
+        unifiedIO = delegated.contains("io")
+        // The root group has no cgroup.freeze; our parent is never the root.
+        unifiedFreezer = fileExists(parent + "/cgroup.freeze")
+    }
+
+    private static func makeParent(_ path: String, created: inout [String]) throws(SystemError) -> String {
+        if try makeDirectory(path) { created.append(path) }
+        return path
+    }
+
+    /// Best effort: a controller bound to a v1 hierarchy (hybrid) or missing from the parent's
+    /// cgroup.controllers cannot be enabled, and then weights are simply not available.
+    private static func enableControllers(in directory: String) {
+        let available = words(inFile: directory + "/cgroup.controllers")
+        let enabled = words(inFile: directory + "/cgroup.subtree_control")
+        for controller in ["cpu", "io"] where available.contains(controller) && !enabled.contains(controller) {
+            try? writeKernelFile(directory + "/cgroup.subtree_control", "+" + controller)
+        }
+    }
+
+    // MARK: App groups
+
+    /// Creates (or reuses, after a crash) the app's groups in every hierarchy in use.
+    public func makeAppCgroup(app: String) throws(SystemError) -> AppCgroup {
+        let directory = "app-" + app
+        guard layout != .none else {
+            throw SystemError(operation: "create a cgroup for \(app) (no usable cgroups)", errno: ENOTSUP)
+        }
+        var created: [String] = []
+        do {
+            func make(_ parent: String?) throws(SystemError) -> String? {
+                guard let parent else { return nil }
+                let path = parent + "/" + directory
+                if try makeDirectory(path) { created.append(path) }
+                return path
+            }
+            let unified = try make(unifiedParent)
+            let cpu = try make(cpuParent)
+            let freezer = try make(freezerParent)
+            return AppCgroup(app: app, unifiedPath: unified, cpuPath: cpu, freezerPath: freezer)
+        } catch {
+            for path in created.reversed() { rmdir(path) }
+            throw error
+        }
+    }
+
+    /// Removes the parent groups, at shutdown once every app group is removed. A parent still
+    /// busy is left alone quietly; other failures are returned.
+    @discardableResult
+    public func removeParent() -> [SystemError] {
+        [unifiedParent, cpuParent, freezerParent].compactMap { $0 }.compactMap { removeCgroupDirectory($0) }
+    }
+}
+
+/// One app's groups: a cgroup2 group and/or v1 cpu and freezer groups (hybrid machines have all three).
+public struct AppCgroup: Sendable, Equatable {
+    public let app: String
+    public let unifiedPath: String?
+    public let cpuPath: String?
+    public let freezerPath: String?
+    /// The freezer `freeze()` uses; cgroup2's when there is one. Settable to pick the v1 one.
+    public var freezer: FreezerKind?
+    /// The controllers of the cgroup2 group (its cgroup.controllers).
+    public let controllers: Set<String>
+
+    init(app: String, unifiedPath: String?, cpuPath: String?, freezerPath: String?) {
+        self.app = app
+        self.unifiedPath = unifiedPath
+        self.cpuPath = cpuPath
+        self.freezerPath = freezerPath
+        if let unifiedPath, fileExists(unifiedPath + "/cgroup.freeze") {
+            freezer = .cgroup2
+        } else if freezerPath != nil {
+            freezer = .v1
+        }
+        controllers = unifiedPath.map { words(inFile: $0 + "/cgroup.controllers") } ?? []
+    }
+
+    /// Whether `setPriority` weighs the CPU (cpu.weight or cpu.shares exists); without it,
+    /// fall back to nice.
+    public var controlsCPU: Bool {
+        (unifiedPath.map { fileExists($0 + "/cpu.weight") } ?? false)
+            || (cpuPath.map { fileExists($0 + "/cpu.shares") } ?? false)
+    }
+
+    /// Every cgroup.procs the child joins (`SpawnRequest.cgroupProcsFiles`).
+    public var procsFiles: [String] {
+        [unifiedPath, cpuPath, freezerPath].compactMap { $0.map { $0 + "/cgroup.procs" } }
+    }
+
+    /// The group to show a person: the cgroup2 one, else the v1 cpu one.
+    public var displayPath: String {
+        unifiedPath ?? cpuPath ?? freezerPath ?? ""
+    }
+
+    /// Sets the CPU (and IO) weight for `cls`, in whichever of cpu.weight, io.weight and
+    /// cpu.shares exist.
+    public func setPriority(_ cls: PriorityClass) throws(SystemError) {
+        if let unifiedPath {
+            try writeIfPresent(unifiedPath + "/cpu.weight", String(cls.cgroupWeight))
+            try writeIfPresent(unifiedPath + "/io.weight", "default \(cls.cgroupWeight)")
+        }
+        if let cpuPath {
+            try writeIfPresent(cpuPath + "/cpu.shares", String(cls.cpuShares))
+        }
+    }
+
+    private func writeIfPresent(_ path: String, _ value: String) throws(SystemError) {
+        if fileExists(path) { try writeKernelFile(path, value) }
+    }
+
+    /// Starts freezing. The kernel finishes asynchronously (tens of µs): poll `isFrozen()`.
+    public func freeze() throws(SystemError) {
+        switch (freezer, unifiedPath, freezerPath) {
+        case (.cgroup2, let path?, _): try writeKernelFile(path + "/cgroup.freeze", "1")
+        case (.v1, _, let path?): try writeKernelFile(path + "/freezer.state", "FROZEN")
+        default: throw SystemError(operation: "freeze \(displayPath) (no cgroup freezer)", errno: ENOTSUP)
+        }
+    }
+
+    public func thaw() throws(SystemError) {
+        switch (freezer, unifiedPath, freezerPath) {
+        case (.cgroup2, let path?, _): try writeKernelFile(path + "/cgroup.freeze", "0")
+        case (.v1, _, let path?): try writeKernelFile(path + "/freezer.state", "THAWED")
+        default: throw SystemError(operation: "thaw \(displayPath) (no cgroup freezer)", errno: ENOTSUP)
+        }
+    }
+
+    /// Whether the freezer in use has finished freezing (cgroup2 `frozen 1` in cgroup.events,
+    /// v1 `FROZEN`, not `FREEZING`). Re-read rather than waiting for cgroup.events
+    /// notifications, which the kernel rate-limits to about one per 10 ms.
+    public func isFrozen() -> Bool {
+        switch (freezer, unifiedPath, freezerPath) {
+        case (.cgroup2, let path?, _): unifiedFrozen(path)
+        case (.v1, _, let path?): v1State(path) == "FROZEN"
+        default: false
+        }
+    }
+
+    private func unifiedFrozen(_ path: String) -> Bool {
+        ((try? readKernelFile(path + "/cgroup.events")) ?? "").split(separator: "\n").contains("frozen 1")
+    }
+
+    private func v1State(_ path: String) -> String? {
+        (try? readKernelFile(path + "/freezer.state"))?.split(separator: "\n").first.map(String.init)
+    }
+
+    /// The processes in the app's group.
+    public func pids() -> [pid_t] {
+        guard let path = unifiedPath ?? cpuPath ?? freezerPath,
+              let text = try? readKernelFile(path + "/cgroup.procs")
+        else { return [] }
+        return text.split(separator: "\n").compactMap { pid_t(String($0)) }
+    }
+
+    /// SIGKILL to every process in the group (cgroup.kill where it exists: it also catches
+    /// processes forked meanwhile). Returns the failures, for the caller to log.
+    @discardableResult
+    public func killAll() -> [SystemError] {
+        var failures: [SystemError] = []
+        if let unifiedPath, fileExists(unifiedPath + "/cgroup.kill") {
+            do { try writeKernelFile(unifiedPath + "/cgroup.kill", "1") } catch { failures.append(error) }
+        } else {
+            for pid in pids() where kill(pid, SIGKILL) != 0 && errno != ESRCH {
+                failures.append(SystemError(operation: "kill \(pid) of \(displayPath)", errno: errno))
+            }
+        }
+        // Tasks frozen by the v1 freezer do not act on SIGKILL until thawed.
+        if let freezerPath, let state = v1State(freezerPath), state != "THAWED" {
+            do { try writeKernelFile(freezerPath + "/freezer.state", "THAWED") } catch { failures.append(error) }
+        }
+        return failures
+    }
+
+    /// Thaws and removes the app's groups. A group still busy (processes not yet gone) or
+    /// already gone is left alone quietly; other failures are returned.
+    @discardableResult
+    public func remove() -> [SystemError] {
+        var failures: [SystemError] = []
+        if let unifiedPath, unifiedFrozen(unifiedPath) {
+            do { try writeKernelFile(unifiedPath + "/cgroup.freeze", "0") } catch { failures.append(error) }
+        }
+        if let freezerPath, let state = v1State(freezerPath), state != "THAWED" {
+            do { try writeKernelFile(freezerPath + "/freezer.state", "THAWED") } catch { failures.append(error) }
+        }
+        for path in [unifiedPath, cpuPath, freezerPath].compactMap({ $0 }) {
+            if let failure = removeCgroupDirectory(path) { failures.append(failure) }
+        }
+        return failures
+    }
+}
+
+/// rmdir, the only way to delete a cgroup (its files cannot be unlinked). EBUSY (processes or
+/// child groups left) and ENOENT are not reported.
+private func removeCgroupDirectory(_ path: String) -> SystemError? {
+    if rmdir(path) == 0 || errno == EBUSY || errno == ENOENT { return nil }
+    return SystemError(operation: "remove \(path)", errno: errno)
+}
+
+/// The space- or newline-separated words of a cgroup file; none if it cannot be read.
+private func words(inFile path: String) -> Set<String> {
+    let text = (try? readKernelFile(path)) ?? ""
+    return Set(text.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init))
+}

@@ -1,0 +1,73 @@
+import Glibc
+import LifecycleModel
+
+/// The numbers behind each priority class, in one place.
+extension PriorityClass {
+    /// Android's ranks: a foreground app is kept, cached (background) apps go first, and frozen
+    /// ones before them (ProcessList.java: FOREGROUND_APP_ADJ 0, CACHED_APP_MIN_ADJ 900).
+    var oomScoreAdj: Int {
+        switch self {
+        case .foreground: 0
+        case .background: 500
+        case .suspended: 900
+        }
+    }
+
+    /// cgroup2 cpu.weight and io.weight (default 100, range 1–10000).
+    var cgroupWeight: Int {
+        switch self {
+        case .foreground: 100
+        case .background: 20
+        case .suspended: 1
+        }
+    }
+
+    /// cgroup v1 cpu.shares (default 1024, minimum 2).
+    var cpuShares: Int {
+        switch self {
+        case .foreground: 1024
+        case .background: 128
+        case .suspended: 2
+        }
+    }
+
+    /// The nice value, used only where no cgroup controls the CPU.
+    var niceValue: Int32 {
+        switch self {
+        case .foreground: 0
+        case .background: 10
+        case .suspended: 19
+        }
+    }
+}
+
+/// Per-process priority: the OOM killer's ranking, and nice where cgroups cannot weigh the CPU.
+public enum ProcessPriority {
+    /// Writes `oom_score_adj` for each member and, with `useNice` (no cgroup cpu control),
+    /// renices the whole process group. Members that exit meanwhile are skipped. Returns the
+    /// failures for the caller to log. Going back to foreground lowers both values, which
+    /// needs CAP_SYS_RESOURCE and CAP_SYS_NICE (the daemon runs as root).
+    public static func apply(
+        _ cls: PriorityClass, processGroup pgid: pid_t, members: [pid_t], useNice: Bool,
+        procRoot: String = "/proc"
+    ) -> [SystemError] {
+        var failures: [SystemError] = []
+        for pid in members {
+            do {
+                try writeKernelFile("\(procRoot)/\(pid)/oom_score_adj", String(cls.oomScoreAdj))
+            } catch where error.errno == ENOENT || error.errno == ESRCH {
+                continue
+            } catch {
+                failures.append(error)
+            }
+        }
+        if useNice {
+            // PRIO_PGRP sets every process of the group in one call.
+            let which = __priority_which_t(PRIO_PGRP.rawValue)
+            if setpriority(which, id_t(pgid), cls.niceValue) != 0 && errno != ESRCH {
+                failures.append(SystemError(operation: "set nice \(cls.niceValue) on process group \(pgid)", errno: errno))
+            }
+        }
+        return failures
+    }
+}

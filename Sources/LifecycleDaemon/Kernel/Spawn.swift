@@ -1,0 +1,232 @@
+import CSupport
+import Glibc
+
+/// The user, group and supplementary groups a child runs as.
+public struct Credentials: Sendable, Equatable {
+    public var uid: uid_t
+    public var gid: gid_t
+    public var groups: [gid_t]
+    /// From the passwd entry, for USER, LOGNAME and HOME; nil for a numeric uid without one.
+    public var userName: String?
+    public var home: String?
+
+    public init(uid: uid_t, gid: gid_t, groups: [gid_t], userName: String? = nil, home: String? = nil) {
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+        self.userName = userName
+        self.home = home
+    }
+}
+
+/// Everything a child is started with. The child always gets its own session and process
+/// group, default signal dispositions and an empty signal mask; fds 0–2 are inherited,
+/// `inheritedFD` becomes fd 3, and no other descriptor crosses.
+public struct SpawnRequest: Sendable {
+    /// An absolute path (see `resolveExecutable`): it is executed after the change of directory.
+    public var executable: String
+    /// Including argv[0]. When empty, `[executable]` is used.
+    public var argv: [String]
+    /// "KEY=value" entries; the child gets exactly these.
+    public var environment: [String]
+    public var workingDirectory: String?
+    /// Who the child runs as; nil keeps the daemon's own ids.
+    public var credentials: Credentials?
+    /// Becomes fd 3 in the child (the app's end of its lifecycle socket).
+    public var inheritedFD: Int32?
+    /// cgroup.procs files the child joins before execve (`AppCgroup.procsFiles`).
+    public var cgroupProcsFiles: [String]
+
+    public init(
+        executable: String,
+        argv: [String] = [],
+        environment: [String] = [],
+        workingDirectory: String? = nil,
+        credentials: Credentials? = nil,
+        inheritedFD: Int32? = nil,
+        cgroupProcsFiles: [String] = []
+    ) {
+        self.executable = executable
+        self.argv = argv
+        self.environment = environment
+        self.workingDirectory = workingDirectory
+        self.credentials = credentials
+        self.inheritedFD = inheritedFD
+        self.cgroupProcsFiles = cgroupProcsFiles
+    }
+}
+
+/// Starts a child as described and returns its pid, which is also its process group and
+/// session id. The caller must reap it. Failures before execve (no such file, permission,
+/// a cgroup that refuses the process) are thrown, with the failed child already reaped.
+public func spawnProcess(_ request: SpawnRequest) throws(SystemError) -> pid_t {
+    var cgroupFDs: [Int32] = []
+    defer { for fd in cgroupFDs { close(fd) } }
+    for path in request.cgroupProcsFiles {
+        cgroupFDs.append(try retryingEINTR("open \(path)") { open(path, O_WRONLY | O_CLOEXEC) })
+    }
+
+    let argv = (request.argv.isEmpty ? [request.executable] : request.argv).map { strdup($0) } + [nil]
+    let envp = request.environment.map { strdup($0) } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    let ids = request.credentials
+    let groups = ids?.groups ?? []
+
+    var pid: pid_t = 0
+    let result = cs_spawn(
+        request.executable, argv, envp, request.workingDirectory,
+        ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
+        request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), &pid)
+    if result != 0 { throw SystemError(operation: "spawn \(request.executable)", errno: result) }
+    return pid
+}
+
+/// Makes the daemon the reaper of orphaned descendants (an app's daemonised grandchildren),
+/// so they are reported to it instead of to PID 1.
+public func becomeChildSubreaper() throws(SystemError) {
+    try retryingEINTR("set PR_SET_CHILD_SUBREAPER") { cs_set_child_subreaper() }
+}
+
+// MARK: - Executables
+
+/// The search path used when the daemon has no PATH, as systemd does.
+let defaultSearchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/// Finds what execvp would run, as an absolute path (the child changes directory before execve).
+/// A name containing "/" is taken relative to the current directory; any other name is looked
+/// up in `path` (`defaultSearchPath` when nil). Only regular files with an execute bit count.
+public func resolveExecutable(_ name: String, path: String?) -> String? {
+    if name.isEmpty { return nil }
+    if name.contains("/") {
+        return isExecutableFile(name) ? absolutePath(name) : nil
+    }
+    for directory in (path ?? defaultSearchPath).split(separator: ":", omittingEmptySubsequences: false) {
+        // An empty PATH entry means the current directory (POSIX).
+        let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + name
+        if isExecutableFile(candidate) { return absolutePath(candidate) }
+    }
+    return nil
+}
+
+private func isExecutableFile(_ path: String) -> Bool {
+    var info = stat()
+    // access(X_OK) alone accepts directories, and for root any file with one x bit.
+    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && access(path, X_OK) == 0
+}
+
+private func absolutePath(_ path: String) -> String {
+    if path.hasPrefix("/") { return path }
+    guard let cwd = getcwd(nil, 0) else { return path }
+    defer { free(cwd) }
+    var relative = Substring(path)
+    while relative.hasPrefix("./") { relative = relative.dropFirst(2) }
+    let base = String(cString: cwd)
+    return (base == "/" ? "" : base) + "/" + relative
+}
+
+// MARK: - Users and groups
+
+public enum CredentialsError: Error, Equatable, CustomStringConvertible {
+    case unknownUser(String)
+    case unknownGroup(String)
+    case system(SystemError)
+
+    public var description: String {
+        switch self {
+        case .unknownUser(let name): "Failed to look up user '\(name)': no such user"
+        case .unknownGroup(let name): "Failed to look up group '\(name)': no such group"
+        case .system(let error): error.description
+        }
+    }
+}
+
+/// The credentials for a `User=`/`Group=` pair, or nil when both are nil (run as the daemon).
+/// Names or numeric ids. The group defaults to the user's primary group (or, for a numeric uid
+/// with no passwd entry, the same number); supplementary groups are the user's memberships
+/// (getgrouplist). A group alone keeps the daemon's uid.
+public func lookupCredentials(user: String?, group: String?) throws(CredentialsError) -> Credentials? {
+    if user == nil && group == nil { return nil }
+
+    var gid: gid_t?
+    if let group {
+        guard let found = try groupID(group) else { throw .unknownGroup(group) }
+        gid = found
+    }
+    guard let user else {
+        return Credentials(uid: getuid(), gid: gid!, groups: [gid!])
+    }
+
+    let entry: PasswdEntry?
+    if let number = UInt32(user) {
+        entry = try passwdEntry { getpwuid_r(number, $0, $1, $2, $3) }
+        if entry == nil {
+            let primary = gid ?? number
+            return Credentials(uid: number, gid: primary, groups: [primary])
+        }
+    } else {
+        entry = try passwdEntry { getpwnam_r(user, $0, $1, $2, $3) }
+    }
+    guard let entry else { throw .unknownUser(user) }
+    let primary = gid ?? entry.gid
+    return Credentials(uid: entry.uid, gid: primary, groups: supplementaryGroups(of: entry.name, primary: primary),
+                       userName: entry.name, home: entry.home)
+}
+
+private struct PasswdEntry {
+    var name: String
+    var uid: uid_t
+    var gid: gid_t
+    var home: String
+}
+
+/// Runs a getpw*_r call, growing the string buffer on ERANGE. nil when there is no entry.
+private func passwdEntry(
+    _ call: (UnsafeMutablePointer<passwd>, UnsafeMutablePointer<CChar>, Int, UnsafeMutablePointer<UnsafeMutablePointer<passwd>?>) -> Int32
+) throws(CredentialsError) -> PasswdEntry? {
+    var size = 1024
+    while true {
+        var record = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: size)
+        let code = call(&record, &buffer, size, &result)
+        if code == ERANGE { size *= 4; continue }
+        if let found = result?.pointee {
+            return PasswdEntry(name: String(cString: found.pw_name), uid: found.pw_uid, gid: found.pw_gid,
+                               home: String(cString: found.pw_dir))
+        }
+        // "Not found" comes back as 0 or, depending on the NSS module, one of these.
+        if code == 0 || code == ENOENT || code == ESRCH || code == EBADF || code == EPERM { return nil }
+        throw .system(SystemError(operation: "read the user database", errno: code))
+    }
+}
+
+private func groupID(_ name: String) throws(CredentialsError) -> gid_t? {
+    if let number = UInt32(name) { return number }
+    var size = 1024
+    while true {
+        var record = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: size)
+        let code = getgrnam_r(name, &record, &buffer, size, &result)
+        if code == ERANGE { size *= 4; continue }
+        if let found = result?.pointee { return found.gr_gid }
+        if code == 0 || code == ENOENT || code == ESRCH || code == EBADF || code == EPERM { return nil }
+        throw .system(SystemError(operation: "read the group database", errno: code))
+    }
+}
+
+private func supplementaryGroups(of user: String, primary: gid_t) -> [gid_t] {
+    var count: Int32 = 16
+    while true {
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        let previous = count
+        if getgrouplist(user, primary, &groups, &count) >= 0 {
+            return Array(groups.prefix(Int(count)))
+        }
+        // -1 with count raised to what is needed; guard against a library that does not raise it.
+        count = max(count, previous * 2)
+    }
+}
