@@ -33,6 +33,9 @@ public struct AppRecord: Sendable {
     var pending: [Step] = []
     var awaiting: Delivery?
     var terminating = false
+    /// Someone asked for termination on this run: the exit is not a crash, whenever it comes
+    /// (even before the willTerminate ack).
+    var terminationRequested = false
     var graceArmed = false
     var restartScheduled = false
     var refocusOnRestart = false
@@ -227,13 +230,14 @@ public struct Supervisor: Sendable {
             return finish(name)
 
         case .processStopped(let name):
-            guard let app = apps[name], app.state.isRunning, app.state != .suspended else { return [] }
+            guard let app = apps[name], app.state.isRunning, app.state != .suspended, !app.terminating else { return [] }
             emit(.note(app: name, .stoppedExternally))
             setState(name, .suspended, reason: "stopped by someone else")
             return finish(name)
 
         case .processContinued(let name):
-            guard apps[name]?.state == .suspended else { return [] }
+            // Terminating a suspended app continues it on purpose, so that it can exit.
+            guard let app = apps[name], app.state == .suspended, !app.terminating else { return [] }
             emit(.note(app: name, .continuedExternally))
             setState(name, .background, reason: "continued by someone else")
             return finish(name)
@@ -290,12 +294,13 @@ public struct Supervisor: Sendable {
 
     private mutating func exited(_ name: String, _ status: ExitStatus) {
         let app = apps[name]!
-        let requested = app.terminating
+        let requested = app.terminating || app.terminationRequested
         let heldFocus = activeApp == name || focusQueue.contains(name)
         for kind in [TimerKind.ack, .hello, .kill] { emit(.cancelTimer(app: name, kind)) }
         dropPendingWork(name)
         apps[name]!.awaiting = nil
         apps[name]!.terminating = false
+        apps[name]!.terminationRequested = false
         apps[name]!.connected = false
         apps[name]!.muted = false
         apps[name]!.terminatedInBackground = app.state == .background || app.state == .suspended
@@ -332,6 +337,8 @@ public struct Supervisor: Sendable {
         if app.state == .failed { apps[name]!.recentStarts = [] }
         apps[name]!.recentStarts.append(now)
         apps[name]!.launches += 1
+        // Message ids count per connection, and each launch brings a new one.
+        apps[name]!.nextMessageID = 1
         apps[name]!.connected = false
         apps[name]!.muted = false
         emit(.spawn(app: name, options: options))
@@ -354,6 +361,7 @@ public struct Supervisor: Sendable {
         }
         // Termination supersedes queued work; a callback already in flight still gets its ack or deadline.
         dropPendingWork(name)
+        apps[name]!.terminationRequested = true
         let stateAfterInFlight = app.awaiting.flatMap { $0.callback.changesStateOnSend ? nil : $0.callback.resultingState }
             ?? app.state
         // A suspended app is terminated without a message (UIKit: suspended apps get no notice).
