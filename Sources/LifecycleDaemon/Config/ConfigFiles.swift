@@ -15,7 +15,10 @@ extension ConfigLoader {
         case notUTF8
         case tooLarge(limit: Int)
 
-        var isNotFound: Bool { self == .system(operation: "open", errno: ENOENT) || self == .system(operation: "opendir", errno: ENOENT) }
+        /// The file or directory does not exist, which for the optional ones is no error.
+        var isNotFound: Bool {
+            if case .system(_, ENOENT) = self { true } else { false }
+        }
 
         var description: String {
             switch self {
