@@ -218,6 +218,8 @@ class Connection:
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(description="A lifecycled client (see docs/PROTOCOL.md).")
     parser.add_argument("--no-ack", action="store_true", help="never acknowledge a message")
+    parser.add_argument("--no-ack-for", action="append", default=[], metavar="TYPE",
+                        help="never acknowledge messages of this TYPE (repeatable)")
     parser.add_argument("--ack-delay", type=float, default=0.0, metavar="SECONDS",
                         help="wait in every handler before acking")
     parser.add_argument("--garbage", action="store_true",
@@ -278,7 +280,7 @@ def run(app, options, connection):
                 handler()
             if options.ack_delay:
                 connection.wait(options.ack_delay)
-            if not options.no_ack:
+            if not options.no_ack and kind not in options.no_ack_for:
                 connection.send({"type": "ack", "id": message.get("id")})
         else:
             pass  # a later version's notification: ignore, do not ack

@@ -1,0 +1,229 @@
+import Foundation
+import Glibc
+import LifecycleProtocol
+import Synchronization
+import Testing
+
+/// A real lifecycled in a temporary runtime and config directory, with real client processes.
+/// Everything it starts is stopped and everything it creates is removed in `stop()`, even when a test fails.
+final class DaemonHarness {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    /// The products sit beside the test bundle (.build/<config>/).
+    static let products = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+    static let pythonClient = repository.appendingPathComponent("Examples/python/lifecycle_client.py").path
+    private static let counter = Atomic<Int>(0)
+
+    let root: URL
+    let configDirectory: URL
+    let runtimeDirectory: URL
+    let recordFile: URL
+    let logFile: URL
+    private var daemon: Process?
+    /// A unique name so that parallel runs and leftovers never share cgroups.
+    let tag: String
+
+    init() throws {
+        tag = "t\(getpid())-\(Self.counter.add(1, ordering: .relaxed).newValue)"
+        root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("lifecycled-it-\(tag)")
+        configDirectory = root.appendingPathComponent("config")
+        runtimeDirectory = root.appendingPathComponent("run")
+        recordFile = root.appendingPathComponent("record.jsonl")
+        logFile = root.appendingPathComponent("daemon.log")
+        try FileManager.default.createDirectory(at: configDirectory.appendingPathComponent("apps"), withIntermediateDirectories: true)
+        // World-readable, so that the unprivileged-user test can reach the control socket.
+        chmod(root.path, 0o755)
+    }
+
+    /// Write `apps/NAME.conf`. `Environment=LIFECYCLE_RECORD=` is added so every client records what it receives.
+    func app(_ name: String, _ text: String) throws {
+        let withRecord = text.replacingOccurrences(of: "[App]\n", with: "[App]\nEnvironment=LIFECYCLE_RECORD=\(recordFile.path)\n")
+        try withRecord.write(to: configDirectory.appendingPathComponent("apps/\(name).conf"), atomically: true, encoding: .utf8)
+    }
+
+    func removeApp(_ name: String) throws {
+        try FileManager.default.removeItem(at: configDirectory.appendingPathComponent("apps/\(name).conf"))
+    }
+
+    func daemonConfig(_ text: String) throws {
+        try text.write(to: configDirectory.appendingPathComponent("lifecycled.conf"), atomically: true, encoding: .utf8)
+    }
+
+    var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["LIFECYCLED_RUNTIME_DIR"] = runtimeDirectory.path
+        environment["PATH"] = "\(Self.products.path):\(Self.repository.path)/Examples/python:" + (environment["PATH"] ?? "/usr/bin:/bin")
+        environment["NO_COLOR"] = "1"
+        environment.removeValue(forKey: "NOTIFY_SOCKET")
+        return environment
+    }
+
+    /// Start the daemon and wait until its control socket answers.
+    func start() throws {
+        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        let process = Process()
+        process.executableURL = Self.products.appendingPathComponent("lifecycled")
+        process.arguments = ["--config", configDirectory.path, "--log-level", "debug"]
+        process.environment = environment
+        let log = try FileHandle(forWritingTo: logFile)
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        daemon = process
+        try waitUntil("the control socket answers") { (try? self.list()) != nil }
+    }
+
+    var daemonPID: pid_t? { daemon?.processIdentifier }
+    var isDaemonRunning: Bool { daemon?.isRunning ?? false }
+
+    func reload() { if let pid = daemonPID { kill(pid, SIGHUP) } }
+
+    /// SIGTERM the daemon, wait for it, then make sure nothing it started survives, and clean up.
+    func stop() {
+        var pids: [pid_t] = []
+        if let apps = try? list() { pids = apps.compactMap(\.pid) }
+        if let daemon, daemon.isRunning {
+            kill(daemon.processIdentifier, SIGTERM)
+            let deadline = Date().addingTimeInterval(30)
+            while daemon.isRunning && Date() < deadline { usleep(20_000) }
+            if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
+        }
+        for pid in pids { kill(-pid, SIGCONT); kill(-pid, SIGKILL) }
+        try? FileManager.default.removeItem(at: root)
+    }
+
+    // MARK: lifectl
+
+    struct Output {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    @discardableResult
+    func lifectl(_ arguments: String..., asUser uid: UInt32? = nil) throws -> Output {
+        let process = Process()
+        if let uid {
+            // setpriv (util-linux) drops to another user for this one command.
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups",
+                                 Self.products.appendingPathComponent("lifectl").path] + arguments
+        } else {
+            process.executableURL = Self.products.appendingPathComponent("lifectl")
+            process.arguments = arguments
+        }
+        process.environment = environment
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                      stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    /// `lifectl VERB APP` that must succeed.
+    func control(_ verb: String, _ app: String, _ extra: String...) throws {
+        let arguments = [verb, app] + extra
+        let process = Process()
+        process.executableURL = Self.products.appendingPathComponent("lifectl")
+        process.arguments = arguments
+        process.environment = environment
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw HarnessError("lifectl \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(stderr)\n\(log)")
+        }
+    }
+
+    func list() throws -> [AppStatus] {
+        let output = try lifectl("list", "--json")
+        guard output.status == 0 else { throw HarnessError("lifectl list failed: \(output.stderr)") }
+        return try JSONDecoder().decode([AppStatus].self, from: Data(output.stdout.utf8))
+    }
+
+    func status(_ app: String) throws -> AppStatus {
+        guard let status = try list().first(where: { $0.name == app }) else { throw HarnessError("no app \(app) in list") }
+        return status
+    }
+
+    func waitForState(_ app: String, _ state: String, timeout: Double = 30) throws {
+        try waitUntil("\(app) reaches \(state)", timeout: timeout) { (try? self.status(app).state.rawValue) == state }
+    }
+
+    // MARK: Records and logs
+
+    struct Record: Decodable {
+        var app: String
+        var type: String
+        var id: Int?
+        var t: Int64
+        var pid: Int32?
+        var message: String?
+        var launchOptions: [String: JSONValue]?
+    }
+
+    func records(_ app: String? = nil) -> [Record] {
+        guard let data = try? String(contentsOf: recordFile, encoding: .utf8) else { return [] }
+        let all = data.split(separator: "\n").compactMap { try? JSONDecoder().decode(Record.self, from: Data($0.utf8)) }
+        return all.filter { app == nil || $0.app == app }.sorted { $0.t < $1.t }
+    }
+
+    func types(_ app: String) -> [String] { records(app).map(\.type) }
+
+    var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+
+    // MARK: Waiting
+
+    /// Poll until `condition` holds. The timeout only bounds a hung test; nothing asserts on how long it took.
+    func waitUntil(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try condition() { return }
+            usleep(20_000)
+        }
+        throw HarnessError("timed out waiting until \(what)\n--- daemon log ---\n\(log)")
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Any JSON value, for loosely typed record fields.
+enum JSONValue: Decodable, Equatable {
+    case string(String), number(Double), bool(Bool), null
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let bool = try? container.decode(Bool.self) { self = .bool(bool) }
+        else if let number = try? container.decode(Double.self) { self = .number(number) }
+        else { self = .string(try container.decode(String.self)) }
+    }
+}
+
+// MARK: The kernel's view, read directly (not through the daemon's code)
+
+enum Kernel {
+    /// The state letter of /proc/PID/stat, nil if the process is gone.
+    static func state(_ pid: pid_t) -> Character? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        return stat[stat.index(close, offsetBy: 2)...].first
+    }
+
+    /// Every process whose process group is `pgid`.
+    static func group(_ pgid: pid_t) -> [pid_t] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(pid_t.init).filter { getpgid($0) == pgid }
+    }
+
+    static func exists(_ pid: pid_t) -> Bool { kill(pid, 0) == 0 || errno == EPERM }
+}
