@@ -51,6 +51,9 @@ public struct AppRecord: Sendable {
     /// Nothing in flight: no step queued, no ack awaited, no termination under way.
     public var isSettled: Bool { pending.isEmpty && awaiting == nil && !terminating }
 
+    /// Termination was asked for on this run (it may still be delivering willTerminate).
+    public var isTerminating: Bool { terminating || terminationRequested }
+
     /// The callback whose ack is awaited, if any.
     public var awaitingCallback: LifecycleCallback? { awaiting?.callback }
 

@@ -44,7 +44,7 @@ public final class Daemon {
         self.options = options
         loop = try EventLoop()
         startedAt = loop.now
-        cgroups = CgroupSupport.detect()
+        cgroups = CgroupSupport.detect(groupName: cgroupGroupName(runtimeDirectory: options.runtimeDirectory))
         config = LoadedConfig(daemon: DaemonConfig(), apps: [:], diagnostics: [])
         notifying = options.environment["NOTIFY_SOCKET"] != nil
     }
@@ -395,7 +395,11 @@ public final class Daemon {
             protocolViolation(app, message)
         case .closed:
             app.connection = nil
-            Log.notice("\(name): the client closed its connection; managing it without messages")
+            if model.apps[name]?.isTerminating == true {
+                Log.debug("\(name): the client closed its connection while terminating")
+            } else {
+                Log.notice("\(name): the client closed its connection; managing it without messages")
+            }
             dispatch(.disconnected(app: name))
         }
     }
@@ -605,6 +609,18 @@ public final class Daemon {
             }
         }
     }
+}
+
+/// The cgroup that holds this daemon's app cgroups. The system daemon (default runtime directory) uses
+/// `lifecycled`; a daemon with its own runtime directory (a test, the demo, a user's session) gets its own
+/// group, so that two daemons never share `app-NAME` cgroups and never freeze or kill each other's apps.
+func cgroupGroupName(runtimeDirectory: String) -> String {
+    guard runtimeDirectory != "/run/lifecycled" else { return "lifecycled" }
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a, 64 bit: short, stable, no dependency
+    for byte in runtimeDirectory.utf8 {
+        hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+    }
+    return "lifecycled-" + String(hash, radix: 16)
 }
 
 /// mkdir -p with mode 0755.
