@@ -1,0 +1,228 @@
+import CSupport
+import Glibc
+import LifecycleModel
+import Testing
+@testable import LifecycleDaemon
+
+/// This machine is hybrid (v1 cpu and freezer at /sys/fs/cgroup/<name>, cgroup2 with freeze and
+/// kill but no cpu controller at /sys/fs/cgroup/unified). The real-cgroup tests run where that
+/// holds and root can create groups; the layout decision for other machines is tested as a pure
+/// function, because statfs needs real mounts.
+private let isHybridRoot = getuid() == 0
+    && cs_is_tmpfs("/sys/fs/cgroup") == 1 && cs_is_cgroup2("/sys/fs/cgroup/unified") == 1
+
+@Suite struct KernelCgroupTests {
+    // MARK: Layout decision (pure)
+
+    @Test func layoutIsDecidedFromWhatStatfsReports() {
+        typealias Kind = FilesystemKind
+        #expect(CgroupSupport.decideLayout(root: .cgroup2, unified: .missing, cpu: .missing, freezer: .missing) == .unified)
+        #expect(CgroupSupport.decideLayout(root: .tmpfs, unified: .cgroup2, cpu: .cgroup1, freezer: .cgroup1) == .hybrid)
+        #expect(CgroupSupport.decideLayout(root: .tmpfs, unified: .cgroup2, cpu: .missing, freezer: .missing) == .hybrid)
+        #expect(CgroupSupport.decideLayout(root: .tmpfs, unified: .missing, cpu: .cgroup1, freezer: .missing) == .legacy)
+        #expect(CgroupSupport.decideLayout(root: .tmpfs, unified: .tmpfs, cpu: .tmpfs, freezer: .cgroup1) == .legacy)
+        #expect(CgroupSupport.decideLayout(root: .other, unified: .missing, cpu: .missing, freezer: .missing) == .none)
+        #expect(CgroupSupport.decideLayout(root: .tmpfs, unified: .tmpfs, cpu: .tmpfs, freezer: .tmpfs) == .none,
+                "empty directories on a tmpfs are not cgroup mounts")
+    }
+
+    @Test func ownGroupIsTheZeroLine() {
+        let hybrid = "9:name=systemd:/\n1:cpu:/\n0::/\n"
+        #expect(CgroupSupport.unifiedPath(inProcSelfCgroup: hybrid) == "/")
+        #expect(CgroupSupport.unifiedPath(inProcSelfCgroup: "0::/system.slice/lifecycled.service\n") == "/system.slice/lifecycled.service")
+        #expect(CgroupSupport.unifiedPath(inProcSelfCgroup: "4:memory:/x\n1:cpu:/\n") == nil)
+    }
+
+    @Test func directoryWithoutCgroupMountsHasNone() throws {
+        let fake = try TemporaryDirectory()
+        try makeDirectory(fake.path + "/unified")
+        try makeDirectory(fake.path + "/cpu")
+
+        let support = CgroupSupport.detect(mountRoot: fake.path, groupName: "lifecycled-test")
+
+        #expect(support.layout == .none)
+        #expect(support.fallbackReason == nil)
+        #expect(!support.canFreeze && !support.hasCPUControl)
+        #expect(support.mechanisms.contains("suspend: SIGSTOP to the process group (no cgroup freezer)"))
+        #expect(throws: SystemError.self) { try support.makeAppCgroup(app: "demo") }
+    }
+
+    // MARK: This machine
+
+    @Test(.enabled(if: isHybridRoot))
+    func detectFindsHybridAndCreatesTheParents() throws {
+        let name = testGroupName("detect")
+        let support = CgroupSupport.detect(groupName: name)
+        defer { support.removeParent() }
+
+        #expect(support.layout == .hybrid)
+        #expect(support.fallbackReason == nil)
+        #expect(support.unifiedParent == "/sys/fs/cgroup/unified/\(name)")
+        #expect(support.cpuParent == "/sys/fs/cgroup/cpu/\(name)")
+        #expect(support.freezerParent == "/sys/fs/cgroup/freezer/\(name)")
+        #expect(support.canFreeze && support.hasCPUControl)
+        #expect(!support.unifiedCPU, "cpu is bound to v1 here")
+        #expect(support.mechanisms.contains("background priority: cgroup v1 cpu.shares 1024 → 128, suspended 2"))
+        #expect(support.mechanisms.contains("suspend (freezer): cgroup2 cgroup.freeze"))
+        #expect(support.mechanisms.contains("oom_score_adj: 0 / 500 / 900"))
+
+        #expect(support.removeParent().isEmpty)
+        #expect(!fileExists("/sys/fs/cgroup/unified/\(name)") && !fileExists("/sys/fs/cgroup/cpu/\(name)"))
+    }
+
+    @Test(.enabled(if: isHybridRoot))
+    func unreadableOwnGroupFallsBackToNone() {
+        let support = CgroupSupport.detect(selfCgroupFile: "/nonexistent/cgroup", groupName: testGroupName("fallback"))
+
+        #expect(support.layout == .none)
+        #expect(support.fallbackReason == "Failed to open /nonexistent/cgroup: No such file or directory")
+    }
+
+    @Test(.enabled(if: isHybridRoot))
+    func insideAnotherGroupTheParentIsOurChild() throws {
+        // As under a systemd service: our group is not the root, and we must not leave it.
+        let own = testGroupName("service")
+        try makeDirectory("/sys/fs/cgroup/unified/\(own)")
+        defer { rmdir("/sys/fs/cgroup/unified/\(own)") }
+        let selfCgroup = try TemporaryDirectory()
+        try writeNewFile(selfCgroup.path + "/cgroup", "1:cpu:/\n0::/\(own)\n")
+
+        let support = CgroupSupport.detect(selfCgroupFile: selfCgroup.path + "/cgroup", groupName: "lifecycled")
+        defer { support.removeParent() }
+
+        #expect(support.unifiedParent == "/sys/fs/cgroup/unified/\(own)/lifecycled")
+        #expect(fileExists("/sys/fs/cgroup/unified/\(own)/lifecycled/cgroup.freeze"))
+    }
+
+    @Test(.enabled(if: isHybridRoot))
+    func spawnedChildJoinsEveryAppGroup() throws {
+        try withAppCgroup("placement") { cgroup, children, group in
+            #expect(fileExists(cgroup.unifiedPath! + "/cgroup.freeze"))
+            #expect(cgroup.procsFiles.count == 3)
+            #expect(cgroup.displayPath == "/sys/fs/cgroup/unified/\(group)/app-demo")
+            #expect(cgroup.freezer == .cgroup2)
+
+            let pid = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], cgroupProcsFiles: cgroup.procsFiles))
+
+            let lines = try readKernelFile("/proc/\(pid)/cgroup").split(separator: "\n")
+            #expect(lines.contains("0::/\(group)/app-demo"))
+            #expect(lines.contains { $0.hasSuffix(":cpu:/\(group)/app-demo") })
+            #expect(lines.contains { $0.hasSuffix(":freezer:/\(group)/app-demo") })
+            #expect(cgroup.pids() == [pid])
+        }
+    }
+
+    @Test(.enabled(if: isHybridRoot))
+    func priorityClassWritesCPUShares() throws {
+        try withAppCgroup("shares") { cgroup, _, _ in
+            let shares = cgroup.cpuPath! + "/cpu.shares"
+            #expect(cgroup.controlsCPU)
+
+            try cgroup.setPriority(.background)
+            #expect(try readKernelFile(shares) == "128\n")
+            try cgroup.setPriority(.suspended)
+            #expect(try readKernelFile(shares) == "2\n")
+            try cgroup.setPriority(.foreground)
+            #expect(try readKernelFile(shares) == "1024\n")
+            #expect(!fileExists(cgroup.unifiedPath! + "/cpu.weight"), "no cpu controller in cgroup2 here")
+        }
+    }
+
+    @Test(.enabled(if: isHybridRoot))
+    func cgroup2FreezerFreezesAndThaws() throws {
+        try withAppCgroup("freeze2") { cgroup, children, _ in
+            let pid = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], cgroupProcsFiles: cgroup.procsFiles))
+            #expect(!cgroup.isFrozen())
+
+            try cgroup.freeze()
+            #expect(eventually { cgroup.isFrozen() })
+            #expect(ProcessTable.state(of: pid) == "S", "cgroup2-frozen tasks do not show T")
+
+            try cgroup.thaw()
+            #expect(eventually { !cgroup.isFrozen() })
+        }
+    }
+
+    @Test(.enabled(if: isHybridRoot))
+    func v1FreezerFreezesAndThaws() throws {
+        try withAppCgroup("freeze1") { cgroup, children, _ in
+            var cgroup = cgroup
+            cgroup.freezer = .v1
+            let pid = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], cgroupProcsFiles: cgroup.procsFiles))
+
+            try cgroup.freeze()
+            #expect(eventually { cgroup.isFrozen() })
+            #expect(ProcessTable.state(of: pid) == "D", "v1-frozen tasks show D")
+
+            try cgroup.thaw()
+            #expect(eventually { !cgroup.isFrozen() })
+        }
+    }
+
+    @Test(.enabled(if: isHybridRoot))
+    func killAllEmptiesTheGroupEvenWhenFrozen() throws {
+        for kind in [FreezerKind.cgroup2, .v1] {
+            try withAppCgroup("kill-\(kind.rawValue)") { cgroup, children, _ in
+                var cgroup = cgroup
+                cgroup.freezer = kind
+                let first = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], cgroupProcsFiles: cgroup.procsFiles))
+                // Two direct children, so that nothing is orphaned to PID 1 (slow to reap here).
+                let second = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "31"], cgroupProcsFiles: cgroup.procsFiles))
+                try cgroup.freeze()
+                #expect(eventually { cgroup.isFrozen() })
+
+                #expect(cgroup.killAll().isEmpty)
+
+                #expect(children.reap(first) == .signaled(SIGKILL))
+                #expect(children.reap(second) == .signaled(SIGKILL))
+                #expect(eventually { cgroup.pids().isEmpty })
+            }
+        }
+    }
+
+    @Test(.enabled(if: isHybridRoot))
+    func removeDeletesEveryAppGroupEvenFrozen() throws {
+        let support = CgroupSupport.detect(groupName: testGroupName("remove"))
+        defer { support.removeParent() }
+        let cgroup = try support.makeAppCgroup(app: "demo")
+        try cgroup.freeze()
+        let directories = [cgroup.unifiedPath!, cgroup.cpuPath!, cgroup.freezerPath!]
+        #expect(directories.allSatisfy(fileExists))
+
+        #expect(cgroup.remove().isEmpty)
+
+        #expect(!directories.contains(where: fileExists))
+        #expect(support.removeParent().isEmpty)
+    }
+}
+
+/// Unique per test and per run, so tests running in parallel (and leftovers of a killed run) do
+/// not collide.
+private func testGroupName(_ test: String) -> String {
+    "lifecycled-test-\(getpid())-\(test)"
+}
+
+/// Gives `body` an app cgroup "demo" under a parent of its own, and afterwards kills what is
+/// left, reaps the children and removes every group, whatever `body` did.
+private func withAppCgroup(_ test: String, _ body: (AppCgroup, Children, String) throws -> Void) throws {
+    let group = testGroupName(test)
+    let support = CgroupSupport.detect(groupName: group)
+    try #require(support.layout == .hybrid, "\(support.fallbackReason ?? "")")
+    defer { support.removeParent() }
+    let cgroup = try support.makeAppCgroup(app: "demo")
+    let children = Children()
+    defer {
+        cgroup.killAll()
+        children.killAndReapAll()
+        #expect(cgroup.remove().isEmpty)
+        #expect(!fileExists(cgroup.unifiedPath!), "app group left behind")
+    }
+    try body(cgroup, children, group)
+}
+
+private func writeNewFile(_ path: String, _ text: String) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw SystemError(operation: "create \(path)", errno: errno) }
+    close(fd)
+    try writeKernelFile(path, text)
+}
