@@ -1,0 +1,109 @@
+import LifecycleModel
+@testable import LifecycleProtocol
+import Testing
+
+@Suite("NDJSON framing")
+struct FramingTests {
+    @Test("lines split across reads are joined, several lines in one read are split")
+    func splitsAndJoinsLines() throws {
+        var framer = LineFramer()
+        framer.append(Array("{\"a\":1}\n{\"b\"".utf8))
+        #expect(try framer.nextLine() == Array("{\"a\":1}".utf8))
+        #expect(try framer.nextLine() == nil)
+        framer.append(Array(":2}\n\n".utf8))
+        #expect(try framer.nextLine() == Array("{\"b\":2}".utf8))
+        #expect(try framer.nextLine() == [])
+        #expect(try framer.nextLine() == nil)
+        #expect(framer.pendingByteCount == 0)
+    }
+
+    @Test("a line of exactly 64 KiB is accepted; one byte more is refused, even before its newline arrives")
+    func enforcesTheLineLimit() throws {
+        var framer = LineFramer()
+        framer.append([UInt8](repeating: UInt8(ascii: "x"), count: maxLineLength) + [UInt8(ascii: "\n")])
+        #expect(try framer.nextLine()?.count == maxLineLength)
+
+        var tooLong = LineFramer()
+        tooLong.append([UInt8](repeating: UInt8(ascii: "x"), count: maxLineLength + 1))
+        #expect(throws: LineFramer.Failure.lineTooLong(limit: maxLineLength)) { try tooLong.nextLine() }
+    }
+}
+
+@Suite("Wire messages")
+struct MessageTests {
+    let coder = LineCoder()
+
+    func line(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    @Test("the client's hello and ack decode")
+    func decodesClientMessages() throws {
+        #expect(try coder.decode(ClientMessage.self, from: line("{\"type\":\"hello\",\"protocol\":1}")) == .hello(protocol: 1))
+        #expect(try coder.decode(ClientMessage.self, from: line("{\"type\":\"ack\",\"id\":7,\"extra\":true}")) == .ack(id: 7),
+                "unknown fields are ignored")
+    }
+
+    @Test("malformed client messages get errors that say what was wrong",
+          arguments: [
+            ("this is not json", "not a JSON object"),
+            ("{\"type\":\"hello\"}", "missing field 'protocol'"),
+            ("{\"id\":3}", "missing field 'type'"),
+            ("{\"type\":\"dance\"}", "unknown message type 'dance'"),
+            ("{\"type\":\"ack\",\"id\":\"seven\"}", "bad field 'id'"),
+          ])
+    func explainsMalformedMessages(input: String, expected: String) {
+        do {
+            _ = try coder.decode(ClientMessage.self, from: line(input))
+            Issue.record("\(input) decoded")
+        } catch {
+            let message = ProtocolError(decoding: error, line: line(input)).message
+            #expect(message.contains(expected), "got: \(message)")
+        }
+    }
+
+    @Test("a lifecycle message is one sorted-key JSON line")
+    func encodesCallbacks() {
+        let options = LaunchOptions(launchedBy: "lifectl", background: false, terminatedInBackground: true)
+        let bytes = coder.encode(ServerMessage.callback(.didFinishLaunching, id: 1, deadlineMs: 20000, launchOptions: options))
+        #expect(String(decoding: bytes, as: UTF8.self) ==
+                "{\"deadlineMs\":20000,\"id\":1,\"launchOptions\":{\"background\":false,\"launchedBy\":\"lifectl\",\"terminatedInBackground\":true},\"type\":\"didFinishLaunching\"}\n")
+        let plain = coder.encode(ServerMessage.callback(.didEnterBackground, id: 7, deadlineMs: 5000, launchOptions: nil))
+        #expect(String(decoding: plain, as: UTF8.self) == "{\"deadlineMs\":5000,\"id\":7,\"type\":\"didEnterBackground\"}\n")
+    }
+
+    @Test("every daemon message survives a round trip")
+    func roundTripsServerMessages() throws {
+        var messages: [ServerMessage] = [.welcome(protocol: 1, app: "notes", state: .inactive), .error("second hello")]
+        for callback in LifecycleCallback.allCases {
+            messages.append(.callback(callback, id: 3, deadlineMs: 5000, launchOptions: nil))
+        }
+        for message in messages {
+            var encoded = coder.encode(message)
+            encoded.removeLast()
+            #expect(try coder.decode(ServerMessage.self, from: encoded) == message)
+        }
+    }
+
+    @Test("control verbs map onto model requests; queries map onto none")
+    func mapsControlVerbs() {
+        #expect(ControlRequest(verb: "launch", app: "a", background: true).lifecycleRequest == .launch(background: true))
+        #expect(ControlRequest(verb: "launch", app: "a").lifecycleRequest == .launch(background: false))
+        #expect(ControlRequest(verb: "focus", app: "a").lifecycleRequest == .focus)
+        #expect(ControlRequest(verb: "terminate", app: "a").lifecycleRequest == .terminate)
+        #expect(ControlRequest(verb: "list").lifecycleRequest == nil)
+        #expect(ControlRequest(verb: "bogus").lifecycleRequest == nil)
+        let requests = ControlRequest.lifecycleVerbs.compactMap { ControlRequest(verb: $0).lifecycleRequest }
+        #expect(requests.map(\.description) == ["launch", "focus", "deactivate", "background", "suspend", "resume", "terminate"])
+    }
+}
+
+@Suite("Runtime directory")
+struct RuntimeDirectoryTests {
+    @Test("LIFECYCLED_RUNTIME_DIR wins; root uses /run; others XDG_RUNTIME_DIR, else /tmp")
+    func resolvesTheRuntimeDirectory() {
+        #expect(RuntimeDirectory.path(environment: ["LIFECYCLED_RUNTIME_DIR": "/x", "XDG_RUNTIME_DIR": "/y"], uid: 0) == "/x")
+        #expect(RuntimeDirectory.path(environment: [:], uid: 0) == "/run/lifecycled")
+        #expect(RuntimeDirectory.path(environment: ["XDG_RUNTIME_DIR": "/run/user/1000"], uid: 1000) == "/run/user/1000/lifecycled")
+        #expect(RuntimeDirectory.path(environment: [:], uid: 1000) == "/tmp/lifecycled-1000")
+        #expect(RuntimeDirectory.controlSocket(in: "/x") == "/x/control.sock")
+    }
+}
