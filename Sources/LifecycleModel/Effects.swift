@@ -130,16 +130,28 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
         case notAllowed(hint: String?)
     }
     public var app: String
+    /// The app's state when the request came.
     public var state: AppState?
+    /// The state its queued work leads to, when different: requests are judged against this one.
+    public var becoming: AppState?
     public var request: Request
     public var reason: Reason
+
+    public init(app: String, state: AppState?, becoming: AppState? = nil, request: Request, reason: Reason) {
+        self.app = app
+        self.state = state
+        self.becoming = becoming
+        self.request = request
+        self.reason = reason
+    }
 
     public var description: String {
         switch reason {
         case .unknownApp:
             return "cannot \(request) '\(app)': no such app"
         case .notAllowed(let hint):
-            let base = "cannot \(request) '\(app)': it is \(state?.rawValue ?? "unknown")"
+            var base = "cannot \(request) '\(app)': it is \(state?.rawValue ?? "unknown")"
+            if let becoming { base += ", becoming \(becoming.rawValue)" }
             return hint.map { "\(base) (\($0))" } ?? base
         }
     }

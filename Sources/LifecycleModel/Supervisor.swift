@@ -36,6 +36,8 @@ public struct AppRecord: Sendable {
     /// Someone asked for termination on this run: the exit is not a crash, whenever it comes
     /// (even before the willTerminate ack).
     var terminationRequested = false
+    /// SIGKILLed by the launch watchdog: nothing more runs until the exit.
+    var dying = false
     var graceArmed = false
     var restartScheduled = false
     var refocusOnRestart = false
@@ -52,7 +54,7 @@ public struct AppRecord: Sendable {
     public var isSettled: Bool { pending.isEmpty && awaiting == nil && !terminating }
 
     /// Termination was asked for on this run (it may still be delivering willTerminate).
-    public var isTerminating: Bool { terminating || terminationRequested }
+    public var isTerminating: Bool { terminating || terminationRequested || dying }
 
     /// The callback whose ack is awaited, if any.
     public var awaitingCallback: LifecycleCallback? { awaiting?.callback }
@@ -61,7 +63,7 @@ public struct AppRecord: Sendable {
 
     /// The state the app will be in once its queued work is done; requests are judged against it.
     var projectedState: AppState {
-        if terminating { return .notRunning }
+        if terminating || dying { return .notRunning }
         var state = self.state
         if let awaiting, !awaiting.callback.changesStateOnSend, let next = awaiting.callback.resultingState {
             state = next
@@ -87,6 +89,9 @@ public struct Supervisor: Sendable {
     public private(set) var activeApp: String?
     /// Apps waiting to become active, in request order.
     private var focusQueue: [String] = []
+    /// Apps in the foreground (inactive or active). One focus domain is one screen: when an app takes
+    /// focus, every other foreground app goes to the background.
+    private var foregroundApps: Set<String> = []
     private var effects: [Effect] = []
     /// Apps whose queue ran during the current call, in order: each is reported when settled.
     private var touched: [String] = []
@@ -130,7 +135,8 @@ public struct Supervisor: Sendable {
         touched = []
         let projected = app.projectedState
         func refuse(_ hint: String?) -> RequestError {
-            RequestError(app: name, state: projected, request: request, reason: .notAllowed(hint: hint))
+            RequestError(app: name, state: app.state, becoming: projected == app.state ? nil : projected,
+                         request: request, reason: .notAllowed(hint: hint))
         }
 
         switch request {
@@ -267,9 +273,10 @@ public struct Supervisor: Sendable {
             emit(.note(app: name, .deadlineMissed(awaiting.callback, id: awaiting.id)))
             if awaiting.callback == .didFinishLaunching {
                 // iOS's launch watchdog: an app that does not finish launching in time is killed.
+                // Its queue stays until the exit, which judges the crash (and whether it held focus).
                 emit(.note(app: name, .launchWatchdog))
                 apps[name]!.awaiting = nil
-                dropPendingWork(name)
+                apps[name]!.dying = true
                 emit(.signal(app: name, .kill))
             } else {
                 complete(name, awaiting.callback, reason: "\(awaiting.callback.rawValue) deadline passed")
@@ -279,11 +286,13 @@ public struct Supervisor: Sendable {
             apps[name]!.muted = true
             emit(.note(app: name, .noHello))
         case .grace:
+            guard app.graceArmed else { return }
             apps[name]!.graceArmed = false
             // Grace over and nothing else to do: suspend. Work in flight (a transition) wins.
             guard app.state == .background, app.isSettled else { return }
             append(name, .stop(reason: "background time over"))
         case .restart:
+            guard app.restartScheduled else { return }
             apps[name]!.restartScheduled = false
             guard app.state == .notRunning else { return }
             launch(name, LaunchOptions(launchedBy: "restart", terminatedInBackground: app.terminatedInBackground))
@@ -304,6 +313,7 @@ public struct Supervisor: Sendable {
         apps[name]!.awaiting = nil
         apps[name]!.terminating = false
         apps[name]!.terminationRequested = false
+        apps[name]!.dying = false
         apps[name]!.connected = false
         apps[name]!.muted = false
         apps[name]!.terminatedInBackground = app.state == .background || app.state == .suspended
@@ -353,13 +363,17 @@ public struct Supervisor: Sendable {
 
     private mutating func terminate(_ name: String) {
         let app = apps[name]!
-        guard !app.terminating else { return }
+        guard !app.isTerminating else { return }
         guard app.state.isRunning else {
             if app.restartScheduled {
                 apps[name]!.restartScheduled = false
                 emit(.cancelTimer(app: name, .restart))
             }
-            if app.state == .failed { setState(name, .notRunning, reason: "reset by terminate") }
+            if app.state == .failed {
+                // Like `systemctl reset-failed`: the start limit starts over.
+                apps[name]!.recentStarts = []
+                setState(name, .notRunning, reason: "reset by terminate")
+            }
             return
         }
         // Termination supersedes queued work; a callback already in flight still gets its ack or deadline.
@@ -378,13 +392,19 @@ public struct Supervisor: Sendable {
         focusQueue.removeAll { $0 == name }
     }
 
-    /// An active (or about to be active) app other than `name` loses focus: resign, then background.
+    /// Every other app in (or on its way to) the foreground leaves it: an active one resigns, then
+    /// enters the background; an inactive one enters the background.
     private mutating func demoteOthers(than name: String) {
-        var candidates = focusQueue
-        if let activeApp { candidates.append(activeApp) }
-        for other in Set(candidates) where other != name && apps[other]?.projectedState == .active {
-            append(other, .deliver(.willResignActive, nil))
-            append(other, .deliver(.didEnterBackground, nil))
+        for other in Set(focusQueue).union(foregroundApps).sorted() where other != name {
+            switch apps[other]?.projectedState {
+            case .active:
+                append(other, .deliver(.willResignActive, nil))
+                append(other, .deliver(.didEnterBackground, nil))
+            case .inactive:
+                append(other, .deliver(.didEnterBackground, nil))
+            default:
+                continue
+            }
             advance(other)
         }
     }
@@ -402,7 +422,8 @@ public struct Supervisor: Sendable {
     private mutating func complete(_ name: String, _ callback: LifecycleCallback, reason: String) {
         apps[name]!.awaiting = nil
         emit(.cancelTimer(app: name, .ack))
-        if !callback.changesStateOnSend, let next = callback.resultingState {
+        // Stopped by someone else meanwhile: it stays suspended until continued.
+        if !callback.changesStateOnSend, let next = callback.resultingState, apps[name]!.state != .suspended {
             setState(name, next, reason: reason)
         }
     }
@@ -410,7 +431,7 @@ public struct Supervisor: Sendable {
     /// Run the app's queued steps until one has to wait.
     private mutating func advance(_ name: String) {
         if !touched.contains(name) { touched.append(name) }
-        while let app = apps[name], app.awaiting == nil, !app.terminating, let step = app.pending.first {
+        while let app = apps[name], app.awaiting == nil, !app.terminating, !app.dying, let step = app.pending.first {
             switch step {
             case .awaitHello:
                 guard app.connected || app.muted || !app.policy.speaksProtocol else { return }
@@ -419,6 +440,9 @@ public struct Supervisor: Sendable {
                 guard focusQueue.first == name, activeApp == nil || activeApp == name else { return }
                 apps[name]!.pending.removeFirst()
             case .deliver(let callback, let options):
+                // No message to a stopped process, and no state change under it: the queue waits
+                // until the process is continued (by a resume step, or by whoever stopped it).
+                guard app.state != .suspended else { return }
                 apps[name]!.pending.removeFirst()
                 if callback == .didBecomeActive, focusQueue.first == name { focusQueue.removeFirst() }
                 guard app.canMessage else {
@@ -486,6 +510,7 @@ public struct Supervisor: Sendable {
             emit(.cancelTimer(app: name, .grace))
         }
         if state == .active { activeApp = name } else if activeApp == name { activeApp = nil }
+        if state.isForeground { foregroundApps.insert(name) } else { foregroundApps.remove(name) }
         emit(.transition(app: name, from: from, to: state, reason: reason))
     }
 

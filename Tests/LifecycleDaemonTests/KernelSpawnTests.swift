@@ -59,10 +59,13 @@ import Testing
     @Test func noOtherDescriptorCrossesToTheChild() throws {
         let children = Children()
         defer { children.killAndReapAll() }
-        // Deliberately not close-on-exec.
-        let stray = open("/dev/null", O_RDONLY)
+        // Deliberately not close-on-exec, on a file no one else opens, so that its link in
+        // /proc/PID/fd identifies it. (Counting the child's fds is racy: after execve, sleep's own
+        // setlocale briefly opens the locale archive.)
+        let strayPath = "/tmp/lifecycled-stray-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let stray = open(strayPath, O_RDWR | O_CREAT, 0o600)
         try #require(stray > 3)
-        defer { close(stray) }
+        defer { close(stray); unlink(strayPath) }
         var pipeFDs: [Int32] = [-1, -1]
         try #require(pipe(&pipeFDs) == 0)
         defer { close(pipeFDs[0]); close(pipeFDs[1]) }
@@ -70,9 +73,11 @@ import Testing
         let plain = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"]))
         let withFD = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], inheritedFD: pipeFDs[1]))
 
-        // spawnProcess returns after execve, so the table is final.
-        #expect(openDescriptors(of: plain).isSubset(of: [0, 1, 2]))
-        #expect(openDescriptors(of: withFD).subtracting([0, 1, 2]) == [3])
+        for pid in [plain, withFD] {
+            #expect(!descriptorTargets(of: pid).values.contains(strayPath), "the stray fd crossed to \(pid)")
+        }
+        #expect(descriptorTargets(of: plain)[3] == nil)
+        #expect(descriptorTargets(of: withFD)[3] == descriptorTargets(of: getpid())[pipeFDs[1]], "fd 3 is the inherited pipe")
     }
 
     @Test func missingExecutableFailsWithENOENTAndLeavesNoChild() throws {
@@ -211,8 +216,16 @@ func directoryEntries(_ path: String) -> [String] {
     return names
 }
 
-func openDescriptors(of pid: pid_t) -> Set<Int32> {
-    Set(directoryEntries("/proc/\(pid)/fd").compactMap { Int32($0) })
+/// fd number → what /proc/PID/fd/N links to.
+func descriptorTargets(of pid: pid_t) -> [Int32: String] {
+    var targets: [Int32: String] = [:]
+    for entry in directoryEntries("/proc/\(pid)/fd") {
+        guard let fd = Int32(entry) else { continue }
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/\(pid)/fd/\(entry)", &buffer, buffer.count - 1)
+        if count > 0 { targets[fd] = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+    }
+    return targets
 }
 
 /// Our children (by /proc/PID/stat's ppid) whose comm is `name`.

@@ -1,0 +1,252 @@
+import Testing
+@testable import LifecycleModel
+
+/// Swift Testing has an `ExitStatus` of its own (for exit tests); in these tests the name means the model's.
+typealias ExitStatus = LifecycleModel.ExitStatus
+
+/// Drives a `Supervisor` the way the daemon does: one input at a time, with a clock, recording every effect.
+///
+/// In `cooperative` mode it also plays a well-behaved app for every app: it says hello after each spawn of a
+/// protocol app, acknowledges every callback at once, and exits with status 0 on SIGTERM. Apps listed in
+/// `unresponsive` are hung instead: no hello, no ack, SIGTERM ignored. SIGKILL always ends the process.
+/// Replies are fed in the order the effects asked for them, each as a separate input, as the daemon's loop would.
+struct Harness {
+    private(set) var model = Supervisor()
+    private(set) var now: MonotonicTime = .zero
+    /// Every effect of every input, in order.
+    private(set) var log: [Effect] = []
+    var cooperative = false
+    var unresponsive: Set<String> = []
+
+    init(_ apps: [String: AppPolicy]) {
+        for (name, policy) in apps.sorted(by: { $0.key < $1.key }) { model.add(name, policy: policy) }
+    }
+
+    init(_ names: String..., policy: AppPolicy = AppPolicy()) {
+        self.init(Dictionary(uniqueKeysWithValues: names.map { ($0, policy) }))
+    }
+
+    // MARK: Inputs
+
+    /// Apply a request; returns its own effects (not those of the cooperative replies that follow).
+    @discardableResult
+    mutating func request(_ request: Request, _ app: String, origin: String = "lifectl") throws(RequestError) -> [Effect] {
+        let effects = try model.handle(request, for: app, origin: origin, now: now)
+        record(effects)
+        return effects
+    }
+
+    /// Feed an event; returns its own effects (not those of the cooperative replies that follow).
+    @discardableResult
+    mutating func event(_ event: Event) -> [Effect] {
+        let effects = model.handle(event, now: now)
+        record(effects)
+        return effects
+    }
+
+    /// Let time pass. Timers are not simulated: a test fires them with `fire`, after `advance` when time matters.
+    mutating func advance(by duration: Duration) { now += duration }
+
+    @discardableResult
+    mutating func hello(_ app: String) -> [Effect] { event(.hello(app: app)) }
+
+    /// Acknowledge the callback the app is waiting on.
+    @discardableResult
+    mutating func ack(_ app: String) -> [Effect] {
+        guard let id = inFlight(app)?.id else {
+            Issue.record("\(app) has no callback in flight to acknowledge")
+            return []
+        }
+        return event(.ack(app: app, id: id))
+    }
+
+    @discardableResult
+    mutating func fire(_ timer: TimerKind, _ app: String) -> [Effect] { event(.timerFired(app: app, timer)) }
+
+    @discardableResult
+    mutating func exit(_ app: String, _ status: ExitStatus = .exited(0)) -> [Effect] { event(.exited(app: app, status)) }
+
+    /// Run `body` with the harness cooperating, then restore the previous mode.
+    @discardableResult
+    mutating func cooperating<T>(_ body: (inout Harness) throws -> T) rethrows -> T {
+        let previous = cooperative
+        cooperative = true
+        defer { cooperative = previous }
+        return try body(&self)
+    }
+
+    /// Play the cooperative app for effects already returned (e.g. by a request checked on its own), and for all that follows.
+    mutating func cooperate(after effects: [Effect]) {
+        cooperating { h in
+            for reply in h.replies(to: effects) { h.event(reply) }
+        }
+    }
+
+    /// Fire every deadline an `unresponsive` app is waiting on (ack, hello, kill), as the clock would, until none
+    /// is left; the other apps cooperate meanwhile. SIGKILL ends a process, so this always comes to rest.
+    mutating func runOutDeadlines() {
+        cooperating { h in
+            var fired = true
+            while fired {
+                fired = false
+                for name in h.model.apps.keys.sorted() {
+                    let app = h.model.apps[name]!
+                    let timer: TimerKind? =
+                        if app.awaiting != nil { .ack }
+                        else if app.pending.first == .awaitHello, app.policy.speaksProtocol, !app.muted { .hello }
+                        else if app.terminating { .kill }
+                        else { nil }
+                    guard let timer else { continue }
+                    h.advance(by: .seconds(30))
+                    h.fire(timer, name)
+                    fired = true
+                }
+            }
+        }
+    }
+
+    // MARK: Arrange
+
+    /// Bring a settled, not-yet-launched app into `state` through ordinary requests and a cooperative client.
+    /// `.failed` needs a policy whose start limit one crash exhausts (see `crashOnceFails`).
+    mutating func bring(_ app: String, to state: AppState) throws {
+        try cooperating { h throws in
+            switch state {
+            case .notRunning: break
+            case .inactive: try h.request(.launch(background: false), app)
+            case .active: try h.request(.focus, app)
+            case .background: try h.request(.launch(background: true), app)
+            case .suspended:
+                try h.request(.launch(background: true), app)
+                try h.request(.suspend, app)
+            case .failed:
+                try h.request(.launch(background: false), app)
+                h.exit(app, .exited(1))
+            }
+        }
+        try #require(self.state(app) == state && model.apps[app]!.isSettled, "could not bring \(app) to \(state)")
+    }
+
+    // MARK: Observations
+
+    func state(_ app: String) -> AppState { model.apps[app]!.state }
+    func record(of app: String) -> AppRecord { model.apps[app]! }
+    /// The callback delivery whose ack the model waits for.
+    func inFlight(_ app: String) -> Delivery? { model.apps[app]!.awaiting }
+
+    /// The callbacks sent so far, across apps, in order, from `log` index `start` on.
+    func sends(from start: Int = 0) -> [Sent] {
+        log[start...].compactMap { effect in
+            if case .send(let app, let delivery) = effect { Sent(app, delivery.callback) } else { nil }
+        }
+    }
+
+    /// The states `app` went through, from `log` index `start` on.
+    func transitions(of app: String, from start: Int = 0) -> [AppState] {
+        log[start...].compactMap { effect in
+            if case .transition(app, _, let to, _) = effect { to } else { nil }
+        }
+    }
+
+    /// Replays the log and returns every moment (log index) at which more than one app was active.
+    func momentsWithSeveralActiveApps() -> [Int] {
+        var states: [String: AppState] = [:]
+        var moments: [Int] = []
+        for (index, effect) in log.enumerated() {
+            guard case .transition(let app, _, let to, _) = effect else { continue }
+            states[app] = to
+            if states.values.count(where: { $0 == .active }) > 1 { moments.append(index) }
+        }
+        return moments
+    }
+
+    // MARK: Cooperation
+
+    private mutating func record(_ effects: [Effect]) {
+        log += effects
+        guard cooperative else { return }
+        for reply in replies(to: effects) { event(reply) }
+    }
+
+    private func replies(to effects: [Effect]) -> [Event] {
+        effects.compactMap { effect in
+            switch effect {
+            case .signal(let app, .kill): .exited(app: app, .signaled(9))
+            case .spawn(let app, _) where unresponsive.contains(app): nil
+            case .send(let app, _) where unresponsive.contains(app): nil
+            case .signal(let app, .terminate) where unresponsive.contains(app): nil
+            case .spawn(let app, _) where model.apps[app]!.policy.speaksProtocol: .hello(app: app)
+            case .send(let app, let delivery): .ack(app: app, id: delivery.id)
+            case .signal(let app, .terminate): .exited(app: app, .exited(0))
+            default: nil
+            }
+        }
+    }
+}
+
+/// One callback sent to one app, for order checks across apps.
+struct Sent: Equatable, CustomStringConvertible {
+    let app: String
+    let callback: LifecycleCallback
+    init(_ app: String, _ callback: LifecycleCallback) {
+        self.app = app
+        self.callback = callback
+    }
+    var description: String { "\(app).\(callback)" }
+}
+
+// MARK: Policies
+
+extension AppPolicy {
+    /// Build a policy from the defaults, changing what the test is about.
+    static func with(_ change: (inout AppPolicy) -> Void) -> AppPolicy {
+        var policy = AppPolicy()
+        change(&policy)
+        return policy
+    }
+
+    /// `Protocol=none`.
+    static let silent = AppPolicy.with { $0.speaksProtocol = false }
+
+    /// `Restart=on-failure`, `StartLimitBurst=1`: the first crash exhausts the start limit, so the app is `failed`.
+    static let crashOnceFails = AppPolicy.with {
+        $0.restart = .onFailure
+        $0.startLimitBurst = 1
+    }
+}
+
+// MARK: Effect shorthands
+
+/// The delivery of `callback` with message `id` and the default deadlines (20 s for didFinishLaunching, 5 s otherwise).
+func delivery(_ callback: LifecycleCallback, id: Int, options: LaunchOptions? = nil) -> Delivery {
+    Delivery(id: id, callback: callback,
+             deadline: callback == .didFinishLaunching ? AppPolicy().launchTimeout : AppPolicy().ackTimeout,
+             launchOptions: options)
+}
+
+/// Sending a callback with the default deadline and arming its ack timer, as the model always pairs them.
+func sendAndArm(_ app: String, _ callback: LifecycleCallback, id: Int, options: LaunchOptions? = nil) -> [Effect] {
+    let delivery = delivery(callback, id: id, options: options)
+    return [.send(app: app, delivery), .armTimer(app: app, .ack, after: delivery.deadline)]
+}
+
+extension Sequence where Element == Effect {
+    /// The signals sent, in order.
+    var signals: [TerminationSignal] {
+        compactMap { if case .signal(_, let signal) = $0 { signal } else { nil } }
+    }
+
+    var notes: [Note] {
+        compactMap { if case .note(_, let note) = $0 { note } else { nil } }
+    }
+
+    var sentCallbacks: [LifecycleCallback] {
+        compactMap { if case .send(_, let delivery) = $0 { delivery.callback } else { nil } }
+    }
+
+    func armed(_ kind: TimerKind) -> [Duration] {
+        compactMap { if case .armTimer(_, kind, let after) = $0 { after } else { nil } }
+    }
+
+    var containsSend: Bool { !sentCallbacks.isEmpty }
+}

@@ -1,0 +1,187 @@
+import Testing
+@testable import LifecycleModel
+
+/// The model as a table of app state × request: every cell is either allowed, with the request's exact effects,
+/// the callbacks a cooperative client then receives and the state the app settles in, or refused.
+@Suite("Transition table: every request from every state")
+struct TransitionTableTests {
+    enum Outcome: Sendable {
+        case refused(hint: String)
+        /// `effects`: what the request itself returns. `callbacks`: every callback the app gets until it settles,
+        /// the client acknowledging each at once (and exiting on SIGTERM). `settlesIn`: the final state.
+        case allowed(effects: [Effect], callbacks: [LifecycleCallback], settlesIn: AppState)
+    }
+
+    struct Cell: Sendable, CustomTestStringConvertible {
+        let from: AppState
+        let request: Request
+        let outcome: Outcome
+        init(_ from: AppState, _ request: Request, _ outcome: Outcome) {
+            self.from = from
+            self.request = request
+            self.outcome = outcome
+        }
+        var testDescription: String { "\(request) from \(from)" }
+    }
+
+    // The app under test, "a", is brought to each state by `Harness.bring`, so the next message id is known:
+    // inactive got didFinishLaunching (1); active and background also got didBecomeActive/didEnterBackground (2);
+    // failed got didFinishLaunching (1) before crashing.
+    static let cells: [Cell] = [
+        Cell(.notRunning, .launch(background: false),
+             .allowed(effects: launch(from: .notRunning), callbacks: [.didFinishLaunching], settlesIn: .inactive)),
+        Cell(.notRunning, .launch(background: true),
+             .allowed(effects: launch(from: .notRunning, background: true),
+                      callbacks: [.didFinishLaunching, .didEnterBackground], settlesIn: .background)),
+        Cell(.notRunning, .focus,
+             .allowed(effects: launch(from: .notRunning), callbacks: [.didFinishLaunching, .didBecomeActive],
+                      settlesIn: .active)),
+        Cell(.notRunning, .deactivate, .refused(hint: "only an active app can be interrupted")),
+        Cell(.notRunning, .background, .refused(hint: "launch it with --background")),
+        Cell(.notRunning, .suspend, .refused(hint: "it is not running")),
+        Cell(.notRunning, .resume, .refused(hint: "only a suspended app can be resumed")),
+        Cell(.notRunning, .terminate, .allowed(effects: [.settled(app: "a")], callbacks: [], settlesIn: .notRunning)),
+
+        Cell(.inactive, .launch(background: false), .refused(hint: "it is already running")),
+        Cell(.inactive, .launch(background: true), .refused(hint: "it is already running")),
+        Cell(.inactive, .focus,
+             .allowed(effects: [.transition(app: "a", from: .inactive, to: .active, reason: "didBecomeActive")]
+                         + sendAndArm("a", .didBecomeActive, id: 2),
+                      callbacks: [.didBecomeActive], settlesIn: .active)),
+        Cell(.inactive, .deactivate, .allowed(effects: [.settled(app: "a")], callbacks: [], settlesIn: .inactive)),
+        Cell(.inactive, .background,
+             .allowed(effects: [.transition(app: "a", from: .inactive, to: .background, reason: "didEnterBackground")]
+                         + sendAndArm("a", .didEnterBackground, id: 2),
+                      callbacks: [.didEnterBackground], settlesIn: .background)),
+        Cell(.inactive, .suspend,
+             .allowed(effects: [.transition(app: "a", from: .inactive, to: .background, reason: "didEnterBackground")]
+                         + sendAndArm("a", .didEnterBackground, id: 2),
+                      callbacks: [.didEnterBackground], settlesIn: .suspended)),
+        Cell(.inactive, .resume, .refused(hint: "only a suspended app can be resumed")),
+        Cell(.inactive, .terminate,
+             .allowed(effects: sendAndArm("a", .willTerminate, id: 2), callbacks: [.willTerminate],
+                      settlesIn: .notRunning)),
+
+        Cell(.active, .launch(background: false), .refused(hint: "it is already running")),
+        Cell(.active, .launch(background: true), .refused(hint: "it is already running")),
+        Cell(.active, .focus, .allowed(effects: [.settled(app: "a")], callbacks: [], settlesIn: .active)),
+        Cell(.active, .deactivate,
+             .allowed(effects: sendAndArm("a", .willResignActive, id: 3), callbacks: [.willResignActive],
+                      settlesIn: .inactive)),
+        Cell(.active, .background,
+             .allowed(effects: sendAndArm("a", .willResignActive, id: 3),
+                      callbacks: [.willResignActive, .didEnterBackground], settlesIn: .background)),
+        Cell(.active, .suspend,
+             .allowed(effects: sendAndArm("a", .willResignActive, id: 3),
+                      callbacks: [.willResignActive, .didEnterBackground], settlesIn: .suspended)),
+        Cell(.active, .resume, .refused(hint: "only a suspended app can be resumed")),
+        Cell(.active, .terminate,
+             .allowed(effects: sendAndArm("a", .willTerminate, id: 3), callbacks: [.willTerminate],
+                      settlesIn: .notRunning)),
+
+        Cell(.background, .launch(background: false), .refused(hint: "it is already running")),
+        Cell(.background, .launch(background: true), .refused(hint: "it is already running")),
+        Cell(.background, .focus,
+             .allowed(effects: sendAndArm("a", .willEnterForeground, id: 3),
+                      callbacks: [.willEnterForeground, .didBecomeActive], settlesIn: .active)),
+        Cell(.background, .deactivate, .refused(hint: "only an active app can be interrupted")),
+        Cell(.background, .background, .allowed(effects: [.settled(app: "a")], callbacks: [], settlesIn: .background)),
+        Cell(.background, .suspend,
+             .allowed(effects: [.cancelTimer(app: "a", .grace),
+                                .transition(app: "a", from: .background, to: .suspended, reason: "suspend requested"),
+                                .stopProcess(app: "a"), .settled(app: "a")],
+                      callbacks: [], settlesIn: .suspended)),
+        Cell(.background, .resume, .refused(hint: "only a suspended app can be resumed")),
+        Cell(.background, .terminate,
+             .allowed(effects: sendAndArm("a", .willTerminate, id: 3), callbacks: [.willTerminate],
+                      settlesIn: .notRunning)),
+
+        Cell(.suspended, .launch(background: false), .refused(hint: "it is already running")),
+        Cell(.suspended, .launch(background: true), .refused(hint: "it is already running")),
+        Cell(.suspended, .focus,
+             .allowed(effects: [.transition(app: "a", from: .suspended, to: .background, reason: "resumed"),
+                                .continueProcess(app: "a")] + sendAndArm("a", .willEnterForeground, id: 3),
+                      callbacks: [.willEnterForeground, .didBecomeActive], settlesIn: .active)),
+        Cell(.suspended, .deactivate, .refused(hint: "only an active app can be interrupted")),
+        Cell(.suspended, .background,
+             .refused(hint: "it is already stopped in the background; resume it to let it run")),
+        Cell(.suspended, .suspend, .allowed(effects: [.settled(app: "a")], callbacks: [], settlesIn: .suspended)),
+        Cell(.suspended, .resume,
+             .allowed(effects: [.transition(app: "a", from: .suspended, to: .background, reason: "resumed"),
+                                .continueProcess(app: "a"),
+                                .armTimer(app: "a", .grace, after: AppPolicy().backgroundTime!),
+                                .settled(app: "a")],
+                      callbacks: [], settlesIn: .background)),
+        // UIKit: a suspended app is terminated without notice; SIGCONT lets it see the SIGTERM.
+        Cell(.suspended, .terminate,
+             .allowed(effects: [.signal(app: "a", .terminate), .continueProcess(app: "a"),
+                                .armTimer(app: "a", .kill, after: AppPolicy().stopTimeout)],
+                      callbacks: [], settlesIn: .notRunning)),
+
+        Cell(.failed, .launch(background: false),
+             .allowed(effects: launch(from: .failed), callbacks: [.didFinishLaunching], settlesIn: .inactive)),
+        Cell(.failed, .launch(background: true),
+             .allowed(effects: launch(from: .failed, background: true),
+                      callbacks: [.didFinishLaunching, .didEnterBackground], settlesIn: .background)),
+        Cell(.failed, .focus,
+             .allowed(effects: launch(from: .failed), callbacks: [.didFinishLaunching, .didBecomeActive],
+                      settlesIn: .active)),
+        Cell(.failed, .deactivate, .refused(hint: "only an active app can be interrupted")),
+        Cell(.failed, .background, .refused(hint: "launch it with --background")),
+        Cell(.failed, .suspend, .refused(hint: "it is not running")),
+        Cell(.failed, .resume, .refused(hint: "only a suspended app can be resumed")),
+        Cell(.failed, .terminate,
+             .allowed(effects: [.transition(app: "a", from: .failed, to: .notRunning, reason: "reset by terminate"),
+                                .settled(app: "a")],
+                      callbacks: [], settlesIn: .notRunning)),
+    ]
+
+    /// A launch by lifectl: spawn, inactive at once (UIKit's launching app is inactive), and the hello deadline.
+    static func launch(from state: AppState, background: Bool = false) -> [Effect] {
+        [.spawn(app: "a", options: LaunchOptions(launchedBy: "lifectl", background: background)),
+         .transition(app: "a", from: state, to: .inactive, reason: "launched by lifectl"),
+         .armTimer(app: "a", .hello, after: AppPolicy().launchTimeout)]
+    }
+
+    @Test("the table covers every state × request")
+    func tableIsComplete() {
+        let requests: [Request] = [.launch(background: false), .launch(background: true), .focus, .deactivate,
+                                   .background, .suspend, .resume, .terminate]
+        for state in AppState.allCases {
+            for request in requests {
+                #expect(Self.cells.count { $0.from == state && $0.request == request } == 1,
+                        "\(request) from \(state)")
+            }
+        }
+    }
+
+    @Test("request from state", arguments: cells)
+    func request(_ cell: Cell) throws {
+        var h = Harness(["a": .crashOnceFails])
+        try h.bring("a", to: cell.from)
+
+        switch cell.outcome {
+        case .refused(let hint):
+            let error = #expect(throws: RequestError.self) { try h.request(cell.request, "a") }
+            #expect(error == RequestError(app: "a", state: cell.from, request: cell.request,
+                                          reason: .notAllowed(hint: hint)))
+            let message = error?.description ?? ""
+            #expect(message.contains("'a'") && message.contains(cell.from.rawValue)
+                    && message.contains(cell.request.description) && message.contains(hint), "\(message)")
+            #expect(h.state("a") == cell.from)
+            #expect(h.record(of: "a").isSettled, "a refused request leaves no work behind")
+
+        case .allowed(let expectedEffects, let callbacks, let settlesIn):
+            let start = h.log.count
+            let effects = try h.request(cell.request, "a")
+            #expect(effects == expectedEffects)
+            #expect(h.model.projectedState(of: "a") == settlesIn, "requests are judged against the projected state")
+
+            h.cooperate(after: effects)
+            #expect(h.sends(from: start).map(\.callback) == callbacks)
+            #expect(h.state("a") == settlesIn)
+            #expect(h.record(of: "a").isSettled)
+            #expect(h.model.activeApp == (settlesIn == .active ? "a" : nil))
+        }
+    }
+}
