@@ -74,7 +74,7 @@ struct LifecycleIntegrationTests {
 
     @Test("background, then suspended after the grace time with every process of the group in state T")
     func backgroundSuspendsAfterGraceTime() throws {
-        try withDaemon(["a": client("--children 2", lifecycle: "BackgroundTimeSec=1")]) { daemon in
+        try withDaemon(["a": client("--children 2", lifecycle: "BackgroundTimeSec=2")]) { daemon in
             try daemon.control("focus", "a")
             let pid = try #require(try daemon.status("a").pid)
             try daemon.waitUntil("the children are started") { Kernel.group(pid).count == 3 }
@@ -114,9 +114,10 @@ struct LifecycleIntegrationTests {
 
     @Test("SuspendMethod=freezer freezes the app's cgroup where the machine has a freezer")
     func freezerSuspendsTheCgroup() throws {
-        try withDaemon(["a": client("--children 1", lifecycle: "BackgroundTimeSec=0\nSuspendMethod=freezer")]) { daemon in
+        try withDaemon(["a": client("--children 1", lifecycle: "BackgroundTimeSec=infinity\nSuspendMethod=freezer")]) { daemon in
             try daemon.control("launch", "a", "--background")
-            try daemon.waitForState("a", "suspended")
+            try daemon.control("suspend", "a")
+            #expect(try daemon.status("a").state.rawValue == "suspended")
             let status = try daemon.status("a")
             guard let cgroup = status.cgroup else {
                 // No cgroup the daemon can manage here (not root, or no cgroup filesystem): it falls back to SIGSTOP.
