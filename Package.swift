@@ -22,7 +22,7 @@ let package = Package(
         // The library Swift apps import to adopt the protocol.
         .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),
-        .executableTarget(name: "lifectl", dependencies: ["LifecycleProtocol", "CSupport"]),
+        .executableTarget(name: "lifectl", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "notes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Notes"),
         .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel"]),
         .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol"]),

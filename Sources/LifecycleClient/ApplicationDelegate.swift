@@ -3,6 +3,7 @@ import LifecycleModel
 @_exported import enum LifecycleModel.AppState
 @_exported import struct LifecycleModel.LaunchOptions
 @_exported import enum LifecycleModel.LifecycleCallback
+@_exported import enum LifecycleModel.JSONValue
 
 /// The app's lifecycle callbacks, in the shape of `UIApplicationDelegate`.
 ///
@@ -25,6 +26,9 @@ public protocol ApplicationDelegate: AnyObject {
     func applicationWillEnterForeground(_ application: LifecycleApplication)
     /// The app is about to be terminated (SIGTERM follows the return of this method). Save state.
     func applicationWillTerminate(_ application: LifecycleApplication)
+    /// Memory is short: free caches and anything that can be rebuilt. Suspended apps are terminated
+    /// first when pressure persists, least recently used first.
+    func applicationDidReceiveMemoryWarning(_ application: LifecycleApplication)
 }
 
 extension ApplicationDelegate {
@@ -34,4 +38,5 @@ extension ApplicationDelegate {
     public func applicationDidEnterBackground(_ application: LifecycleApplication) {}
     public func applicationWillEnterForeground(_ application: LifecycleApplication) {}
     public func applicationWillTerminate(_ application: LifecycleApplication) {}
+    public func applicationDidReceiveMemoryWarning(_ application: LifecycleApplication) {}
 }

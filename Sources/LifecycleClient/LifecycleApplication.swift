@@ -26,6 +26,11 @@ public final class LifecycleApplication {
     private var framer = LineFramer()
     private let coder = LineCoder()
     private var readSource: (any DispatchSourceRead)?
+    /// Open background tasks and their expiration handlers.
+    private var backgroundTasks: [Int: (name: String, expiration: (@MainActor () -> Void)?)] = [:]
+    private var nextTaskID = 1
+    /// The lifecycle callbacks are always delivered; only the other names are asked for.
+    private static let lifecycleNames = Set(LifecycleCallback.allCases.map(\.rawValue))
 
     /// The running application, once `main(delegate:)` has been called.
     public private(set) static var shared: LifecycleApplication?
@@ -58,7 +63,11 @@ public final class LifecycleApplication {
         let flags = fcntl(fd, F_GETFL)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
         isConnected = true
-        send(ClientMessage.hello(protocol: protocolVersion))
+        send(ClientMessage.hello(protocol: protocolVersion, observe: observedTypes.sorted()))
+        notificationCenter.namesChanged = { [weak self] _ in
+            guard let self else { return }
+            self.send(ClientMessage.observe(self.observedTypes.sorted()))
+        }
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: .main)
         source.setEventHandler { [weak self] in
             MainActor.assumeIsolated { self?.readAvailable() }
@@ -104,9 +113,23 @@ public final class LifecycleApplication {
                 deliver(callback, id: id, options: options)
             case .error(let text):
                 disconnect("lifecycled reported a protocol error: \(text)")
+            case .notification(let delivery):
+                if delivery.name == memoryWarningName { delegate?.applicationDidReceiveMemoryWarning(self) }
+                notificationCenter.post(LifecycleNotification(
+                    name: LifecycleNotification.Name(delivery.name), payload: delivery.payload,
+                    payloads: delivery.payloads, posts: delivery.posts, dropped: delivery.dropped))
+            case .backgroundTaskBegan(_, _, let remainingMs):
+                backgroundTimeRemaining = remainingMs.map { Double($0) / 1000 } ?? .infinity
+            case .backgroundTimeWillExpire(let tasks, let remainingMs):
+                backgroundTimeRemaining = Double(remainingMs) / 1000
+                for task in tasks { backgroundTasks[task.id]?.expiration?() }
+            case .postFailed(let name, let message):
+                _ = "lifecycle: posting \(name) failed: \(message)\n".withCString { write(2, $0, strlen($0)) }
             }
         }
     }
+
+    private let memoryWarningName = "didReceiveMemoryWarning"
 
     /// Run the delegate and the observers for one callback, then acknowledge it.
     private func deliver(_ callback: LifecycleCallback, id: Int?, options: LaunchOptions?) {
@@ -126,6 +149,36 @@ public final class LifecycleApplication {
                                                       userInfo: id.map { ["id": String($0)] } ?? [:]))
         if !callback.changesStateOnSend, let next = callback.resultingState { applicationState = next }
         if let id { send(ClientMessage.ack(id: id)) }
+    }
+
+    private var observedTypes: Set<String> { notificationCenter.observedNames.subtracting(Self.lifecycleNames) }
+
+    // MARK: Background tasks and posting
+
+    /// Seconds the app may still run in the background while it holds background tasks (UIKit's
+    /// backgroundTimeRemaining); `.infinity` in the foreground, where the time has not started.
+    public private(set) var backgroundTimeRemaining: Double = .infinity
+
+    /// UIKit's beginBackgroundTask(withName:expirationHandler:): keep running in the background until
+    /// `endBackgroundTask` (or until the time runs out; `expirationHandler` is called shortly before).
+    public func beginBackgroundTask(withName name: String = "",
+                                    expirationHandler: (@MainActor () -> Void)? = nil) -> BackgroundTaskIdentifier {
+        let id = nextTaskID
+        nextTaskID += 1
+        backgroundTasks[id] = (name, expirationHandler)
+        send(ClientMessage.beginBackgroundTask(task: id, name: name))
+        return BackgroundTaskIdentifier(rawValue: id)
+    }
+
+    public func endBackgroundTask(_ identifier: BackgroundTaskIdentifier) {
+        guard backgroundTasks.removeValue(forKey: identifier.rawValue) != nil else { return }
+        send(ClientMessage.endBackgroundTask(task: identifier.rawValue))
+    }
+
+    /// Post a notification to the apps that observe `name` (or to one app). The type must be declared
+    /// in the daemon's configuration; a refusal is reported on stderr.
+    public func post(_ name: LifecycleNotification.Name, payload: JSONValue? = nil, to app: String? = nil) {
+        send(ClientMessage.post(name: name.rawValue, payload: payload, app: app))
     }
 
     private func send(_ message: ClientMessage) {
@@ -155,4 +208,10 @@ public final class LifecycleApplication {
         readSource = nil
         _ = "lifecycle: \(reason); running on without lifecycle messages\n".withCString { write(2, $0, strlen($0)) }
     }
+}
+
+/// UIKit's UIBackgroundTaskIdentifier.
+public struct BackgroundTaskIdentifier: RawRepresentable, Hashable, Sendable {
+    public var rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
 }

@@ -11,10 +11,22 @@ public struct LifecycleNotification: Sendable {
     public var name: Name
     /// Extra values; for lifecycle notifications, `"id"` of the message.
     public var userInfo: [String: String]
+    /// For a posted notification coalesced `latest` or `merge`: the (net) payload.
+    public var payload: JSONValue?
+    /// For a type coalesced `none`: every payload kept while the app slept, oldest first.
+    public var payloads: [JSONValue]?
+    /// How many posts this delivery stands for (more than 1 after a sleep), and how many were dropped.
+    public var posts: Int
+    public var dropped: Int
 
-    public init(name: Name, userInfo: [String: String] = [:]) {
+    public init(name: Name, userInfo: [String: String] = [:], payload: JSONValue? = nil,
+                payloads: [JSONValue]? = nil, posts: Int = 1, dropped: Int = 0) {
         self.name = name
         self.userInfo = userInfo
+        self.payload = payload
+        self.payloads = payloads
+        self.posts = posts
+        self.dropped = dropped
     }
 }
 
@@ -26,6 +38,13 @@ extension LifecycleNotification.Name {
     public static let didEnterBackground = Self("didEnterBackground")
     public static let willEnterForeground = Self("willEnterForeground")
     public static let willTerminate = Self("willTerminate")
+    public static let didReceiveMemoryWarning = Self("didReceiveMemoryWarning")
+    /// The system sources' notifications.
+    public static let significantTimeChange = Self("significantTimeChange")
+    public static let currentLocaleDidChange = Self("currentLocaleDidChange")
+    public static let batteryLevelDidChange = Self("batteryLevelDidChange")
+    public static let batteryStateDidChange = Self("batteryStateDidChange")
+    public static let userDefaultsDidChange = Self("userDefaultsDidChange")
 
     /// The name of the notification that accompanies a lifecycle callback.
     public static func lifecycle(_ callback: LifecycleCallback) -> Self { Self(callback.rawValue) }
@@ -47,10 +66,20 @@ public final class LifecycleNotificationCenter {
         public func remove() { center?.observers[id] = nil }
     }
 
-    private var observers: [Int: (name: LifecycleNotification.Name, block: @MainActor (LifecycleNotification) -> Void)] = [:]
+    private var observers: [Int: (name: LifecycleNotification.Name, block: @MainActor (LifecycleNotification) -> Void)] = [:] {
+        didSet {
+            let names = observedNames
+            if names != oldValue.values.reduce(into: Set<String>(), { $0.insert($1.name.rawValue) }) { namesChanged?(names) }
+        }
+    }
     private var nextID = 0
+    /// Tells the application which names are observed, so that the daemon sends only those.
+    var namesChanged: ((Set<String>) -> Void)?
 
     public init() {}
+
+    /// The names some observer is registered for.
+    public var observedNames: Set<String> { Set(observers.values.map(\.name.rawValue)) }
 
     @discardableResult
     public func addObserver(forName name: LifecycleNotification.Name,

@@ -13,6 +13,10 @@ public enum TimerKind: String, Sendable, Equatable, CaseIterable {
     case restart
     /// Between SIGTERM and SIGKILL.
     case kill
+    /// `backgroundTimeWillExpire`, shortly before the background task time runs out.
+    case taskWarning
+    /// The background task time is over: suspended even with tasks open.
+    case taskDeadline
 }
 
 /// How a process ended, from `waitid`.
@@ -64,6 +68,26 @@ public enum Note: Sendable, Equatable {
     case continuedExternally
     case spawnFailed(String)
     case killTimeout
+    /// Background tasks still open when their time ran out: suspended anyway.
+    case taskOverrun([String])
+    /// Suspended by request while holding background tasks.
+    case tasksAbandoned([String])
+    /// Memory pressure: `didReceiveMemoryWarning` went to the running apps.
+    case memoryWarning(apps: Int)
+    /// Memory pressure persisted after the warnings: terminated while suspended (jetsam).
+    case terminatedForMemory(residentBytes: UInt64?)
+    /// Memory pressure persisted, and no suspended app was left to terminate.
+    case nothingToTerminate
+}
+
+/// A background task as the client named it.
+public struct BackgroundTask: Sendable, Equatable {
+    public var id: Int
+    public var name: String
+    public init(id: Int, name: String) {
+        self.id = id
+        self.name = name
+    }
 }
 
 /// What the daemon must do, in order, after the model handled a request or an event.
@@ -82,6 +106,13 @@ public enum Effect: Sendable, Equatable {
     case note(app: String, Note)
     /// The app has no work in flight: requests waiting for it can be answered.
     case settled(app: String)
+    /// Deliver a notification (one coalesced message per type after a sleep).
+    case notify(app: String, NotificationDelivery)
+    /// Answer beginBackgroundTask: the time left in the background (nil: the app is in the foreground,
+    /// its time starts when it enters the background).
+    case taskBegan(app: String, task: BackgroundTask, remaining: Duration?)
+    /// Tell the app its background time runs out soon, naming its open tasks.
+    case taskExpiring(app: String, tasks: [BackgroundTask], remaining: Duration)
 }
 
 /// Inputs from the world: the client, the timers and the kernel.
@@ -97,6 +128,14 @@ public enum Event: Sendable, Equatable {
     case processContinued(app: String)
     /// The client connection went away while the process lives on: managed without messages.
     case disconnected(app: String)
+    /// The client says which notification types it wants (replacing the earlier set).
+    case observe(app: String, names: Set<String>)
+    /// UIKit's beginBackgroundTask: `id` is chosen by the client, unique on its connection.
+    case beginBackgroundTask(app: String, task: BackgroundTask)
+    case endBackgroundTask(app: String, id: Int)
+    /// Memory pressure crossed the threshold. `residentBytes` of the suspended apps, for jetsam's tie-break;
+    /// `reading` goes to the apps with the warning.
+    case memoryPressure(residentBytes: [String: UInt64], reading: JSONValue)
 }
 
 /// What `lifectl` (or a client) asks of an app.

@@ -29,6 +29,16 @@ public struct AppPolicy: Sendable, Equatable {
     /// `StartLimitBurst=` starts within `StartLimitIntervalSec=`, after which the app is `failed`.
     public var startLimitBurst = 5
     public var startLimitInterval: Duration = .seconds(10)
+    /// `BackgroundTaskTimeSec=`: how long an app holding background tasks may run in the background,
+    /// counted from entering it (UIKit's backgroundTimeRemaining starts at about 30 s).
+    public var backgroundTaskTime: Duration = .seconds(30)
+    /// `ExpirationWarningSec=`: how long before that time runs out the app gets `backgroundTimeWillExpire`.
+    public var expirationWarning: Duration = .seconds(5)
+    /// `BackgroundModes=`: UIKit's audio / voip / location modes: the app keeps running in the background
+    /// (at background priority) and is never suspended for its grace time being over.
+    public var backgroundModes: Set<String> = []
+    /// `QueueLimit=`: the most payloads a `none` notification type keeps for the app while it sleeps.
+    public var queueLimit = 64
 
     public init() {}
 }

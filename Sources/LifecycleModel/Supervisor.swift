@@ -45,9 +45,34 @@ public struct AppRecord: Sendable {
     /// Start times inside the start-limit window.
     var recentStarts: [MonotonicTime] = []
 
+    /// Notifications held while the app cannot receive them (suspended, or not connected yet).
+    public internal(set) var queue: NotificationQueue
+    /// The notification types the client observes (it says so in hello or observe).
+    public internal(set) var observing: Set<String> = []
+    /// Open background tasks, in the order they began.
+    public internal(set) var tasks: [BackgroundTask] = []
+    /// When the app last entered the background: its background task time counts from here.
+    public internal(set) var enteredBackgroundAt: MonotonicTime?
+    /// The grace time ran out while tasks were open: suspend as soon as they end (or run out).
+    var graceOver = false
+    var taskTimersArmed = false
+    /// Background tasks that were still open when their time ran out.
+    public internal(set) var taskOverruns = 0
+    /// When the app last left the foreground: jetsam terminates the least recently used first.
+    public internal(set) var lastForeground: MonotonicTime = .zero
+    /// Terminations while suspended, under memory pressure.
+    public internal(set) var memoryTerminations = 0
+
     init(name: String, policy: AppPolicy) {
         self.name = name
         self.policy = policy
+        queue = NotificationQueue(limit: policy.queueLimit)
+    }
+
+    /// Time left in the background for its tasks; nil in the foreground (the time starts on entering the background).
+    public func backgroundTimeRemaining(now: MonotonicTime) -> Duration? {
+        guard state == .background, let enteredBackgroundAt else { return nil }
+        return max(.zero, policy.backgroundTaskTime - (now - enteredBackgroundAt))
     }
 
     /// Nothing in flight: no step queued, no ack awaited, no termination under way.
@@ -92,6 +117,14 @@ public struct Supervisor: Sendable {
     /// Apps in the foreground (inactive or active). One focus domain is one screen: when an app takes
     /// focus, every other foreground app goes to the background.
     private var foregroundApps: Set<String> = []
+    /// The notification types that can be posted, with their coalescing.
+    public var catalog = NotificationCatalog()
+    /// Memory pressure that persists this long after the warnings terminates suspended apps.
+    public var memoryWarningGrace: Duration = .seconds(5)
+    /// Pressure events further apart than this start a new episode (with new warnings).
+    public var memoryEpisodeGap: Duration = .seconds(30)
+    private var lastPressure: MonotonicTime?
+    private var episodeWarnedAt: MonotonicTime = .zero
     private var effects: [Effect] = []
     /// Apps whose queue ran during the current call, in order: each is reported when settled.
     private var touched: [String] = []
@@ -215,6 +248,7 @@ public struct Supervisor: Sendable {
             apps[name]!.connected = true
             apps[name]!.muted = false
             emit(.cancelTimer(app: name, .hello))
+            flushNotifications(name)
             return finish(name)
 
         case .ack(let name, let id):
@@ -249,6 +283,7 @@ public struct Supervisor: Sendable {
             guard let app = apps[name], app.state == .suspended, !app.terminating else { return [] }
             emit(.note(app: name, .continuedExternally))
             setState(name, .background, reason: "continued by someone else")
+            flushNotifications(name)
             return finish(name)
 
         case .disconnected(let name):
@@ -258,8 +293,152 @@ public struct Supervisor: Sendable {
             if let awaiting = app.awaiting {
                 complete(name, awaiting.callback, reason: "client disconnected")
             }
+            // Nobody to deliver to any more; background tasks die with the connection.
+            apps[name]!.queue = NotificationQueue(limit: app.policy.queueLimit)
+            apps[name]!.tasks = []
+            cancelTaskTimers(name)
             return finish(name)
+
+        case .observe(let name, let names):
+            guard apps[name] != nil else { return [] }
+            apps[name]!.observing = names
+            return finish(name)
+
+        case .beginBackgroundTask(let name, let task):
+            guard let app = apps[name], app.state.isRunning, !app.tasks.contains(where: { $0.id == task.id }) else { return [] }
+            apps[name]!.tasks.append(task)
+            emit(.taskBegan(app: name, task: task, remaining: apps[name]!.backgroundTimeRemaining(now: now)))
+            if app.state == .background { armTaskTimers(name) }
+            return finish(name)
+
+        case .endBackgroundTask(let name, let id):
+            guard let app = apps[name], app.tasks.contains(where: { $0.id == id }) else { return [] }
+            apps[name]!.tasks.removeAll { $0.id == id }
+            if apps[name]!.tasks.isEmpty {
+                cancelTaskTimers(name)
+                // The grace time ran out while the task was open: now nothing holds the app up.
+                if app.graceOver, app.state == .background, app.isSettled {
+                    append(name, .stop(reason: "background tasks ended after the background time"))
+                }
+            }
+            return finish(name)
+
+        case .memoryPressure(let residentBytes, let reading):
+            return memoryPressure(residentBytes: residentBytes, reading: reading)
         }
+    }
+
+    // MARK: Notifications
+
+    /// Post a notification: delivered at once to apps that can receive it, queued (coalesced) for the ones
+    /// that are suspended or not connected yet, dropped for the others (not running, not observing the type,
+    /// or not speaking the protocol). `app` nil: every app.
+    public mutating func post(_ type: String, payload: JSONValue, to app: String?,
+                              now: MonotonicTime) throws(PostError) -> PostOutcome {
+        guard let coalescing = catalog.coalescing(of: type) else {
+            throw PostError(type: type, reason: .unknownType(known: catalog.types.keys.sorted()))
+        }
+        if let app, apps[app] == nil { throw PostError(type: type, reason: .unknownApp(app)) }
+        self.now = now
+        effects = []
+        touched = []
+        var outcome = PostOutcome()
+        for name in app.map({ [$0] }) ?? apps.keys.sorted() {
+            switch offer(type, payload: payload, coalescing: coalescing, to: name) {
+            case .delivered: outcome.delivered += 1
+            case .queued: outcome.queued += 1
+            case .dropped: break
+            }
+        }
+        outcome.effects = effects
+        return outcome
+    }
+
+    enum Offer { case delivered, queued, dropped }
+
+    private mutating func offer(_ type: String, payload: JSONValue, coalescing: Coalescing, to name: String) -> Offer {
+        let app = apps[name]!
+        guard app.state.isRunning, app.policy.speaksProtocol, !app.muted, !app.isTerminating else { return .dropped }
+        // A memory warning goes to every app, as UIKit's applicationDidReceiveMemoryWarning does.
+        let observed = type == memoryWarningType || app.observing.contains(type)
+        // Before its hello the client has not said what it observes: hold everything, filter at delivery.
+        if app.connected && !observed { return .dropped }
+        if app.connected && app.state != .suspended {
+            var single = NotificationQueue(limit: app.policy.queueLimit)
+            single.add(type, payload: payload, coalescing: coalescing)
+            for delivery in single.drain() { emit(.notify(app: name, delivery)) }
+            return .delivered
+        }
+        apps[name]!.queue.add(type, payload: payload, coalescing: coalescing)
+        return .queued
+    }
+
+    /// The app can receive again (connected, or continued): one message per queued type, in first-post order.
+    private mutating func flushNotifications(_ name: String) {
+        guard let app = apps[name], app.canMessage, app.state != .suspended, !app.queue.isEmpty else { return }
+        let observing = app.observing
+        for delivery in apps[name]!.queue.drain(accepting: { $0 == memoryWarningType || observing.contains($0) }) {
+            emit(.notify(app: name, delivery))
+        }
+    }
+
+    // MARK: Memory pressure (jetsam)
+
+    /// The first pressure event of an episode warns the running apps; pressure that is still there
+    /// `memoryWarningGrace` later terminates one suspended app per event, least recently used first
+    /// (ties: the largest resident memory), without waking it. The active app is never a candidate.
+    private mutating func memoryPressure(residentBytes: [String: UInt64], reading: JSONValue) -> [Effect] {
+        defer { lastPressure = now }
+        if lastPressure == nil || now - lastPressure! > memoryEpisodeGap {
+            episodeWarnedAt = now
+            var warned = 0
+            for name in apps.keys.sorted() {
+                if offer(memoryWarningType, payload: reading, coalescing: .count, to: name) != .dropped { warned += 1 }
+            }
+            emit(.note(app: "", .memoryWarning(apps: warned)))
+            return effects
+        }
+        guard now - episodeWarnedAt >= memoryWarningGrace else { return effects }
+        let victims = Self.jetsamOrder(apps.values.filter { $0.state == .suspended && !$0.isTerminating },
+                                       residentBytes: residentBytes)
+        guard let victim = victims.first else {
+            emit(.note(app: "", .nothingToTerminate))
+            return effects
+        }
+        apps[victim]!.terminationRequested = true
+        apps[victim]!.memoryTerminations += 1
+        emit(.note(app: victim, .terminatedForMemory(residentBytes: residentBytes[victim])))
+        emit(.signal(app: victim, .kill))
+        return effects
+    }
+
+    /// Suspended apps in the order jetsam terminates them: least recently in the foreground first,
+    /// then the largest resident memory, then by name (so that the order is stable).
+    public static func jetsamOrder(_ candidates: [AppRecord], residentBytes: [String: UInt64]) -> [String] {
+        candidates.sorted { a, b in
+            if a.lastForeground != b.lastForeground { return a.lastForeground < b.lastForeground }
+            let (ra, rb) = (residentBytes[a.name] ?? 0, residentBytes[b.name] ?? 0)
+            if ra != rb { return ra > rb }
+            return a.name < b.name
+        }.map(\.name)
+    }
+
+    // MARK: Background tasks
+
+    private mutating func armTaskTimers(_ name: String) {
+        let app = apps[name]!
+        guard !app.taskTimersArmed, !app.tasks.isEmpty, app.policy.backgroundModes.isEmpty,
+              let remaining = app.backgroundTimeRemaining(now: now) else { return }
+        apps[name]!.taskTimersArmed = true
+        emit(.armTimer(app: name, .taskWarning, after: max(.zero, remaining - app.policy.expirationWarning)))
+        emit(.armTimer(app: name, .taskDeadline, after: remaining))
+    }
+
+    private mutating func cancelTaskTimers(_ name: String) {
+        guard apps[name]?.taskTimersArmed == true else { return }
+        apps[name]!.taskTimersArmed = false
+        emit(.cancelTimer(app: name, .taskWarning))
+        emit(.cancelTimer(app: name, .taskDeadline))
     }
 
     // MARK: The rules
@@ -290,7 +469,25 @@ public struct Supervisor: Sendable {
             apps[name]!.graceArmed = false
             // Grace over and nothing else to do: suspend. Work in flight (a transition) wins.
             guard app.state == .background, app.isSettled else { return }
+            // UIKit: an app holding background tasks runs on until they end or their time runs out.
+            guard app.tasks.isEmpty else {
+                apps[name]!.graceOver = true
+                return
+            }
             append(name, .stop(reason: "background time over"))
+        case .taskWarning:
+            guard app.state == .background, !app.tasks.isEmpty, let remaining = app.backgroundTimeRemaining(now: now) else { return }
+            emit(.taskExpiring(app: name, tasks: app.tasks, remaining: remaining))
+        case .taskDeadline:
+            apps[name]!.taskTimersArmed = false
+            guard app.state == .background, !app.tasks.isEmpty else { return }
+            apps[name]!.taskOverruns += 1
+            apps[name]!.tasks = []
+            emit(.note(app: name, .taskOverrun(app.tasks.map(\.name))))
+            if app.graceOver || !app.graceArmed, app.isSettled {
+                apps[name]!.graceOver = false
+                append(name, .stop(reason: "background task time over"))
+            }
         case .restart:
             guard app.restartScheduled else { return }
             apps[name]!.restartScheduled = false
@@ -317,6 +514,10 @@ public struct Supervisor: Sendable {
         apps[name]!.connected = false
         apps[name]!.muted = false
         apps[name]!.terminatedInBackground = app.state == .background || app.state == .suspended
+        apps[name]!.queue = NotificationQueue(limit: app.policy.queueLimit)
+        apps[name]!.observing = []
+        apps[name]!.tasks = []
+        cancelTaskTimers(name)
         setState(name, .notRunning, reason: requested ? "terminated, \(status)" : "\(status)")
 
         let policy = app.policy
@@ -469,6 +670,8 @@ public struct Supervisor: Sendable {
                 apps[name]!.pending.removeFirst()
                 setState(name, .background, reason: "resumed")
                 emit(.continueProcess(app: name))
+                // First the process runs again, then it hears what it missed, then the lifecycle goes on.
+                flushNotifications(name)
             case .terminate:
                 apps[name]!.pending.removeFirst()
                 apps[name]!.terminating = true
@@ -487,7 +690,8 @@ public struct Supervisor: Sendable {
         for name in touched {
             guard let app = apps[name], app.isSettled else { continue }
             // Sitting in the background with nothing to do: the grace time runs.
-            if app.state == .background, !app.graceArmed, let grace = app.policy.backgroundTime {
+            if app.state == .background, !app.graceArmed, !app.graceOver, app.policy.backgroundModes.isEmpty,
+               let grace = app.policy.backgroundTime {
                 apps[name]!.graceArmed = true
                 emit(.armTimer(app: name, .grace, after: grace))
             }
@@ -509,10 +713,51 @@ public struct Supervisor: Sendable {
             apps[name]!.graceArmed = false
             emit(.cancelTimer(app: name, .grace))
         }
+        if from == .background { cancelTaskTimers(name) }
+        if from.isForeground && !state.isForeground { apps[name]!.lastForeground = now }
+        if state == .background {
+            apps[name]!.enteredBackgroundAt = now
+            apps[name]!.graceOver = false
+            armTaskTimers(name)
+        }
+        if state == .suspended, !apps[name]!.tasks.isEmpty {
+            emit(.note(app: name, .tasksAbandoned(apps[name]!.tasks.map(\.name))))
+            apps[name]!.tasks = []
+        }
         if state == .active { activeApp = name } else if activeApp == name { activeApp = nil }
         if state.isForeground { foregroundApps.insert(name) } else { foregroundApps.remove(name) }
         emit(.transition(app: name, from: from, to: state, reason: reason))
     }
 
     private mutating func emit(_ effect: Effect) { effects.append(effect) }
+}
+
+/// The notification type of memory warnings, which every app gets without observing it.
+public let memoryWarningType = "didReceiveMemoryWarning"
+
+/// What a post did.
+public struct PostOutcome: Sendable, Equatable {
+    public var delivered = 0
+    public var queued = 0
+    public var effects: [Effect] = []
+    public init() {}
+}
+
+/// A post the model cannot take.
+public struct PostError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Reason: Sendable, Equatable {
+        case unknownType(known: [String])
+        case unknownApp(String)
+    }
+    public var type: String
+    public var reason: Reason
+
+    public var description: String {
+        switch reason {
+        case .unknownType(let known):
+            "cannot post '\(type)': no such notification type (declare it in lifecycled.conf [NotificationTypes]; known: \(known.joined(separator: ", ")))"
+        case .unknownApp(let app):
+            "cannot post '\(type)' to '\(app)': no such app"
+        }
+    }
 }

@@ -5,34 +5,71 @@ import LifecycleModel
 
 /// A message from a client (an app) to the daemon.
 public enum ClientMessage: Sendable, Equatable {
-    /// The first message: the protocol version the client speaks.
-    case hello(protocol: Int)
+    /// The first message: the protocol version the client speaks, and the notification types it observes.
+    case hello(protocol: Int, observe: [String]?)
     /// The handler of message `id` has returned.
     case ack(id: Int)
+    /// Replace the set of notification types the client observes.
+    case observe([String])
+    /// Post a notification to every app that observes it (`app` nil), or to one app.
+    case post(name: String, payload: JSONValue?, app: String?)
+    /// UIKit's beginBackgroundTask; the client picks the id, unique on its connection.
+    case beginBackgroundTask(task: Int, name: String)
+    case endBackgroundTask(task: Int)
 }
 
 extension ClientMessage: Codable {
-    enum CodingKeys: String, CodingKey { case type, `protocol`, id }
+    enum CodingKeys: String, CodingKey { case type, `protocol`, id, observe, names, name, payload, app, task }
+
+    static let types = ["hello", "ack", "observe", "post", "beginBackgroundTask", "endBackgroundTask"]
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let type = try container.decode(String.self, forKey: .type)
         switch type {
-        case "hello": self = .hello(protocol: try container.decode(Int.self, forKey: .protocol))
+        case "hello":
+            self = .hello(protocol: try container.decode(Int.self, forKey: .protocol),
+                          observe: try container.decodeIfPresent([String].self, forKey: .observe))
         case "ack": self = .ack(id: try container.decode(Int.self, forKey: .id))
-        default: throw ProtocolError("unknown message type '\(type)' (expected hello or ack)")
+        case "observe": self = .observe(try container.decode([String].self, forKey: .names))
+        case "post":
+            self = .post(name: try container.decode(String.self, forKey: .name),
+                         payload: try container.decodeIfPresent(JSONValue.self, forKey: .payload),
+                         app: try container.decodeIfPresent(String.self, forKey: .app))
+        case "beginBackgroundTask":
+            self = .beginBackgroundTask(task: try container.decode(Int.self, forKey: .task),
+                                        name: try container.decodeIfPresent(String.self, forKey: .name) ?? "")
+        case "endBackgroundTask": self = .endBackgroundTask(task: try container.decode(Int.self, forKey: .task))
+        default:
+            throw ProtocolError("unknown message type '\(type)' (expected one of: \(Self.types.joined(separator: ", ")))")
         }
     }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch self {
-        case .hello(let version):
+        case .hello(let version, let observe):
             try container.encode("hello", forKey: .type)
             try container.encode(version, forKey: .protocol)
+            try container.encodeIfPresent(observe, forKey: .observe)
         case .ack(let id):
             try container.encode("ack", forKey: .type)
             try container.encode(id, forKey: .id)
+        case .observe(let names):
+            try container.encode("observe", forKey: .type)
+            try container.encode(names, forKey: .names)
+        case .post(let name, let payload, let app):
+            try container.encode("post", forKey: .type)
+            try container.encode(name, forKey: .name)
+            try container.encodeIfPresent(payload, forKey: .payload)
+            try container.encodeIfPresent(app, forKey: .app)
+        case .beginBackgroundTask(let task, let name):
+            try container.encode("beginBackgroundTask", forKey: .type)
+            try container.encode(task, forKey: .task)
+            try container.encode(name, forKey: .name)
+        case .endBackgroundTask(let task):
+            try container.encode("endBackgroundTask", forKey: .type)
+            try container.encode(task, forKey: .task)
         }
     }
 }
@@ -45,10 +82,28 @@ public enum ServerMessage: Sendable, Equatable {
     case callback(LifecycleCallback, id: Int, deadlineMs: Int, launchOptions: LaunchOptions?)
     /// What the client did wrong; the daemon closes the connection after it.
     case error(String)
+    /// A notification: after a sleep, one per type carrying the net change.
+    case notification(NotificationDelivery)
+    /// The answer to beginBackgroundTask: the time left in the background (nil: in the foreground; the time
+    /// starts when the app enters the background).
+    case backgroundTaskBegan(task: Int, name: String, remainingMs: Int?)
+    /// The background task time runs out in `remainingMs`: end these tasks, or be suspended anyway.
+    case backgroundTimeWillExpire(tasks: [BackgroundTask], remainingMs: Int)
+    /// A post the daemon could not take (unknown type or app); the connection stays.
+    case postFailed(name: String, message: String)
+}
+
+/// A background task on the wire: `{"task": 1, "name": "upload"}`.
+struct WireTask: Codable {
+    var task: Int
+    var name: String
 }
 
 extension ServerMessage: Codable {
-    enum CodingKeys: String, CodingKey { case type, `protocol`, app, state, id, deadlineMs, launchOptions, message }
+    enum CodingKeys: String, CodingKey {
+        case type, `protocol`, app, state, id, deadlineMs, launchOptions, message
+        case name, payload, payloads, posts, dropped, task, tasks, remainingMs
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -60,6 +115,24 @@ extension ServerMessage: Codable {
                             state: try container.decode(AppState.self, forKey: .state))
         case "error":
             self = .error(try container.decode(String.self, forKey: .message))
+        case "notification":
+            self = .notification(NotificationDelivery(
+                name: try container.decode(String.self, forKey: .name),
+                payload: try container.decodeIfPresent(JSONValue.self, forKey: .payload),
+                payloads: try container.decodeIfPresent([JSONValue].self, forKey: .payloads),
+                posts: try container.decode(Int.self, forKey: .posts),
+                dropped: try container.decodeIfPresent(Int.self, forKey: .dropped) ?? 0))
+        case "backgroundTaskBegan":
+            self = .backgroundTaskBegan(task: try container.decode(Int.self, forKey: .task),
+                                        name: try container.decode(String.self, forKey: .name),
+                                        remainingMs: try container.decodeIfPresent(Int.self, forKey: .remainingMs))
+        case "backgroundTimeWillExpire":
+            let tasks = try container.decode([WireTask].self, forKey: .tasks)
+            self = .backgroundTimeWillExpire(tasks: tasks.map { BackgroundTask(id: $0.task, name: $0.name) },
+                                             remainingMs: try container.decode(Int.self, forKey: .remainingMs))
+        case "postFailed":
+            self = .postFailed(name: try container.decode(String.self, forKey: .name),
+                               message: try container.decode(String.self, forKey: .message))
         default:
             guard let callback = LifecycleCallback(rawValue: type) else {
                 throw ProtocolError("unknown message type '\(type)'")
@@ -85,6 +158,27 @@ extension ServerMessage: Codable {
             try container.encodeIfPresent(options, forKey: .launchOptions)
         case .error(let message):
             try container.encode("error", forKey: .type)
+            try container.encode(message, forKey: .message)
+        case .notification(let delivery):
+            try container.encode("notification", forKey: .type)
+            try container.encode(delivery.name, forKey: .name)
+            try container.encodeIfPresent(delivery.payload, forKey: .payload)
+            try container.encodeIfPresent(delivery.payloads, forKey: .payloads)
+            try container.encode(delivery.posts, forKey: .posts)
+            try container.encode(delivery.dropped, forKey: .dropped)
+        case .backgroundTaskBegan(let task, let name, let remainingMs):
+            try container.encode("backgroundTaskBegan", forKey: .type)
+            try container.encode(task, forKey: .task)
+            try container.encode(name, forKey: .name)
+            // null in the foreground: the time has not started.
+            try container.encode(remainingMs, forKey: .remainingMs)
+        case .backgroundTimeWillExpire(let tasks, let remainingMs):
+            try container.encode("backgroundTimeWillExpire", forKey: .type)
+            try container.encode(tasks.map { WireTask(task: $0.id, name: $0.name) }, forKey: .tasks)
+            try container.encode(remainingMs, forKey: .remainingMs)
+        case .postFailed(let name, let message):
+            try container.encode("postFailed", forKey: .type)
+            try container.encode(name, forKey: .name)
             try container.encode(message, forKey: .message)
         }
     }

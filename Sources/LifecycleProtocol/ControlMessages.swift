@@ -11,11 +11,16 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     public var app: String?
     /// For `launch`: straight into the background.
     public var background: Bool?
+    /// For `post`: the notification type and its payload.
+    public var name: String?
+    public var data: JSONValue?
 
-    public init(verb: String, app: String? = nil, background: Bool? = nil) {
+    public init(verb: String, app: String? = nil, background: Bool? = nil, name: String? = nil, data: JSONValue? = nil) {
         self.verb = verb
         self.app = app
         self.background = background
+        self.name = name
+        self.data = data
     }
 
     /// The model request for a lifecycle verb, nil for queries and unknown verbs.
@@ -33,6 +38,8 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     }
 
     public static let lifecycleVerbs = ["launch", "focus", "deactivate", "background", "suspend", "resume", "terminate"]
+    /// Verbs that change something but are not lifecycle requests.
+    public static let otherVerbs = ["post"]
     /// Verbs that change nothing; anyone who can reach the socket may use them.
     public static let queryVerbs = ["list", "status"]
 }
@@ -57,6 +64,22 @@ public struct AppStatus: Codable, Sendable, Equatable {
     public var suspendMethod: String
     /// The app's own cgroup, if it has one.
     public var cgroup: String?
+    /// Notification entries held while it sleeps (one per type) and the posts folded into them.
+    public var queuedNotifications = 0
+    public var queuedPosts = 0
+    /// The notification types the client observes.
+    public var observing: [String] = []
+    /// Open background tasks.
+    public var backgroundTasks: [TaskStatus] = []
+    /// Seconds left in the background for its tasks; nil in the foreground.
+    public var backgroundTimeRemaining: Double?
+    public var taskOverruns = 0
+    /// `BackgroundModes=`: never suspended for its grace time.
+    public var backgroundModes: [String] = []
+    /// Terminated while suspended under memory pressure, in this daemon's life.
+    public var memoryTerminations = 0
+    /// The last run ended in the background (its next launch options say so).
+    public var terminatedInBackground = false
 
     public init(name: String, state: AppState, pid: Int32?, since: String, sinceSeconds: Double, protocol: String,
                 launches: Int, deadlineMisses: Int, awaiting: String?, suspendMethod: String, cgroup: String?) {
@@ -74,6 +97,25 @@ public struct AppStatus: Codable, Sendable, Equatable {
     }
 }
 
+public struct TaskStatus: Codable, Sendable, Equatable {
+    public var task: Int
+    public var name: String
+    public init(task: Int, name: String) {
+        self.task = task
+        self.name = name
+    }
+}
+
+/// What a post did.
+public struct PostSummary: Codable, Sendable, Equatable {
+    public var delivered: Int
+    public var queued: Int
+    public init(delivered: Int, queued: Int) {
+        self.delivered = delivered
+        self.queued = queued
+    }
+}
+
 /// The daemon itself, as `lifectl status` shows it.
 public struct DaemonStatus: Codable, Sendable, Equatable {
     public var pid: Int32
@@ -86,6 +128,10 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var mechanisms: [String]
     public var configErrors: [String]
     public var uptimeSeconds: Double
+    /// The notification sources and how each works here (or why it is off).
+    public var sources: [String] = []
+    /// The notification types that can be posted, with their coalescing ("batteryLevelDidChange: latest").
+    public var notificationTypes: [String] = []
 
     public init(pid: Int32, version: String, configDirectory: String, runtimeDirectory: String, cgroupLayout: String,
                 mechanisms: [String], configErrors: [String], uptimeSeconds: Double) {
@@ -107,12 +153,15 @@ public struct ControlReply: Codable, Sendable, Equatable {
     public var error: String?
     public var apps: [AppStatus]?
     public var daemon: DaemonStatus?
+    public var posted: PostSummary?
 
-    public init(ok: Bool, error: String? = nil, apps: [AppStatus]? = nil, daemon: DaemonStatus? = nil) {
+    public init(ok: Bool, error: String? = nil, apps: [AppStatus]? = nil, daemon: DaemonStatus? = nil,
+                posted: PostSummary? = nil) {
         self.ok = ok
         self.error = error
         self.apps = apps
         self.daemon = daemon
+        self.posted = posted
     }
 
     public static func failure(_ message: String) -> ControlReply { ControlReply(ok: false, error: message) }

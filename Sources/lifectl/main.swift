@@ -1,5 +1,6 @@
 import CSupport
 import Glibc
+import LifecycleModel
 import LifecycleProtocol
 
 // lifectl: control lifecycled. Kept light (FoundationEssentials through LifecycleProtocol, no Foundation)
@@ -19,6 +20,10 @@ let usage = """
       suspend APP                   → suspended now
       resume APP                    suspended → background
       terminate APP                 willTerminate, SIGTERM, SIGKILL
+    Notifications (root or the daemon's user):
+      post TYPE [--app APP] [--data JSON]
+                                    deliver to every app observing TYPE (or to APP); queued and
+                                    coalesced for apps that are suspended
 
     The daemon is found at $LIFECYCLED_RUNTIME_DIR/control.sock (default /run/lifecycled for root,
     $XDG_RUNTIME_DIR/lifecycled otherwise). NO_COLOR turns colours off.
@@ -46,12 +51,20 @@ var runtimeDirectory = RuntimeDirectory.path(environment: environment, uid: getu
 var timeoutSeconds = 120.0
 var json = false
 var background = false
+var targetApp: String?
+var data: String?
 var positional: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
     case "--json": json = true
     case "--background": background = true
+    case "--app":
+        guard let value = arguments.popFirst() else { fail("--app needs an app name", status: 2) }
+        targetApp = value
+    case "--data":
+        guard let value = arguments.popFirst() else { fail("--data needs a JSON value", status: 2) }
+        data = value
     case "--runtime-dir":
         guard let value = arguments.popFirst() else { fail("--runtime-dir needs a directory", status: 2) }
         runtimeDirectory = value
@@ -79,6 +92,17 @@ case "list":
     request = ControlRequest(verb: verb)
 case "status":
     request = ControlRequest(verb: verb, app: app)
+case "post":
+    guard let type = app else { fail("post needs a notification type", status: 2) }
+    var payload: JSONValue?
+    if let data {
+        do {
+            payload = try LineCoder().decode(JSONValue.self, from: Array(data.utf8))
+        } catch {
+            fail("--data is not valid JSON: \(data)", status: 2)
+        }
+    }
+    request = ControlRequest(verb: verb, app: targetApp, name: type, data: payload)
 case _ where ControlRequest.lifecycleVerbs.contains(verb):
     guard let app else { fail("\(verb) needs an app name", status: 2) }
     guard !background || verb == "launch" else { fail("--background goes with launch only", status: 2) }
@@ -184,6 +208,28 @@ func details(_ app: AppStatus) {
     output("  deadline misses: \(app.deadlineMisses)")
     output("  suspend method:  \(app.suspendMethod)")
     output("  cgroup:          \(app.cgroup ?? "-")")
+    output("  observing:       \(app.observing.isEmpty ? "-" : app.observing.joined(separator: ", "))")
+    output("  queued:          \(app.queuedNotifications) notifications (\(app.queuedPosts) posts)")
+    if !app.backgroundModes.isEmpty { output("  background modes: \(app.backgroundModes.joined(separator: ", "))") }
+    if app.backgroundTasks.isEmpty {
+        output("  background tasks: -")
+    } else {
+        let remaining = app.backgroundTimeRemaining.map { " (\(Int($0.rounded(.up)))s left)" } ?? " (in the foreground: the time has not started)"
+        output("  background tasks: \(app.backgroundTasks.map { "\($0.task) \($0.name)" }.joined(separator: ", "))\(remaining)")
+    }
+    if app.taskOverruns > 0 { output("  task overruns:   \(app.taskOverruns)") }
+    if app.memoryTerminations > 0 { output("  memory terminations: \(app.memoryTerminations) (jetsam)") }
+    if app.terminatedInBackground { output("  last run:        terminated in the background") }
+}
+
+if verb == "post" {
+    let posted = reply.posted ?? PostSummary(delivered: 0, queued: 0)
+    if json {
+        _ = coder.encode(posted).withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    } else {
+        output("\(app!): delivered to \(posted.delivered) apps, queued for \(posted.queued)")
+    }
+    exit(0)
 }
 
 if json {
@@ -210,6 +256,10 @@ case "status":
         output("  runtime: \(daemon.runtimeDirectory)")
         output("  cgroups: \(daemon.cgroupLayout)")
         for mechanism in daemon.mechanisms { output("    \(mechanism)") }
+        if !daemon.sources.isEmpty {
+            output("  notification sources:")
+            for source in daemon.sources { output("    \(source)") }
+        }
         if !daemon.configErrors.isEmpty {
             output("  config problems:")
             for problem in daemon.configErrors { output("    \(problem)") }

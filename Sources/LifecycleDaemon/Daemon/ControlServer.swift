@@ -102,14 +102,19 @@ final class ControlServer {
                 client.reply(ControlReply(ok: true, apps: daemon.allStatuses(), daemon: daemon.daemonStatus()))
             }
         default:
-            guard let lifecycleRequest = request.lifecycleRequest else {
-                let verbs = (ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs).joined(separator: ", ")
-                return client.reply(.failure("unknown verb '\(request.verb)' (expected one of: \(verbs))"))
+            let verbs = ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs + ControlRequest.otherVerbs
+            guard verbs.contains(request.verb) else {
+                return client.reply(.failure("unknown verb '\(request.verb)' (expected one of: \(verbs.joined(separator: ", ")))"))
             }
             guard client.uid == 0 || client.uid == geteuid() else {
                 Log.notice("Refused \(request.verb) from uid \(client.uid) (pid \(client.pid)): not root or uid \(geteuid())")
                 return client.reply(.failure("permission denied: only root or uid \(geteuid()) may \(request.verb) apps"))
             }
+            if request.verb == "post" {
+                guard let type = request.name, !type.isEmpty else { return client.reply(.failure("post needs a notification type")) }
+                return client.reply(daemon.post(type, payload: request.data ?? .object([:]), to: request.app))
+            }
+            guard let lifecycleRequest = request.lifecycleRequest else { return }
             guard let name = request.app, !name.isEmpty else {
                 return client.reply(.failure("\(request.verb) needs an app name"))
             }

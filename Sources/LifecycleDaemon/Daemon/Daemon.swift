@@ -144,6 +144,16 @@ public final class Daemon {
             case .transition(let name, let from, let to, let reason): transitioned(name, from, to, reason)
             case .note(let name, let note): log(name, note)
             case .settled(let name): settled(name)
+            case .notify(let name, let delivery):
+                apps[name]?.connection?.send(coder.encode(ServerMessage.notification(delivery)))
+            case .taskBegan(let name, let task, let remaining):
+                apps[name]?.connection?.send(coder.encode(ServerMessage.backgroundTaskBegan(
+                    task: task.id, name: task.name, remainingMs: remaining.map(milliseconds))))
+                Log.info("\(name): began background task \(task.id) '\(task.name)'" + (remaining.map { ", \(describe($0)) left" } ?? " (in the foreground)"))
+            case .taskExpiring(let name, let tasks, let remaining):
+                apps[name]?.connection?.send(coder.encode(ServerMessage.backgroundTimeWillExpire(
+                    tasks: tasks, remainingMs: milliseconds(remaining))))
+                Log.notice("\(name): background time runs out in \(describe(remaining)); open tasks: \(tasks.map(\.name).joined(separator: ", "))")
             }
         }
     }
@@ -378,7 +388,7 @@ public final class Daemon {
                 return protocolViolation(app, ProtocolError(decoding: error, line: line).message)
             }
             switch message {
-            case .hello(let version):
+            case .hello(let version, let observe):
                 guard !app.helloed else { return protocolViolation(app, "second hello") }
                 guard version == protocolVersion else {
                     return protocolViolation(app, "protocol \(version) is not spoken here (this daemon speaks \(protocolVersion))")
@@ -386,10 +396,30 @@ public final class Daemon {
                 app.helloed = true
                 let state = model.apps[name]?.state ?? .notRunning
                 connection.send(coder.encode(ServerMessage.welcome(protocol: protocolVersion, app: name, state: state)))
+                if let observe { dispatch(.observe(app: name, names: Set(observe))) }
                 dispatch(.hello(app: name))
+            case _ where !app.helloed:
+                protocolViolation(app, "\(line.count > 0 ? "message" : "empty line") before hello")
             case .ack(let id):
-                guard app.helloed else { return protocolViolation(app, "ack before hello") }
                 dispatch(.ack(app: name, id: id))
+            case .observe(let names):
+                dispatch(.observe(app: name, names: Set(names)))
+            case .post(let type, let payload, let target):
+                do {
+                    let outcome = try model.post(type, payload: payload ?? .object([:]), to: target, now: loop.now)
+                    perform(outcome.effects)
+                    Log.debug("\(name) posted \(type): \(outcome.delivered) delivered, \(outcome.queued) queued")
+                } catch {
+                    connection.send(coder.encode(ServerMessage.postFailed(name: type, message: error.description)))
+                }
+                drain()
+            case .beginBackgroundTask(let task, let taskName):
+                guard model.apps[name]?.tasks.contains(where: { $0.id == task }) != true else {
+                    return protocolViolation(app, "background task \(task) is already open")
+                }
+                dispatch(.beginBackgroundTask(app: name, task: BackgroundTask(id: task, name: taskName)))
+            case .endBackgroundTask(let task):
+                dispatch(.endBackgroundTask(app: name, id: task))
             }
         case .framingError(let message):
             protocolViolation(app, message)
@@ -464,6 +494,17 @@ public final class Daemon {
             Log.error("\(name): Failed to start: \(reason)")
         case .killTimeout:
             Log.warning("\(name): did not exit within \(describe(policy.stopTimeout)) of SIGTERM; sending SIGKILL")
+        case .taskOverrun(let tasks):
+            let overruns = model.apps[name]?.taskOverruns ?? 0
+            Log.warning("\(name): background tasks still open when their \(describe(policy.backgroundTaskTime)) ran out: \(tasks.joined(separator: ", ")); suspending it anyway (\(overruns) overruns so far)")
+        case .tasksAbandoned(let tasks):
+            Log.notice("\(name): suspended with background tasks open: \(tasks.joined(separator: ", "))")
+        case .memoryWarning(let count):
+            Log.warning("Memory pressure: sent didReceiveMemoryWarning to \(count) apps")
+        case .terminatedForMemory(let bytes):
+            Log.warning("\(name): terminated while suspended to relieve memory pressure (jetsam)" + (bytes.map { ", \($0 / 1024) KiB resident" } ?? ""))
+        case .nothingToTerminate:
+            Log.warning("Memory pressure persists, and no suspended app is left to terminate")
         }
     }
 
@@ -502,21 +543,47 @@ public final class Daemon {
         }
         let suspendMethod = app.suspendedWith?.description
             ?? (app.config.suspendMethod == .freezer && (app.cgroup?.freezer != nil || cgroups.canFreeze) ? "freezer" : "signal")
-        return AppStatus(name: name, state: record.state, pid: app.pid, since: rfc3339(app.sinceWall),
-                         sinceSeconds: max(0, wallClockNow() - app.sinceWall), protocol: protocolState,
-                         launches: record.launches, deadlineMisses: record.deadlineMisses,
-                         awaiting: record.awaitingCallback?.rawValue, suspendMethod: suspendMethod,
-                         cgroup: app.cgroup?.displayPath)
+        var status = AppStatus(name: name, state: record.state, pid: app.pid, since: rfc3339(app.sinceWall),
+                               sinceSeconds: max(0, wallClockNow() - app.sinceWall), protocol: protocolState,
+                               launches: record.launches, deadlineMisses: record.deadlineMisses,
+                               awaiting: record.awaitingCallback?.rawValue, suspendMethod: suspendMethod,
+                               cgroup: app.cgroup?.displayPath)
+        status.queuedNotifications = record.queue.count
+        status.queuedPosts = record.queue.postCount
+        status.observing = record.observing.sorted()
+        status.backgroundTasks = record.tasks.map { TaskStatus(task: $0.id, name: $0.name) }
+        status.backgroundTimeRemaining = record.tasks.isEmpty ? nil
+            : record.backgroundTimeRemaining(now: loop.now).map { Double(milliseconds($0)) / 1000 }
+        status.taskOverruns = record.taskOverruns
+        status.backgroundModes = record.policy.backgroundModes.sorted()
+        status.memoryTerminations = record.memoryTerminations
+        status.terminatedInBackground = record.terminatedInBackground
+        return status
+    }
+
+    /// lifectl post: deliver or queue, and say how many of each.
+    func post(_ type: String, payload: JSONValue, to app: String?) -> ControlReply {
+        do {
+            let outcome = try model.post(type, payload: payload, to: app, now: loop.now)
+            perform(outcome.effects)
+            drain()
+            Log.info("posted \(type)\(app.map { " to \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
+            return ControlReply(ok: true, posted: PostSummary(delivered: outcome.delivered, queued: outcome.queued))
+        } catch {
+            return .failure(error.description)
+        }
     }
 
     func allStatuses() -> [AppStatus] { apps.keys.sorted().compactMap(status(of:)) }
 
     func daemonStatus() -> DaemonStatus {
-        DaemonStatus(pid: getpid(), version: daemonVersion, configDirectory: options.configDirectory,
+        var status = DaemonStatus(pid: getpid(), version: daemonVersion, configDirectory: options.configDirectory,
                      runtimeDirectory: options.runtimeDirectory, cgroupLayout: cgroups.layout.rawValue,
                      mechanisms: cgroups.mechanisms + (cgroups.fallbackReason.map { ["fallback: \($0)"] } ?? []),
                      configErrors: config.diagnostics.map(\.description),
                      uptimeSeconds: Double((loop.now - startedAt) / .milliseconds(1)) / 1000)
+        status.notificationTypes = model.catalog.types.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.rawValue)" }
+        return status
     }
 
     /// One line for systemd's STATUS=: "4 apps: 1 active, 1 inactive, 1 background, 1 suspended".
@@ -622,6 +689,8 @@ func cgroupGroupName(runtimeDirectory: String) -> String {
     }
     return "lifecycled-" + String(hash, radix: 16)
 }
+
+func milliseconds(_ duration: Duration) -> Int { Int(duration / .milliseconds(1)) }
 
 /// mkdir -p with mode 0755.
 func makeDirectory(_ path: String) throws(SystemError) {
