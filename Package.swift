@@ -28,7 +28,7 @@ let package = Package(
         .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol"]),
         .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["LifecycleProtocol", "CSupport", "lifecycled", "lifectl", "notes-example"]),
+                    dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport", "lifecycled", "lifectl", "notes-example"]),
     ],
     swiftLanguageModes: [.v6]
 )

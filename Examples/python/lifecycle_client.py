@@ -117,7 +117,8 @@ class Recorder:
             return
         entry = {"app": self.app, "type": message.get("type"), "id": message.get("id"),
                  "t": received_ns, "pid": os.getpid()}
-        for key in ("launchOptions", "deadlineMs", "state", "message"):
+        for key in ("launchOptions", "deadlineMs", "state", "message", "name", "payload", "payloads",
+                    "posts", "dropped", "task", "tasks", "remainingMs"):
             if key in message:
                 entry[key] = message[key]
         os.write(self.fd, (json.dumps(entry) + "\n").encode())
@@ -231,6 +232,14 @@ def parse_arguments(argv):
     parser.add_argument("--state-file", metavar="PATH",
                         help="save and restore a count of background entries")
     parser.add_argument("--ignore-sigterm", action="store_true", help="do not exit on SIGTERM")
+    parser.add_argument("--observe", default="", metavar="TYPE,TYPE",
+                        help="notification types to observe (sent with hello)")
+    parser.add_argument("--task-on-background", metavar="SECONDS",
+                        help="after didEnterBackground, hold a background task for SECONDS (or 'forever')")
+    parser.add_argument("--end-on-expire", action="store_true",
+                        help="end the open tasks when backgroundTimeWillExpire arrives")
+    parser.add_argument("--post-on-active", metavar="TYPE",
+                        help="post a notification of TYPE after each didBecomeActive")
     options = parser.parse_args(argv)
     options.exit_codes = {}
     for spec in options.exit_on:
@@ -259,7 +268,13 @@ def run_standalone(app):
 
 
 def run(app, options, connection):
-    connection.send({"type": "hello", "protocol": PROTOCOL_VERSION})
+    hello = {"type": "hello", "protocol": PROTOCOL_VERSION}
+    observe = [name for name in options.observe.split(",") if name]
+    if observe:
+        hello["observe"] = observe
+    connection.send(hello)
+    open_tasks = set()
+    next_task = 1
     if options.garbage:
         connection.send_line(b"this is not json")
     while True:
@@ -271,6 +286,19 @@ def run(app, options, connection):
             app.say(f"connected as {message.get('app')!r}, state {message.get('state')}")
         elif kind == "error":
             app.say(f"error from lifecycled: {message.get('message')}")
+        elif kind == "notification":
+            extra = f" ({message.get('posts')} posts, {message.get('dropped')} dropped)" if message.get("posts", 1) > 1 else ""
+            app.say(f"notification {message.get('name')}{extra}")
+        elif kind == "backgroundTaskBegan":
+            remaining = message.get("remainingMs")
+            app.say(f"background task {message.get('task')} began, "
+                    + (f"{remaining} ms left" if remaining is not None else "in the foreground"))
+        elif kind == "backgroundTimeWillExpire":
+            app.say(f"background time runs out in {message.get('remainingMs')} ms")
+            if options.end_on_expire:
+                for task in message.get("tasks", []):
+                    connection.send({"type": "endBackgroundTask", "task": task["task"]})
+                    open_tasks.discard(task["task"])
         elif kind in CALLBACKS:
             app.say(kind)
             handler = getattr(app, snake_case(kind))
@@ -284,6 +312,19 @@ def run(app, options, connection):
                 connection.send({"type": "ack", "id": message.get("id")})
         else:
             pass  # a later version's notification: ignore, do not ack
+        if kind == "didEnterBackground" and options.task_on_background:
+            # UIKit: beginBackgroundTask in applicationDidEnterBackground, end it when the work is done.
+            task = next_task
+            next_task += 1
+            connection.send({"type": "beginBackgroundTask", "task": task, "name": f"work{task}"})
+            open_tasks.add(task)
+            if options.task_on_background != "forever":
+                connection.wait(float(options.task_on_background))
+                if task in open_tasks:
+                    connection.send({"type": "endBackgroundTask", "task": task})
+                    open_tasks.discard(task)
+        if kind == "didBecomeActive" and options.post_on_active:
+            connection.send({"type": "post", "name": options.post_on_active, "payload": {"from": app.name}})
         if kind in options.exit_codes:
             app.say(f"exiting with status {options.exit_codes[kind]} after {kind}")
             raise SystemExit(options.exit_codes[kind])

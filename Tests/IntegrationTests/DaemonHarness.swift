@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import LifecycleModel
 import LifecycleProtocol
 import Synchronization
 import Testing
@@ -60,7 +61,7 @@ final class DaemonHarness {
 
     /// Start the daemon and wait until its control socket answers.
     func start() throws {
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let process = Process()
         process.executableURL = Self.products.appendingPathComponent("lifecycled")
         process.arguments = ["--config", configDirectory.path, "--log-level", "debug"]
@@ -167,6 +168,12 @@ final class DaemonHarness {
         var pid: Int32?
         var message: String?
         var launchOptions: [String: JSONValue]?
+        var name: String?
+        var payload: JSONValue?
+        var payloads: [JSONValue]?
+        var posts: Int?
+        var dropped: Int?
+        var remainingMs: Int?
     }
 
     func records(_ app: String? = nil) -> [Record] {
@@ -197,17 +204,6 @@ struct HarnessError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Any JSON value, for loosely typed record fields.
-enum JSONValue: Decodable, Equatable {
-    case string(String), number(Double), bool(Bool), null
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let bool = try? container.decode(Bool.self) { self = .bool(bool) }
-        else if let number = try? container.decode(Double.self) { self = .number(number) }
-        else { self = .string(try container.decode(String.self)) }
-    }
-}
 
 // MARK: The kernel's view, read directly (not through the daemon's code)
 

@@ -85,7 +85,8 @@ struct EdgeCaseTests {
             switch effect {
             case .spawn(let app, _), .send(let app, _), .stopProcess(let app), .continueProcess(let app),
                  .signal(let app, _), .armTimer(let app, _, _), .cancelTimer(let app, _),
-                 .transition(let app, _, _, _), .note(let app, _), .settled(let app): app == "b"
+                 .transition(let app, _, _, _), .note(let app, _), .settled(let app),
+                 .notify(let app, _), .taskBegan(let app, _, _), .taskExpiring(let app, _, _): app == "b"
             }
         })
         #expect(h.state("a") == .background)

@@ -37,9 +37,38 @@ struct MessageTests {
 
     @Test("the client's hello and ack decode")
     func decodesClientMessages() throws {
-        #expect(try coder.decode(ClientMessage.self, from: line("{\"type\":\"hello\",\"protocol\":1}")) == .hello(protocol: 1))
+        #expect(try coder.decode(ClientMessage.self, from: line("{\"type\":\"hello\",\"protocol\":1}")) == .hello(protocol: 1, observe: nil))
         #expect(try coder.decode(ClientMessage.self, from: line("{\"type\":\"ack\",\"id\":7,\"extra\":true}")) == .ack(id: 7),
                 "unknown fields are ignored")
+    }
+
+    @Test("the notification and background-task messages of both sides survive a round trip")
+    func roundTripsNotificationMessages() throws {
+        let client: [ClientMessage] = [
+            .hello(protocol: 1, observe: ["batteryLevelDidChange"]), .observe(["a", "b"]),
+            .post(name: "x", payload: ["k": 1], app: nil), .post(name: "x", payload: nil, app: "notes"),
+            .beginBackgroundTask(task: 2, name: "upload"), .endBackgroundTask(task: 2),
+        ]
+        for message in client {
+            var encoded = coder.encode(message)
+            encoded.removeLast()
+            #expect(try coder.decode(ClientMessage.self, from: encoded) == message)
+        }
+        let server: [ServerMessage] = [
+            .notification(NotificationDelivery(name: "batteryLevelDidChange", payload: ["level": 0.25], posts: 3)),
+            .notification(NotificationDelivery(name: "log", payloads: ["a", "b"], posts: 70, dropped: 6)),
+            .backgroundTaskBegan(task: 1, name: "upload", remainingMs: 29_000),
+            .backgroundTaskBegan(task: 1, name: "upload", remainingMs: nil),
+            .backgroundTimeWillExpire(tasks: [BackgroundTask(id: 1, name: "upload")], remainingMs: 5000),
+            .postFailed(name: "x", message: "no such notification type"),
+        ]
+        for message in server {
+            var encoded = coder.encode(message)
+            encoded.removeLast()
+            #expect(try coder.decode(ServerMessage.self, from: encoded) == message)
+        }
+        #expect(String(decoding: coder.encode(ServerMessage.notification(NotificationDelivery(name: "n", payload: ["level": 1], posts: 2))), as: UTF8.self)
+                == "{\"dropped\":0,\"name\":\"n\",\"payload\":{\"level\":1},\"posts\":2,\"type\":\"notification\"}\n")
     }
 
     @Test("malformed client messages get errors that say what was wrong",
