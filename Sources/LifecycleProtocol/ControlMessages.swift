@@ -39,7 +39,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
 
     public static let lifecycleVerbs = ["launch", "focus", "deactivate", "background", "suspend", "resume", "terminate"]
     /// Verbs that change something but are not lifecycle requests.
-    public static let otherVerbs = ["post"]
+    public static let otherVerbs = ["post", "simulate-memory-pressure"]
     /// Verbs that change nothing; anyone who can reach the socket may use them.
     public static let queryVerbs = ["list", "status"]
 }

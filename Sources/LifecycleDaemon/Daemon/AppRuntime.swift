@@ -87,3 +87,17 @@ func describe(_ duration: Duration?) -> String {
     if millis < 1000 { return "\(millis)ms" }
     return "\(Double(millis) / 1000)s"
 }
+
+extension ProcessTable {
+    /// The resident memory of these processes together (VmRSS from /proc/PID/statm), 0 for the vanished.
+    static func residentBytes(of pids: [pid_t], procRoot: String = "/proc") -> UInt64 {
+        let pageSize = UInt64(sysconf(Int32(_SC_PAGESIZE)))
+        var total: UInt64 = 0
+        for pid in pids {
+            guard let text = try? readKernelFile("\(procRoot)/\(pid)/statm") else { continue }
+            let fields = text.split(separator: " ")
+            if fields.count > 1, let pages = UInt64(fields[1]) { total += pages * pageSize }
+        }
+        return total
+    }
+}

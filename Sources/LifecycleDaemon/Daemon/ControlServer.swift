@@ -110,6 +110,12 @@ final class ControlServer {
                 Log.notice("Refused \(request.verb) from uid \(client.uid) (pid \(client.pid)): not root or uid \(geteuid())")
                 return client.reply(.failure("permission denied: only root or uid \(geteuid()) may \(request.verb) apps"))
             }
+            if request.verb == "simulate-memory-pressure" {
+                // For machines whose kernel takes no PSI trigger, and for tests: the same path a trigger takes.
+                Log.notice("Memory pressure simulated by uid \(client.uid) (pid \(client.pid))")
+                daemon.memoryPressure(reading: ["simulated": true])
+                return client.reply(ControlReply(ok: true))
+            }
             if request.verb == "post" {
                 guard let type = request.name, !type.isEmpty else { return client.reply(.failure("post needs a notification type")) }
                 return client.reply(daemon.post(type, payload: request.data ?? .object([:]), to: request.app))

@@ -399,7 +399,7 @@ public final class Daemon {
                 if let observe { dispatch(.observe(app: name, names: Set(observe))) }
                 dispatch(.hello(app: name))
             case _ where !app.helloed:
-                protocolViolation(app, "\(line.count > 0 ? "message" : "empty line") before hello")
+                protocolViolation(app, "message before hello")
             case .ack(let id):
                 dispatch(.ack(app: name, id: id))
             case .observe(let names):
@@ -559,6 +559,17 @@ public final class Daemon {
         status.memoryTerminations = record.memoryTerminations
         status.terminatedInBackground = record.terminatedInBackground
         return status
+    }
+
+    /// Memory pressure crossed the threshold (a PSI trigger fired, or `lifectl simulate-memory-pressure`):
+    /// the model warns the apps first, then terminates suspended ones while it persists.
+    func memoryPressure(reading: JSONValue) {
+        var residentBytes: [String: UInt64] = [:]
+        for (name, record) in model.apps where record.state == .suspended {
+            residentBytes[name] = apps[name].map { ProcessTable.residentBytes(of: $0.members()) } ?? 0
+        }
+        perform(model.handle(.memoryPressure(residentBytes: residentBytes, reading: reading), now: loop.now))
+        drain()
     }
 
     /// lifectl post: deliver or queue, and say how many of each.
