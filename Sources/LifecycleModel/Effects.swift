@@ -70,7 +70,7 @@ public enum Note: Sendable, Equatable {
     case killTimeout
     /// Background tasks still open when their time ran out: suspended anyway.
     case taskOverrun([String])
-    /// Suspended by request while holding background tasks.
+    /// Suspended (by request, or stopped by someone else) while holding background tasks.
     case tasksAbandoned([String])
     /// Memory pressure: `didReceiveMemoryWarning` went to the running apps.
     case memoryWarning(apps: Int)

@@ -109,7 +109,19 @@ public struct AppRecord: Sendable {
 /// The lifecycle of every app and the one focus domain, as a pure state machine:
 /// requests and events in, effects out. No I/O, no clock: time comes in with each call.
 public struct Supervisor: Sendable {
-    public private(set) var apps: [String: AppRecord] = [:]
+    /// Every app's record, mutated in place.
+    private var table = AppTable()
+
+    /// Every app's record by name (a fresh dictionary: for tests and rare reads; use `app(_:)` for one).
+    public var apps: [String: AppRecord] {
+        Dictionary(uniqueKeysWithValues: table.records.map { ($0.name, $0) })
+    }
+
+    /// One app's record.
+    public func app(_ name: String) -> AppRecord? { table.record(name) }
+
+    /// The apps' names, in the order they were added.
+    public var names: [String] { table.names }
     /// The app in state `active`, if any: exactly one app holds focus in the domain.
     public private(set) var activeApp: String?
     /// Apps waiting to become active, in request order.
@@ -135,24 +147,24 @@ public struct Supervisor: Sendable {
     // MARK: Apps
 
     public mutating func add(_ name: String, policy: AppPolicy) {
-        precondition(apps[name] == nil, "app \(name) added twice")
-        apps[name] = AppRecord(name: name, policy: policy)
+        precondition(table.record(name) == nil, "app \(name) added twice")
+        table.insert(AppRecord(name: name, policy: policy))
     }
 
     /// New settings take effect from the next step on; a running process is left alone.
     public mutating func setPolicy(_ policy: AppPolicy, for name: String) {
-        apps[name]?.policy = policy
+        if table.record(name) != nil { table[name].policy = policy }
     }
 
     /// Forget an app that is not running. Returns false if it is still running.
     @discardableResult
     public mutating func remove(_ name: String) -> Bool {
-        guard let app = apps[name], !app.state.isRunning else { return false }
-        apps[name] = nil
+        guard let app = table.record(name), !app.state.isRunning else { return false }
+        table.remove(name)
         return true
     }
 
-    public func projectedState(of name: String) -> AppState? { apps[name]?.projectedState }
+    public func projectedState(of name: String) -> AppState? { table.record(name)?.projectedState }
 
     // MARK: Requests
 
@@ -160,7 +172,7 @@ public struct Supervisor: Sendable {
     /// `origin` is who asked; it becomes `launchedBy` when the request launches the app.
     public mutating func handle(_ request: Request, for name: String, origin: String = "lifectl",
                                 now: MonotonicTime) throws(RequestError) -> [Effect] {
-        guard let app = apps[name] else {
+        guard let app = table.record(name) else {
             throw RequestError(app: name, state: nil, request: request, reason: .unknownApp)
         }
         self.now = now
@@ -244,82 +256,80 @@ public struct Supervisor: Sendable {
         touched = []
         switch event {
         case .hello(let name):
-            guard apps[name]?.state.isRunning == true else { return [] }
-            apps[name]!.connected = true
-            apps[name]!.muted = false
+            guard table.record(name)?.state.isRunning == true else { return [] }
+            table[name].connected = true
+            table[name].muted = false
             emit(.cancelTimer(app: name, .hello))
             flushNotifications(name)
             return finish(name)
 
         case .ack(let name, let id):
-            guard let awaiting = apps[name]?.awaiting, awaiting.id == id else { return [] }
+            guard let awaiting = table.record(name)?.awaiting, awaiting.id == id else { return [] }
             complete(name, awaiting.callback, reason: "\(awaiting.callback.rawValue) acknowledged")
             return finish(name)
 
         case .timerFired(let name, let kind):
-            guard apps[name] != nil else { return [] }
+            guard table.record(name) != nil else { return [] }
             timerFired(name, kind)
             return finish(name)
 
         case .exited(let name, let status):
-            guard apps[name]?.state.isRunning == true else { return [] }
+            guard table.record(name)?.state.isRunning == true else { return [] }
             exited(name, status)
             return finish(name)
 
         case .spawnFailed(let name, let reason):
-            guard apps[name]?.state.isRunning == true else { return [] }
+            guard table.record(name)?.state.isRunning == true else { return [] }
             emit(.note(app: name, .spawnFailed(reason)))
             exited(name, .exited(127))
             return finish(name)
 
         case .processStopped(let name):
-            guard let app = apps[name], app.state.isRunning, app.state != .suspended, !app.terminating else { return [] }
+            guard let app = table.record(name), app.state.isRunning, app.state != .suspended, !app.terminating else { return [] }
             emit(.note(app: name, .stoppedExternally))
             setState(name, .suspended, reason: "stopped by someone else")
             return finish(name)
 
         case .processContinued(let name):
             // Terminating a suspended app continues it on purpose, so that it can exit.
-            guard let app = apps[name], app.state == .suspended, !app.terminating else { return [] }
+            guard let app = table.record(name), app.state == .suspended, !app.terminating else { return [] }
             emit(.note(app: name, .continuedExternally))
             setState(name, .background, reason: "continued by someone else")
             flushNotifications(name)
             return finish(name)
 
         case .disconnected(let name):
-            guard let app = apps[name], app.state.isRunning else { return [] }
-            apps[name]!.connected = false
-            apps[name]!.muted = true
+            guard let app = table.record(name), app.state.isRunning else { return [] }
+            table[name].connected = false
+            table[name].muted = true
             if let awaiting = app.awaiting {
                 complete(name, awaiting.callback, reason: "client disconnected")
             }
             // Nobody to deliver to any more; background tasks die with the connection.
-            apps[name]!.queue = NotificationQueue(limit: app.policy.queueLimit)
-            apps[name]!.tasks = []
+            table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
+            table[name].tasks = []
             cancelTaskTimers(name)
+            suspendIfGraceIsOver(name, reason: "background tasks ended with the connection")
             return finish(name)
 
         case .observe(let name, let names):
-            guard apps[name] != nil else { return [] }
-            apps[name]!.observing = names
+            guard table.record(name) != nil else { return [] }
+            table[name].observing = names
             return finish(name)
 
         case .beginBackgroundTask(let name, let task):
-            guard let app = apps[name], app.state.isRunning, !app.tasks.contains(where: { $0.id == task.id }) else { return [] }
-            apps[name]!.tasks.append(task)
-            emit(.taskBegan(app: name, task: task, remaining: apps[name]!.backgroundTimeRemaining(now: now)))
+            guard let app = table.record(name), app.state.isRunning, !app.tasks.contains(where: { $0.id == task.id }) else { return [] }
+            table[name].tasks.append(task)
+            emit(.taskBegan(app: name, task: task, remaining: table[name].backgroundTimeRemaining(now: now)))
             if app.state == .background { armTaskTimers(name) }
             return finish(name)
 
         case .endBackgroundTask(let name, let id):
-            guard let app = apps[name], app.tasks.contains(where: { $0.id == id }) else { return [] }
-            apps[name]!.tasks.removeAll { $0.id == id }
-            if apps[name]!.tasks.isEmpty {
+            guard let app = table.record(name), app.tasks.contains(where: { $0.id == id }) else { return [] }
+            table[name].tasks.removeAll { $0.id == id }
+            if table[name].tasks.isEmpty {
                 cancelTaskTimers(name)
-                // The grace time ran out while the task was open: now nothing holds the app up.
-                if app.graceOver, app.state == .background, app.isSettled {
-                    append(name, .stop(reason: "background tasks ended after the background time"))
-                }
+                suspendIfGraceIsOver(name, reason: "background tasks ended after the background time")
             }
             return finish(name)
 
@@ -338,17 +348,22 @@ public struct Supervisor: Sendable {
         guard let coalescing = catalog.coalescing(of: type) else {
             throw PostError(type: type, reason: .unknownType(known: catalog.types.keys.sorted()))
         }
-        if let app, apps[app] == nil { throw PostError(type: type, reason: .unknownApp(app)) }
+        if let app, table.record(app) == nil { throw PostError(type: type, reason: .unknownApp(app)) }
         self.now = now
         effects = []
         touched = []
         var outcome = PostOutcome()
-        for name in app.map({ [$0] }) ?? apps.keys.sorted() {
-            switch offer(type, payload: payload, coalescing: coalescing, to: name) {
+        func count(_ offer: Offer) {
+            switch offer {
             case .delivered: outcome.delivered += 1
             case .queued: outcome.queued += 1
             case .dropped: break
             }
+        }
+        if let app {
+            count(offer(type, payload: payload, coalescing: coalescing, to: app))
+        } else {
+            for name in table.names { count(offer(type, payload: payload, coalescing: coalescing, to: name)) }
         }
         outcome.effects = effects
         return outcome
@@ -357,27 +372,33 @@ public struct Supervisor: Sendable {
     enum Offer { case delivered, queued, dropped }
 
     private mutating func offer(_ type: String, payload: JSONValue, coalescing: Coalescing, to name: String) -> Offer {
-        let app = apps[name]!
-        guard app.state.isRunning, app.policy.speaksProtocol, !app.muted, !app.isTerminating else { return .dropped }
+        // The hot path of posting: the record is read and written in place, never copied out
+        // (a live copy would also make the queue's add copy its storage).
+        let slot = table.slot(name)
         // A memory warning goes to every app, as UIKit's applicationDidReceiveMemoryWarning does.
-        let observed = type == memoryWarningType || app.observing.contains(type)
+        let receives = table[slot].state.isRunning && table[slot].policy.speaksProtocol
+            && !table[slot].muted && !table[slot].isTerminating
+            && (!table[slot].connected || type == memoryWarningType || table[slot].observing.contains(type))
+        let connected = table[slot].connected
+        let suspended = table[slot].state == .suspended
+        let limit = table[slot].policy.queueLimit
         // Before its hello the client has not said what it observes: hold everything, filter at delivery.
-        if app.connected && !observed { return .dropped }
-        if app.connected && app.state != .suspended {
-            var single = NotificationQueue(limit: app.policy.queueLimit)
+        guard receives else { return .dropped }
+        if connected && !suspended {
+            var single = NotificationQueue(limit: limit)
             single.add(type, payload: payload, coalescing: coalescing)
             for delivery in single.drain() { emit(.notify(app: name, delivery)) }
             return .delivered
         }
-        apps[name]!.queue.add(type, payload: payload, coalescing: coalescing)
+        table[slot].queue.add(type, payload: payload, coalescing: coalescing)
         return .queued
     }
 
     /// The app can receive again (connected, or continued): one message per queued type, in first-post order.
     private mutating func flushNotifications(_ name: String) {
-        guard let app = apps[name], app.canMessage, app.state != .suspended, !app.queue.isEmpty else { return }
+        guard let app = table.record(name), app.canMessage, app.state != .suspended, !app.queue.isEmpty else { return }
         let observing = app.observing
-        for delivery in apps[name]!.queue.drain(accepting: { $0 == memoryWarningType || observing.contains($0) }) {
+        for delivery in table[name].queue.drain(accepting: { $0 == memoryWarningType || observing.contains($0) }) {
             emit(.notify(app: name, delivery))
         }
     }
@@ -392,21 +413,24 @@ public struct Supervisor: Sendable {
         if lastPressure == nil || now - lastPressure! > memoryEpisodeGap {
             episodeWarnedAt = now
             var warned = 0
-            for name in apps.keys.sorted() {
-                if offer(memoryWarningType, payload: reading, coalescing: .count, to: name) != .dropped { warned += 1 }
+            for name in table.names.sorted() {
+                if offer(memoryWarningType, payload: reading, coalescing: catalog.coalescing(of: memoryWarningType) ?? .latest,
+                         to: name) != .dropped { warned += 1 }
             }
             emit(.note(app: "", .memoryWarning(apps: warned)))
             return effects
         }
         guard now - episodeWarnedAt >= memoryWarningGrace else { return effects }
-        let victims = Self.jetsamOrder(apps.values.filter { $0.state == .suspended && !$0.isTerminating },
+        let victims = Self.jetsamOrder(table.records.filter { $0.state == .suspended && !$0.isTerminating },
                                        residentBytes: residentBytes)
         guard let victim = victims.first else {
             emit(.note(app: "", .nothingToTerminate))
             return effects
         }
-        apps[victim]!.terminationRequested = true
-        apps[victim]!.memoryTerminations += 1
+        // Like the launch watchdog's kill: nothing more runs for it, and requests wait for the exit.
+        table[victim].terminationRequested = true
+        table[victim].dying = true
+        table[victim].memoryTerminations += 1
         emit(.note(app: victim, .terminatedForMemory(residentBytes: residentBytes[victim])))
         emit(.signal(app: victim, .kill))
         return effects
@@ -425,18 +449,27 @@ public struct Supervisor: Sendable {
 
     // MARK: Background tasks
 
+    /// The grace time ran out while tasks held the app up; now that none does, it is suspended.
+    private mutating func suspendIfGraceIsOver(_ name: String, reason: String) {
+        let app = table[name]
+        guard app.graceOver, app.tasks.isEmpty, app.state == .background, app.isSettled else { return }
+        table[name].graceOver = false
+        append(name, .stop(reason: reason))
+    }
+
     private mutating func armTaskTimers(_ name: String) {
-        let app = apps[name]!
-        guard !app.taskTimersArmed, !app.tasks.isEmpty, app.policy.backgroundModes.isEmpty,
+        let app = table[name]
+        // Apps that are never suspended for their grace (no BackgroundTimeSec, or background modes) need no task time.
+        guard !app.taskTimersArmed, !app.tasks.isEmpty, app.policy.backgroundModes.isEmpty, app.policy.backgroundTime != nil,
               let remaining = app.backgroundTimeRemaining(now: now) else { return }
-        apps[name]!.taskTimersArmed = true
+        table[name].taskTimersArmed = true
         emit(.armTimer(app: name, .taskWarning, after: max(.zero, remaining - app.policy.expirationWarning)))
         emit(.armTimer(app: name, .taskDeadline, after: remaining))
     }
 
     private mutating func cancelTaskTimers(_ name: String) {
-        guard apps[name]?.taskTimersArmed == true else { return }
-        apps[name]!.taskTimersArmed = false
+        guard table.record(name)?.taskTimersArmed == true else { return }
+        table[name].taskTimersArmed = false
         emit(.cancelTimer(app: name, .taskWarning))
         emit(.cancelTimer(app: name, .taskDeadline))
     }
@@ -444,34 +477,36 @@ public struct Supervisor: Sendable {
     // MARK: The rules
 
     private mutating func timerFired(_ name: String, _ kind: TimerKind) {
-        let app = apps[name]!
+        let app = table[name]
         switch kind {
         case .ack:
             guard let awaiting = app.awaiting else { return }
-            apps[name]!.deadlineMisses += 1
+            table[name].deadlineMisses += 1
             emit(.note(app: name, .deadlineMissed(awaiting.callback, id: awaiting.id)))
             if awaiting.callback == .didFinishLaunching {
                 // iOS's launch watchdog: an app that does not finish launching in time is killed.
                 // Its queue stays until the exit, which judges the crash (and whether it held focus).
                 emit(.note(app: name, .launchWatchdog))
-                apps[name]!.awaiting = nil
-                apps[name]!.dying = true
+                table[name].awaiting = nil
+                table[name].dying = true
                 emit(.signal(app: name, .kill))
             } else {
                 complete(name, awaiting.callback, reason: "\(awaiting.callback.rawValue) deadline passed")
             }
         case .hello:
             guard app.state.isRunning, !app.connected, !app.muted else { return }
-            apps[name]!.muted = true
+            table[name].muted = true
+            // Silent from now on: what was held for it will never be delivered.
+            table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
             emit(.note(app: name, .noHello))
         case .grace:
             guard app.graceArmed else { return }
-            apps[name]!.graceArmed = false
+            table[name].graceArmed = false
             // Grace over and nothing else to do: suspend. Work in flight (a transition) wins.
             guard app.state == .background, app.isSettled else { return }
             // UIKit: an app holding background tasks runs on until they end or their time runs out.
             guard app.tasks.isEmpty else {
-                apps[name]!.graceOver = true
+                table[name].graceOver = true
                 return
             }
             append(name, .stop(reason: "background time over"))
@@ -479,18 +514,19 @@ public struct Supervisor: Sendable {
             guard app.state == .background, !app.tasks.isEmpty, let remaining = app.backgroundTimeRemaining(now: now) else { return }
             emit(.taskExpiring(app: name, tasks: app.tasks, remaining: remaining))
         case .taskDeadline:
-            apps[name]!.taskTimersArmed = false
+            table[name].taskTimersArmed = false
             guard app.state == .background, !app.tasks.isEmpty else { return }
-            apps[name]!.taskOverruns += 1
-            apps[name]!.tasks = []
+            table[name].taskOverruns += 1
+            table[name].tasks = []
             emit(.note(app: name, .taskOverrun(app.tasks.map(\.name))))
-            if app.graceOver || !app.graceArmed, app.isSettled {
-                apps[name]!.graceOver = false
+            // UIKit: tasks not ended by the deadline do not keep the app running: suspended anyway.
+            if app.isSettled {
+                table[name].graceOver = false
                 append(name, .stop(reason: "background task time over"))
             }
         case .restart:
             guard app.restartScheduled else { return }
-            apps[name]!.restartScheduled = false
+            table[name].restartScheduled = false
             guard app.state == .notRunning else { return }
             launch(name, LaunchOptions(launchedBy: "restart", terminatedInBackground: app.terminatedInBackground))
             if app.refocusOnRestart && activeApp == nil && focusQueue.isEmpty { enqueueFocus(name, enteringForeground: false) }
@@ -502,21 +538,21 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func exited(_ name: String, _ status: ExitStatus) {
-        let app = apps[name]!
+        let app = table[name]
         let requested = app.terminating || app.terminationRequested
         let heldFocus = activeApp == name || focusQueue.contains(name)
         for kind in [TimerKind.ack, .hello, .kill] { emit(.cancelTimer(app: name, kind)) }
         dropPendingWork(name)
-        apps[name]!.awaiting = nil
-        apps[name]!.terminating = false
-        apps[name]!.terminationRequested = false
-        apps[name]!.dying = false
-        apps[name]!.connected = false
-        apps[name]!.muted = false
-        apps[name]!.terminatedInBackground = app.state == .background || app.state == .suspended
-        apps[name]!.queue = NotificationQueue(limit: app.policy.queueLimit)
-        apps[name]!.observing = []
-        apps[name]!.tasks = []
+        table[name].awaiting = nil
+        table[name].terminating = false
+        table[name].terminationRequested = false
+        table[name].dying = false
+        table[name].connected = false
+        table[name].muted = false
+        table[name].terminatedInBackground = app.state == .background || app.state == .suspended
+        table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
+        table[name].observing = []
+        table[name].tasks = []
         cancelTaskTimers(name)
         setState(name, .notRunning, reason: requested ? "terminated, \(status)" : "\(status)")
 
@@ -524,8 +560,8 @@ public struct Supervisor: Sendable {
         let restart = !requested && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
         guard restart else { return }
         let windowStart = now - policy.startLimitInterval
-        apps[name]!.recentStarts.removeAll { $0 < windowStart }
-        let starts = apps[name]!.recentStarts.count
+        table[name].recentStarts.removeAll { $0 < windowStart }
+        let starts = table[name].recentStarts.count
         if starts >= policy.startLimitBurst {
             emit(.note(app: name, .startLimitHit(starts: starts, within: policy.startLimitInterval)))
             setState(name, .failed, reason: "start limit hit: \(starts) starts within \(policy.startLimitInterval)")
@@ -535,26 +571,26 @@ public struct Supervisor: Sendable {
         var delay = policy.restartDelay
         for _ in 1..<max(starts, 1) where delay < policy.restartMaxDelay { delay *= 2 }
         delay = min(delay, policy.restartMaxDelay)
-        apps[name]!.restartScheduled = true
-        apps[name]!.refocusOnRestart = heldFocus
+        table[name].restartScheduled = true
+        table[name].refocusOnRestart = heldFocus
         emit(.note(app: name, .restartScheduled(after: delay, attempt: starts + 1)))
         emit(.armTimer(app: name, .restart, after: delay))
     }
 
     private mutating func launch(_ name: String, _ options: LaunchOptions) {
-        let app = apps[name]!
+        let app = table[name]
         if app.restartScheduled {
-            apps[name]!.restartScheduled = false
+            table[name].restartScheduled = false
             emit(.cancelTimer(app: name, .restart))
         }
         // Someone acting on a failed app resets its start limit, as `systemctl reset-failed` does.
-        if app.state == .failed { apps[name]!.recentStarts = [] }
-        apps[name]!.recentStarts.append(now)
-        apps[name]!.launches += 1
+        if app.state == .failed { table[name].recentStarts = [] }
+        table[name].recentStarts.append(now)
+        table[name].launches += 1
         // Message ids count per connection, and each launch brings a new one.
-        apps[name]!.nextMessageID = 1
-        apps[name]!.connected = false
-        apps[name]!.muted = false
+        table[name].nextMessageID = 1
+        table[name].connected = false
+        table[name].muted = false
         emit(.spawn(app: name, options: options))
         setState(name, .inactive, reason: "launched by \(options.launchedBy)")
         if app.policy.speaksProtocol { emit(.armTimer(app: name, .hello, after: app.policy.launchTimeout)) }
@@ -563,23 +599,23 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func terminate(_ name: String) {
-        let app = apps[name]!
+        let app = table[name]
         guard !app.isTerminating else { return }
         guard app.state.isRunning else {
             if app.restartScheduled {
-                apps[name]!.restartScheduled = false
+                table[name].restartScheduled = false
                 emit(.cancelTimer(app: name, .restart))
             }
             if app.state == .failed {
                 // Like `systemctl reset-failed`: the start limit starts over.
-                apps[name]!.recentStarts = []
+                table[name].recentStarts = []
                 setState(name, .notRunning, reason: "reset by terminate")
             }
             return
         }
         // Termination supersedes queued work; a callback already in flight still gets its ack or deadline.
         dropPendingWork(name)
-        apps[name]!.terminationRequested = true
+        table[name].terminationRequested = true
         let stateAfterInFlight = app.awaiting.flatMap { $0.callback.changesStateOnSend ? nil : $0.callback.resultingState }
             ?? app.state
         // A suspended app is terminated without a message (UIKit: suspended apps get no notice).
@@ -589,7 +625,7 @@ public struct Supervisor: Sendable {
 
     /// Queued work of the app loses its meaning (exit, termination, watchdog): drop it, with its focus claims.
     private mutating func dropPendingWork(_ name: String) {
-        apps[name]!.pending = []
+        table[name].pending = []
         focusQueue.removeAll { $0 == name }
     }
 
@@ -597,7 +633,7 @@ public struct Supervisor: Sendable {
     /// enters the background; an inactive one enters the background.
     private mutating func demoteOthers(than name: String) {
         for other in Set(focusQueue).union(foregroundApps).sorted() where other != name {
-            switch apps[other]?.projectedState {
+            switch table.record(other)?.projectedState {
             case .active:
                 append(other, .deliver(.willResignActive, nil))
                 append(other, .deliver(.didEnterBackground, nil))
@@ -621,10 +657,10 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func complete(_ name: String, _ callback: LifecycleCallback, reason: String) {
-        apps[name]!.awaiting = nil
+        table[name].awaiting = nil
         emit(.cancelTimer(app: name, .ack))
         // Stopped by someone else meanwhile: it stays suspended until continued.
-        if !callback.changesStateOnSend, let next = callback.resultingState, apps[name]!.state != .suspended {
+        if !callback.changesStateOnSend, let next = callback.resultingState, table[name].state != .suspended {
             setState(name, next, reason: reason)
         }
     }
@@ -632,19 +668,19 @@ public struct Supervisor: Sendable {
     /// Run the app's queued steps until one has to wait.
     private mutating func advance(_ name: String) {
         if !touched.contains(name) { touched.append(name) }
-        while let app = apps[name], app.awaiting == nil, !app.terminating, !app.dying, let step = app.pending.first {
+        while let app = table.record(name), app.awaiting == nil, !app.terminating, !app.dying, let step = app.pending.first {
             switch step {
             case .awaitHello:
                 guard app.connected || app.muted || !app.policy.speaksProtocol else { return }
-                apps[name]!.pending.removeFirst()
+                table[name].pending.removeFirst()
             case .awaitFocus:
                 guard focusQueue.first == name, activeApp == nil || activeApp == name else { return }
-                apps[name]!.pending.removeFirst()
+                table[name].pending.removeFirst()
             case .deliver(let callback, let options):
                 // No message to a stopped process, and no state change under it: the queue waits
                 // until the process is continued (by a resume step, or by whoever stopped it).
                 guard app.state != .suspended else { return }
-                apps[name]!.pending.removeFirst()
+                table[name].pending.removeFirst()
                 if callback == .didBecomeActive, focusQueue.first == name { focusQueue.removeFirst() }
                 guard app.canMessage else {
                     // No client to tell: the transition happens at once.
@@ -657,24 +693,24 @@ public struct Supervisor: Sendable {
                 let deadline = callback == .didFinishLaunching ? app.policy.launchTimeout : app.policy.ackTimeout
                 let delivery = Delivery(id: app.nextMessageID, callback: callback, deadline: deadline,
                                         launchOptions: options)
-                apps[name]!.nextMessageID += 1
-                apps[name]!.awaiting = delivery
+                table[name].nextMessageID += 1
+                table[name].awaiting = delivery
                 emit(.send(app: name, delivery))
                 emit(.armTimer(app: name, .ack, after: deadline))
                 return
             case .stop(let reason):
-                apps[name]!.pending.removeFirst()
+                table[name].pending.removeFirst()
                 setState(name, .suspended, reason: reason)
                 emit(.stopProcess(app: name))
             case .resume:
-                apps[name]!.pending.removeFirst()
+                table[name].pending.removeFirst()
                 setState(name, .background, reason: "resumed")
                 emit(.continueProcess(app: name))
                 // First the process runs again, then it hears what it missed, then the lifecycle goes on.
                 flushNotifications(name)
             case .terminate:
-                apps[name]!.pending.removeFirst()
-                apps[name]!.terminating = true
+                table[name].pending.removeFirst()
+                table[name].terminating = true
                 emit(.signal(app: name, .terminate))
                 if app.state == .suspended { emit(.continueProcess(app: name)) }
                 emit(.armTimer(app: name, .kill, after: app.policy.stopTimeout))
@@ -688,11 +724,11 @@ public struct Supervisor: Sendable {
         advance(name)
         if let head = focusQueue.first, head != name { advance(head) }
         for name in touched {
-            guard let app = apps[name], app.isSettled else { continue }
+            guard let app = table.record(name), app.isSettled else { continue }
             // Sitting in the background with nothing to do: the grace time runs.
             if app.state == .background, !app.graceArmed, !app.graceOver, app.policy.backgroundModes.isEmpty,
                let grace = app.policy.backgroundTime {
-                apps[name]!.graceArmed = true
+                table[name].graceArmed = true
                 emit(.armTimer(app: name, .grace, after: grace))
             }
             emit(.settled(app: name))
@@ -701,28 +737,28 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func append(_ name: String, _ step: Step) {
-        apps[name]!.pending.append(step)
+        table[name].pending.append(step)
     }
 
     private mutating func setState(_ name: String, _ state: AppState, reason: String) {
-        let from = apps[name]!.state
+        let from = table[name].state
         guard from != state else { return }
-        apps[name]!.state = state
-        apps[name]!.stateSince = now
-        if from == .background, apps[name]!.graceArmed {
-            apps[name]!.graceArmed = false
+        table[name].state = state
+        table[name].stateSince = now
+        if from == .background, table[name].graceArmed {
+            table[name].graceArmed = false
             emit(.cancelTimer(app: name, .grace))
         }
         if from == .background { cancelTaskTimers(name) }
-        if from.isForeground && !state.isForeground { apps[name]!.lastForeground = now }
+        if from.isForeground && !state.isForeground { table[name].lastForeground = now }
         if state == .background {
-            apps[name]!.enteredBackgroundAt = now
-            apps[name]!.graceOver = false
+            table[name].enteredBackgroundAt = now
+            table[name].graceOver = false
             armTaskTimers(name)
         }
-        if state == .suspended, !apps[name]!.tasks.isEmpty {
-            emit(.note(app: name, .tasksAbandoned(apps[name]!.tasks.map(\.name))))
-            apps[name]!.tasks = []
+        if state == .suspended, !table[name].tasks.isEmpty {
+            emit(.note(app: name, .tasksAbandoned(table[name].tasks.map(\.name))))
+            table[name].tasks = []
         }
         if state == .active { activeApp = name } else if activeApp == name { activeApp = nil }
         if state.isForeground { foregroundApps.insert(name) } else { foregroundApps.remove(name) }
@@ -759,5 +795,44 @@ public struct PostError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownApp(let app):
             "cannot post '\(type)' to '\(app)': no such app"
         }
+    }
+}
+
+/// The apps' records in an array, found by name through an index: reads borrow and writes mutate in
+/// place (a dictionary of structs copies a record on every read through its subscript).
+struct AppTable: Sendable {
+    private(set) var records: [AppRecord] = []
+    private var slots: [String: Int] = [:]
+
+    var names: [String] { records.map(\.name) }
+
+    func record(_ name: String) -> AppRecord? { slots[name].map { records[$0] } }
+
+    func slot(_ name: String) -> Int { slots[name]! }
+
+    /// The record of an app that exists (a programmer error otherwise).
+    subscript(name: String) -> AppRecord {
+        _read { yield records[slots[name]!] }
+        _modify { yield &records[slots[name]!] }
+    }
+
+    subscript(slot: Int) -> AppRecord {
+        _read { yield records[slot] }
+        _modify { yield &records[slot] }
+    }
+
+    mutating func insert(_ record: AppRecord) {
+        slots[record.name] = records.count
+        records.append(record)
+    }
+
+    mutating func remove(_ name: String) {
+        guard let slot = slots.removeValue(forKey: name) else { return }
+        let last = records.count - 1
+        if slot != last {
+            records.swapAt(slot, last)
+            slots[records[slot].name] = slot
+        }
+        records.removeLast()
     }
 }
