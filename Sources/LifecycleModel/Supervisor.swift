@@ -120,6 +120,9 @@ public struct Supervisor: Sendable {
     /// One app's record.
     public func app(_ name: String) -> AppRecord? { table.record(name) }
 
+    /// Every app's record, in the order they were added.
+    public var records: [AppRecord] { table.records }
+
     /// The apps' names, in the order they were added.
     public var names: [String] { table.names }
     /// The app in state `active`, if any: exactly one app holds focus in the domain.

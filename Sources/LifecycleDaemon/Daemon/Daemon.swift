@@ -394,7 +394,7 @@ public final class Daemon {
                     return protocolViolation(app, "protocol \(version) is not spoken here (this daemon speaks \(protocolVersion))")
                 }
                 app.helloed = true
-                let state = model.apps[name]?.state ?? .notRunning
+                let state = model.app(name)?.state ?? .notRunning
                 connection.send(coder.encode(ServerMessage.welcome(protocol: protocolVersion, app: name, state: state)))
                 if let observe { dispatch(.observe(app: name, names: Set(observe))) }
                 dispatch(.hello(app: name))
@@ -414,7 +414,7 @@ public final class Daemon {
                 }
                 drain()
             case .beginBackgroundTask(let task, let taskName):
-                guard model.apps[name]?.tasks.contains(where: { $0.id == task }) != true else {
+                guard model.app(name)?.tasks.contains(where: { $0.id == task }) != true else {
                     return protocolViolation(app, "background task \(task) is already open")
                 }
                 dispatch(.beginBackgroundTask(app: name, task: BackgroundTask(id: task, name: taskName)))
@@ -425,7 +425,7 @@ public final class Daemon {
             protocolViolation(app, message)
         case .closed:
             app.connection = nil
-            if model.apps[name]?.isTerminating == true {
+            if model.app(name)?.isTerminating == true {
                 Log.debug("\(name): the client closed its connection while terminating")
             } else {
                 Log.notice("\(name): the client closed its connection; managing it without messages")
@@ -472,10 +472,10 @@ public final class Daemon {
     }
 
     private func log(_ name: String, _ note: Note) {
-        let policy = model.apps[name]?.policy ?? AppPolicy()
+        let policy = model.app(name)?.policy ?? AppPolicy()
         switch note {
         case .deadlineMissed(let callback, let id):
-            let misses = model.apps[name]?.deadlineMisses ?? 0
+            let misses = model.app(name)?.deadlineMisses ?? 0
             let limit = callback == .didFinishLaunching ? policy.launchTimeout : policy.ackTimeout
             Log.warning("\(name): \(callback.rawValue) (id \(id)) was not acknowledged within \(describe(limit)); going on (\(misses) missed so far)")
         case .launchWatchdog:
@@ -495,7 +495,7 @@ public final class Daemon {
         case .killTimeout:
             Log.warning("\(name): did not exit within \(describe(policy.stopTimeout)) of SIGTERM; sending SIGKILL")
         case .taskOverrun(let tasks):
-            let overruns = model.apps[name]?.taskOverruns ?? 0
+            let overruns = model.app(name)?.taskOverruns ?? 0
             Log.warning("\(name): background tasks still open when their \(describe(policy.backgroundTaskTime)) ran out: \(tasks.joined(separator: ", ")); suspending it anyway (\(overruns) overruns so far)")
         case .tasksAbandoned(let tasks):
             Log.notice("\(name): suspended with background tasks open: \(tasks.joined(separator: ", "))")
@@ -515,7 +515,7 @@ public final class Daemon {
         if !waiters.isEmpty, let status = status(of: name) {
             for waiter in waiters { waiter.reply(ControlReply(ok: true, apps: [status])) }
         }
-        let running = model.apps[name]?.state.isRunning ?? false
+        let running = model.app(name)?.state.isRunning ?? false
         if app.removeWhenStopped && !running { forget(name) }
         if stopping { finishShutdownIfDone() }
     }
@@ -532,7 +532,7 @@ public final class Daemon {
     // MARK: Status
 
     func status(of name: String) -> AppStatus? {
-        guard let app = apps[name], let record = model.apps[name] else { return nil }
+        guard let app = apps[name], let record = model.app(name) else { return nil }
         let protocolState: String
         if !record.policy.speaksProtocol {
             protocolState = "none"
@@ -565,8 +565,8 @@ public final class Daemon {
     /// the model warns the apps first, then terminates suspended ones while it persists.
     func memoryPressure(reading: JSONValue) {
         var residentBytes: [String: UInt64] = [:]
-        for (name, record) in model.apps where record.state == .suspended {
-            residentBytes[name] = apps[name].map { ProcessTable.residentBytes(of: $0.members()) } ?? 0
+        for record in model.records where record.state == .suspended {
+            residentBytes[record.name] = apps[record.name].map { ProcessTable.residentBytes(of: $0.members()) } ?? 0
         }
         perform(model.handle(.memoryPressure(residentBytes: residentBytes, reading: reading), now: loop.now))
         drain()
@@ -600,11 +600,11 @@ public final class Daemon {
     /// One line for systemd's STATUS=: "4 apps: 1 active, 1 inactive, 1 background, 1 suspended".
     func statusLine() -> String {
         var counts: [AppState: Int] = [:]
-        for record in model.apps.values { counts[record.state, default: 0] += 1 }
+        for record in model.records { counts[record.state, default: 0] += 1 }
         let parts = AppState.allCases.filter { $0 != .notRunning }.compactMap { state in
             counts[state].map { "\($0) \(state.rawValue)" }
         }
-        return "\(model.apps.count) apps" + (parts.isEmpty ? "" : ": " + parts.joined(separator: ", "))
+        return "\(model.records.count) apps" + (parts.isEmpty ? "" : ": " + parts.joined(separator: ", "))
     }
 
     private func notify(_ message: String) {
@@ -638,7 +638,7 @@ public final class Daemon {
         }
         for name in apps.keys.sorted() where fresh.apps[name] == nil {
             changed.append(name)
-            if model.apps[name]?.state.isRunning == true {
+            if model.app(name)?.state.isRunning == true {
                 apps[name]?.removeWhenStopped = true
                 Log.info("\(name): removed from the configuration; terminating it")
                 perform((try? model.handle(.terminate, for: name, origin: "reload", now: loop.now)) ?? [])
@@ -658,7 +658,7 @@ public final class Daemon {
         guard !stopping else { return }
         stopping = true
         notify("STOPPING=1")
-        let running = model.apps.values.filter(\.state.isRunning).count
+        let running = model.records.filter(\.state.isRunning).count
         Log.notice("Stopping: terminating \(running) running apps")
         for name in apps.keys.sorted() {
             perform((try? model.handle(.terminate, for: name, origin: "shutdown", now: loop.now)) ?? [])
@@ -668,7 +668,7 @@ public final class Daemon {
     }
 
     private func finishShutdownIfDone() {
-        guard stopping, !model.apps.values.contains(where: { $0.state.isRunning }) else { return }
+        guard stopping, !model.records.contains(where: { $0.state.isRunning }) else { return }
         for app in apps.values {
             for waiter in app.waiters { waiter.reply(.failure("lifecycled is shutting down")) }
             app.cgroup?.remove()
