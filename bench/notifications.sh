@@ -20,7 +20,7 @@ export PATH="$bin:$PWD/Examples/python:$PATH" LIFECYCLED_RUNTIME_DIR="$out/run"
 
 mkdir -p "$out/config/apps"
 for i in $(seq "$APPS"); do
-    printf '[App]\nExec=lifecycle_client.py --observe batteryLevelDidChange,batteryStateDidChange,currentLocaleDidChange\nAutoLaunch=background\n[Lifecycle]\nBackgroundTimeSec=0\n' \
+    printf '[App]\nExec=lifecycle_client.py --observe batteryLevelDidChange,batteryStateDidChange,currentLocaleDidChange\nAutoLaunch=background\n[Lifecycle]\nBackgroundTimeSec=0\nLaunchTimeoutSec=300\n' \
         > "$out/config/apps/sub$i.conf"
 done
 printf '[App]\nExec=%s/bench/poster.py\nEnvironment=POSTS=%s BENCH_RESULT=%s/result.json\n[Lifecycle]\nBackgroundTimeSec=infinity\n' \
@@ -35,6 +35,7 @@ for _ in $(seq 1200); do
     sleep 0.1
 done
 lifectl launch poster >/dev/null
+[ -n "${DEBUG_BENCH:-}" ] && lifectl list
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$daemon/status"; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$daemon/status"; }
 before_hwm=$(hwm); before_rss=$(rss)

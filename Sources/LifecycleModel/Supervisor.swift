@@ -364,9 +364,9 @@ public struct Supervisor: Sendable {
             }
         }
         if let app {
-            count(offer(type, payload: payload, coalescing: coalescing, to: app))
+            count(offer(type, payload: payload, coalescing: coalescing, to: table.slot(app)))
         } else {
-            for name in table.names { count(offer(type, payload: payload, coalescing: coalescing, to: name)) }
+            for slot in table.records.indices { count(offer(type, payload: payload, coalescing: coalescing, to: slot)) }
         }
         outcome.effects = effects
         return outcome
@@ -375,9 +375,13 @@ public struct Supervisor: Sendable {
     enum Offer { case delivered, queued, dropped }
 
     private mutating func offer(_ type: String, payload: JSONValue, coalescing: Coalescing, to name: String) -> Offer {
+        offer(type, payload: payload, coalescing: coalescing, to: table.slot(name))
+    }
+
+    private mutating func offer(_ type: String, payload: JSONValue, coalescing: Coalescing, to slot: Int) -> Offer {
         // The hot path of posting: the record is read and written in place, never copied out
         // (a live copy would also make the queue's add copy its storage).
-        let slot = table.slot(name)
+        let name = table[slot].name
         // A memory warning goes to every app, as UIKit's applicationDidReceiveMemoryWarning does.
         let receives = table[slot].state.isRunning && table[slot].policy.speaksProtocol
             && !table[slot].muted && !table[slot].isTerminating
