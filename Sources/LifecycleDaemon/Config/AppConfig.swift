@@ -54,6 +54,8 @@ public struct AppConfig: Sendable, Equatable {
     public var suspendMethod: SuspendMethod
     /// `Protocol=`, `Restart=` and the timing keys.
     public var policy: AppPolicy
+    /// `PreferencesFile=`: an absolute path; its changes on disk are posted to this app as `userDefaultsDidChange`.
+    public var preferencesFile: String?
 
     public init(
         name: String,
@@ -65,7 +67,8 @@ public struct AppConfig: Sendable, Equatable {
         group: String? = nil,
         autoLaunch: AutoLaunch = .no,
         suspendMethod: SuspendMethod = .signal,
-        policy: AppPolicy = AppPolicy()
+        policy: AppPolicy = AppPolicy(),
+        preferencesFile: String? = nil
     ) {
         self.name = name
         self.exec = exec
@@ -77,6 +80,7 @@ public struct AppConfig: Sendable, Equatable {
         self.autoLaunch = autoLaunch
         self.suspendMethod = suspendMethod
         self.policy = policy
+        self.preferencesFile = preferencesFile
     }
 
     /// An app with no `Exec=` yet and every other key from `defaults`: where parsing an app file starts.
@@ -89,14 +93,18 @@ public struct AppConfig: Sendable, Equatable {
 public struct DaemonConfig: Sendable, Equatable {
     /// `[Defaults]`.
     public var defaults: AppDefaults
+    /// `[Sources]`.
+    public var sources: SourcesConfig
 
     /// All defaults: what an absent `lifecycled.conf` means.
     public init() {
         defaults = AppDefaults()
+        sources = SourcesConfig()
     }
 
-    public init(defaults: AppDefaults) {
+    public init(defaults: AppDefaults, sources: SourcesConfig = SourcesConfig()) {
         self.defaults = defaults
+        self.sources = sources
     }
 }
 

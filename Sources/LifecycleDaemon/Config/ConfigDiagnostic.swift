@@ -61,6 +61,8 @@ public enum ConfigSyntaxError: Error, Sendable, Equatable, CustomStringConvertib
     case invalidEnvironmentAssignment(String)
     /// Neither a user or group name nor a numeric id.
     case invalidUserOrGroup(String)
+    /// Not a PSI trigger the kernel accepts (`some|full STALL_US WINDOW_US`).
+    case invalidPressureTrigger(String)
 
     public var description: String {
         switch self {
@@ -88,6 +90,9 @@ public enum ConfigSyntaxError: Error, Sendable, Equatable, CustomStringConvertib
             "invalid assignment '\(text)' (expected NAME=VALUE, NAME made of letters, digits and _, not starting with a digit)"
         case .invalidUserOrGroup(let text):
             "invalid name '\(text)' (expected a user or group name, or a numeric id)"
+        case .invalidPressureTrigger(let text):
+            "invalid pressure trigger '\(text)' (expected some or full, a stall and a window in microseconds,"
+                + " the window 500000 to 10000000 and the stall 1 to the window, e.g. 'some 150000 1000000')"
         }
     }
 

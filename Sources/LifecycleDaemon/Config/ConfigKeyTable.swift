@@ -28,6 +28,19 @@ extension ConfigLoader {
                 },
                 current: { target in show.map { $0(target[keyPath: destination]) } })
         }
+
+        /// The same key applied to the part of a larger value at `path`: `[Defaults]` keys act on
+        /// `DaemonConfig.defaults`.
+        func lifted<Outer>(_ path: WritableKeyPath<Outer, Target> & Sendable) -> Key<Outer> {
+            let apply = self.apply
+            let current = self.current
+            return Key<Outer>(
+                section: section, name: name,
+                apply: { value, target, baseline throws(ConfigSyntaxError) in
+                    try apply(value, &target[keyPath: path], baseline[keyPath: path])
+                },
+                current: { target in current(target[keyPath: path]) })
+        }
     }
 
     /// The keys `[Defaults]` and an app file share, so one table entry serves both.
@@ -59,8 +72,23 @@ extension ConfigLoader {
         ]
     }
 
+    /// `[Sources]` of `lifecycled.conf`: the real system sources of notifications.
+    static let sourcesKeys: [Key<DaemonConfig>] = [
+        .value("Sources", "TimeChange", \.sources.timeChange, parseBoolean, shown: formatBoolean),
+        .value("Sources", "LocaleChange", \.sources.locale, parseBoolean, shown: formatBoolean),
+        .value("Sources", "Battery", \.sources.battery, parseBoolean, shown: formatBoolean),
+        .value("Sources", "MemoryPressure", \.sources.memoryPressure, parseBoolean, shown: formatBoolean),
+        .value("Sources", "UserDefaults", \.sources.userDefaults, parseBoolean, shown: formatBoolean),
+        .value("Sources", "LocaltimeFile", \.sources.localtimePath, parseAbsolutePath, shown: { $0 }),
+        .value("Sources", "LocaleFiles", \.sources.localeFiles, parseAbsolutePaths, shown: { $0.joined(separator: " ") }),
+        .value("Sources", "PowerSupplyDirectory", \.sources.powerSupplyPath, parseAbsolutePath, shown: { $0 }),
+        .value("Sources", "PressureFile", \.sources.pressureFile, parseAbsolutePath, shown: { $0 }),
+        .value("Sources", "PressureTrigger", \.sources.pressureTrigger, parsePressureTrigger, shown: { $0 }),
+    ]
+
     /// `lifecycled.conf`.
-    static let daemonKeys: [Key<AppDefaults>] = restartKeys(in: "Defaults") + lifecycleKeys(in: "Defaults")
+    static let daemonKeys: [Key<DaemonConfig>] =
+        (restartKeys(in: "Defaults") + lifecycleKeys(in: "Defaults")).map { $0.lifted(\DaemonConfig.defaults) } + sourcesKeys
 
     /// `apps/NAME.conf`.
     static let appKeys: [Key<AppConfig>] = [
@@ -77,6 +105,7 @@ extension ConfigLoader {
         .value("App", "Group", \.group, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) }),
         .value("App", "Protocol", \.policy.speaksProtocol, parseProtocol, shown: { $0 ? "lifecycle" : "none" }),
         .value("App", "AutoLaunch", \.autoLaunch, parseChoice, shown: { $0.rawValue }),
+        .value("App", "PreferencesFile", \.preferencesFile, { text throws(ConfigSyntaxError) in try parseAbsolutePath(text) }),
     ] + restartKeys(in: "App") + lifecycleKeys(in: "Lifecycle")
 
     /// A duration where `infinity` makes no sense.

@@ -76,9 +76,9 @@ public enum ConfigLoader {
     /// Parses the text of `lifecycled.conf`; `file` is the name diagnostics give it.
     public static func parseDaemon(text: String, file: String) -> (DaemonConfig, [ConfigDiagnostic]) {
         let (items, syntaxDiagnostics) = readKeyFile(text, file: file)
-        var defaults = AppDefaults()
-        let keyDiagnostics = apply(items, keys: daemonKeys, to: &defaults, file: file)
-        return (DaemonConfig(defaults: defaults), sortedByLine(syntaxDiagnostics + keyDiagnostics))
+        var daemon = DaemonConfig()
+        let keyDiagnostics = apply(items, keys: daemonKeys, to: &daemon, file: file)
+        return (daemon, sortedByLine(syntaxDiagnostics + keyDiagnostics))
     }
 
     /// Parses the text of one app file. Keys the file does not set come from `defaults`.

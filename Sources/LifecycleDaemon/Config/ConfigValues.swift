@@ -159,6 +159,38 @@ extension ConfigLoader {
         return text
     }
 
+    /// A boolean as systemd spells it: `yes`/`no`, `true`/`false`, `on`/`off`, `1`/`0` (and `y`, `n`, `t`, `f`),
+    /// in any case.
+    static func parseBoolean(_ text: String) throws(ConfigSyntaxError) -> Bool {
+        switch text.lowercased() {
+        case "1", "yes", "y", "true", "t", "on": return true
+        case "0", "no", "n", "false", "f", "off": return false
+        default: throw .invalidChoice(text, expected: ["yes", "no"])
+        }
+    }
+
+    static func formatBoolean(_ value: Bool) -> String { value ? "yes" : "no" }
+
+    /// `LocaleFiles=`: one or more absolute paths, split into words as `Exec=` (so a path with spaces is quoted).
+    static func parseAbsolutePaths(_ text: String) throws(ConfigSyntaxError) -> [String] {
+        let words = try splitWords(text)
+        for word in words { _ = try parseAbsolutePath(word) }
+        return words
+    }
+
+    /// `PressureTrigger=`: what the kernel accepts as a PSI trigger (Documentation/accounting/psi.rst):
+    /// `some` or `full`, a stall threshold and a window in microseconds, the window 500 ms to 10 s and the
+    /// threshold at most the window. Kept in the kernel's words, with single spaces.
+    static func parsePressureTrigger(_ text: String) throws(ConfigSyntaxError) -> String {
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" })
+        guard words.count == 3, words[0] == "some" || words[0] == "full",
+              words[1].utf8.allSatisfy(isDigit), words[2].utf8.allSatisfy(isDigit),
+              let threshold = UInt64(words[1]), let window = UInt64(words[2]),
+              (500_000...10_000_000).contains(window), (1...window).contains(threshold)
+        else { throw .invalidPressureTrigger(text) }
+        return words.joined(separator: " ")
+    }
+
     /// `User=`, `Group=`: a numeric id below 4294967295 (which is `(uid_t) -1`), or a name of letters, digits,
     /// `_`, `.` and `-` that does not start with a digit, `.` or `-`, at most 256 characters, optionally ending in `$`.
     static func parseUserOrGroup(_ text: String) throws(ConfigSyntaxError) -> String {

@@ -1,0 +1,27 @@
+/// `[Sources]` of `lifecycled.conf`: which real system sources of notifications `SystemSources` runs, and the
+/// files it watches (paths, so tests and containers can point them at their own trees). docs/CONFIG.md
+/// documents every key.
+public struct SourcesConfig: Sendable, Equatable {
+    /// `TimeChange=`: `significantTimeChange` (clock set, local midnight, time zone).
+    public var timeChange = true
+    /// `LocaleChange=`: `currentLocaleDidChange`.
+    public var locale = true
+    /// `Battery=`: `batteryLevelDidChange` and `batteryStateDidChange`.
+    public var battery = true
+    /// `MemoryPressure=`: the PSI trigger behind `didReceiveMemoryWarning`.
+    public var memoryPressure = true
+    /// `UserDefaults=`: `userDefaultsDidChange` for apps with `PreferencesFile=`.
+    public var userDefaults = true
+    /// `LocaltimeFile=`: the file whose replacement means the time zone changed.
+    public var localtimePath = "/etc/localtime"
+    /// `LocaleFiles=`: files of `KEY=value` lines (systemd's and Debian's) whose change means the locale changed.
+    public var localeFiles = ["/etc/locale.conf", "/etc/default/locale"]
+    /// `PowerSupplyDirectory=`: one subdirectory per supply, with `type`, `capacity` and `status` files.
+    public var powerSupplyPath = "/sys/class/power_supply"
+    /// `PressureFile=`: the system's memory PSI file, or a cgroup2 `memory.pressure`.
+    public var pressureFile = "/proc/pressure/memory"
+    /// `PressureTrigger=`: written to `pressureFile`: `some|full STALL_US WINDOW_US`.
+    public var pressureTrigger = "some 150000 1000000"
+
+    public init() {}
+}

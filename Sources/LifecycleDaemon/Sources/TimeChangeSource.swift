@@ -1,0 +1,130 @@
+import CSupport
+import Glibc
+import LifecycleModel
+
+/// `significantTimeChange`, UIKit's `UIApplication.significantTimeChangeNotification`: the clock was set, the
+/// day changed (local midnight), or the time zone changed.
+///
+/// - Clock set and midnight come from one CLOCK_REALTIME timerfd armed at the next local midnight with
+///   `TFD_TIMER_CANCEL_ON_SET`: it expires at midnight, and its read fails with ECANCELED when the clock is
+///   set (by anyone: `date -s`, an NTP step, and also a resume from suspend). Either way it is armed again at
+///   the next midnight, which a jump may have moved.
+/// - The time zone comes from the localtime file, watched through its directory: `timedatectl` and `ln -sf`
+///   replace the symlink, `dpkg-reconfigure` may rewrite a copy. A change of content is a change of zone; the C
+///   library is told (`tzset()`) and midnight re-armed in the new zone.
+///
+/// No periodic wakeup: at most one expiry a day.
+final class TimeChangeSource {
+    static let type = "significantTimeChange"
+
+    private let watcher: DirectoryWatcher
+    private let localtimePath: String
+    private let post: (String, JSONValue, String?) -> Void
+    private var timerFD: Int32 = -1
+    private var timerSource: EventSource?
+    private var subscription: Int?
+    private var localtime: FileFingerprint
+    private var nextMidnight: Int64?
+    private var timerProblem: String?
+    private var zoneProblem: String?
+    /// How many times the loop woke the timer (for the no-polling test).
+    private(set) var wakeups = 0
+
+    init(loop: EventLoop, watcher: DirectoryWatcher, localtimePath: String, post: @escaping (String, JSONValue, String?) -> Void) {
+        self.watcher = watcher
+        self.localtimePath = localtimePath
+        self.post = post
+        localtime = FileFingerprint(path: localtimePath)
+
+        do {
+            timerFD = try retryingEINTR("create a CLOCK_REALTIME timerfd") { cs_realtime_timer_open() }
+            timerSource = try loop.watch(fd: timerFD, events: IOEvents.readable) { [weak self] _ in self?.timerFired() }
+            try arm()
+        } catch {
+            timerProblem = error.description
+            closeTimer()
+        }
+
+        let (directory, name) = splitParent(localtimePath)
+        do {
+            subscription = try watcher.subscribe(
+                directory: directory, names: [name],
+                mask: CS_IN_CREATE | CS_IN_MOVED_TO | CS_IN_CLOSE_WRITE | CS_IN_DELETE | CS_IN_MOVED_FROM | CS_IN_ATTRIB
+            ) { [weak self] events in self?.localtimeChanged(events) }
+        } catch {
+            zoneProblem = error.description
+        }
+    }
+
+    deinit { stop() }
+
+    var descriptions: [String] {
+        let timer = if let timerProblem {
+            "clock set and midnight off (\(timerProblem))"
+        } else {
+            "timerfd cancel-on-set, next midnight \(nextMidnight.map(LocalMidnight.localDescription) ?? "?") local"
+        }
+        let zone = if let zoneProblem { "\(localtimePath) off (\(zoneProblem))" } else { "\(localtimePath) via inotify" }
+        return ["\(Self.type): \(timer); \(zone)"]
+    }
+
+    func stop() {
+        closeTimer()
+        if let subscription { watcher.unsubscribe(subscription) }
+        subscription = nil
+    }
+
+    private func closeTimer() {
+        timerSource?.cancel()
+        timerSource = nil
+        if timerFD >= 0 { close(timerFD) }
+        timerFD = -1
+    }
+
+    /// Arms the timer at the next local midnight from the wall clock now.
+    private func arm() throws(SystemError) {
+        let midnight = LocalMidnight.next(after: LocalMidnight.wallClockNow(), utcOffset: LocalMidnight.systemUTCOffset)
+        try retryingEINTR("arm the midnight timer") { cs_realtime_timer_arm(timerFD, midnight) }
+        nextMidnight = midnight
+    }
+
+    private func timerFired() {
+        wakeups += 1
+        let reason: String
+        switch cs_realtime_timer_consume(timerFD) {
+        case CS_TIMER_EXPIRED: reason = "midnight"
+        case CS_TIMER_CLOCK_SET: reason = "clockSet"
+        case CS_TIMER_NOTHING: return
+        default:
+            timerProblem = SystemError(operation: "read the midnight timer", errno: errno).description
+            closeTimer()
+            return
+        }
+        rearm()
+        post(Self.type, ["reason": .string(reason)], nil)
+    }
+
+    private func rearm() {
+        guard timerFD >= 0 else { return }
+        do {
+            try arm()
+        } catch {
+            timerProblem = error.description
+            closeTimer()
+        }
+    }
+
+    private func localtimeChanged(_ events: [DirectoryEvent]) {
+        if events.contains(where: { $0.mask & CS_IN_IGNORED != 0 }) {
+            subscription = nil
+            zoneProblem = "its directory was removed"
+        }
+        let now = FileFingerprint(path: localtimePath)
+        guard now != localtime else { return }
+        localtime = now
+        // glibc's localtime_r does not look at /etc/localtime again by itself; tzset() does (when TZ is unset).
+        tzset()
+        rearm()
+        post(Self.type, ["reason": "timeZone"], nil)
+    }
+}
