@@ -121,3 +121,34 @@ private final class TemporaryConfigDirectory {
         #expect(loaded == LoadedConfig())
     }
 }
+
+@Suite("Notification types, memory and background-task keys")
+struct NotificationConfigTests {
+    @Test("[NotificationTypes] declares types with their coalescing; mistakes name the line")
+    func declaresNotificationTypes() {
+        let text = "[NotificationTypes]\norientationDidChange=latest\nmessageReceived=none\nbad name=count\nx=sometimes\n[Memory]\nTerminateAfterSec=2\n"
+        let (daemon, diagnostics) = ConfigLoader.parseDaemon(text: text, file: "lifecycled.conf")
+        #expect(daemon.notificationTypes == ["orientationDidChange": .latest, "messageReceived": .none])
+        #expect(daemon.memory.terminateAfter == .seconds(2))
+        #expect(diagnostics.map(\.description) == [
+            "lifecycled.conf:4: bad name=: invalid notification type name, ignoring",
+            "lifecycled.conf:5: x=: invalid coalescing 'sometimes' (expected latest, count, merge or none), ignoring",
+        ])
+    }
+
+    @Test("background tasks, modes and the queue limit are [Lifecycle] keys, with defaults from [Defaults]")
+    func backgroundTaskKeys() {
+        let (defaults, _) = ConfigLoader.parseDaemon(text: "[Defaults]\nBackgroundTaskTimeSec=20\n", file: "lifecycled.conf")
+        let text = "[App]\nExec=/bin/true\n[Lifecycle]\nExpirationWarningSec=2\nBackgroundModes=audio voip\nQueueLimit=8\n"
+        let (app, diagnostics) = ConfigLoader.parseApp(name: "player", text: text, file: "apps/player.conf",
+                                                       defaults: defaults.defaults)
+        #expect(diagnostics.isEmpty)
+        #expect(app?.policy.backgroundTaskTime == .seconds(20))
+        #expect(app?.policy.expirationWarning == .seconds(2))
+        #expect(app?.policy.backgroundModes == ["audio", "voip"])
+        #expect(app?.policy.queueLimit == 8)
+        let (_, bad) = ConfigLoader.parseApp(name: "p", text: "[App]\nExec=/bin/true\n[Lifecycle]\nQueueLimit=0\n",
+                                             file: "apps/p.conf", defaults: AppDefaults())
+        #expect(bad.map(\.description).first?.contains("QueueLimit=") == true)
+    }
+}

@@ -58,7 +58,7 @@ extension SourceTests {
             ] + ["some 150000 100000", "some 150000 20000000", "sometimes 1 1000000"].enumerated().map { line, value in
                 "lifecycled.conf:\(line + 5): PressureTrigger=: invalid pressure trigger '\(value)' (expected some or full,"
                     + " a stall and a window in microseconds, the window 500000 to 10000000 and the stall 1 to the window,"
-                    + " e.g. 'some 150000 1000000'), using some 150000 1000000"
+                    + " e.g. 'some 150000 1000000'), using some 150000 2000000"
             })
         }
 
@@ -76,7 +76,7 @@ extension SourceTests {
             let (_, diagnostics) = ConfigLoader.parseDaemon(text: "[Source]\nBattery=no\n", file: "lifecycled.conf")
 
             #expect(diagnostics.map(\.description) == [
-                "lifecycled.conf:1: unknown section [Source], ignoring it and the keys under it (known: [Defaults], [Sources])",
+                "lifecycled.conf:1: unknown section [Source], ignoring it and the keys under it (known: [Defaults], [Memory], [NotificationTypes], [Sources])",
             ])
         }
 

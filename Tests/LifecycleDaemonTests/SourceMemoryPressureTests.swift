@@ -45,9 +45,20 @@ extension SourceTests {
         /// kernel refuses it (EINVAL) and the source says why. With the capability it registers.
         @Test(.enabled(if: access("/proc/pressure/memory", F_OK) == 0, "needs PSI"))
         func theDefaultTriggerRegistersOrSaysWhyNot() throws {
+            // The default's 2 s window registers everywhere; a 1 s window needs CAP_SYS_RESOURCE.
+            let standard = try SourceHarness { _ in
+                var config = SourceFixture.sourcesOff()
+                config.memoryPressure = true
+                return config
+            }
+            #expect(standard.sources.memoryPressureIsOn)
+            #expect(standard.sources.descriptions[3] == "didReceiveMemoryWarning: PSI trigger 'some 150000 2000000' on /proc/pressure/memory")
+            standard.sources.stop()
+
             let harness = try SourceHarness { _ in
                 var config = SourceFixture.sourcesOff()
                 config.memoryPressure = true
+                config.pressureTrigger = "some 150000 1000000"
                 return config
             }
             let line = harness.sources.descriptions[3]

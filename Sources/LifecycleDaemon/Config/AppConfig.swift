@@ -95,6 +95,10 @@ public struct DaemonConfig: Sendable, Equatable {
     public var defaults: AppDefaults
     /// `[Sources]`.
     public var sources: SourcesConfig
+    /// `[NotificationTypes]`: types beyond the system's, with their coalescing.
+    public var notificationTypes: [String: Coalescing] = [:]
+    /// `[Memory]`.
+    public var memory = MemoryConfig()
 
     /// All defaults: what an absent `lifecycled.conf` means.
     public init() {
@@ -121,4 +125,14 @@ public struct LoadedConfig: Sendable, Equatable {
         self.apps = apps
         self.diagnostics = diagnostics
     }
+}
+
+/// `[Memory]` of `lifecycled.conf`: what the daemon does under memory pressure (the threshold itself is
+/// `[Sources] PressureTrigger=`).
+public struct MemoryConfig: Sendable, Equatable {
+    /// `TerminateAfterSec=`: pressure still there this long after the warnings terminates suspended apps.
+    public var terminateAfter: Duration = .seconds(5)
+    /// `EpisodeGapSec=`: pressure events further apart than this start over with warnings.
+    public var episodeGap: Duration = .seconds(30)
+    public init() {}
 }

@@ -58,6 +58,11 @@ extension ConfigLoader {
             .value(section, "LaunchTimeoutSec", \.policy.launchTimeout, parseFiniteDuration, shown: formatDuration),
             .value(section, "AckTimeoutSec", \.policy.ackTimeout, parseFiniteDuration, shown: formatDuration),
             .value(section, "TimeoutStopSec", \.policy.stopTimeout, parseFiniteDuration, shown: formatDuration),
+            .value(section, "BackgroundTaskTimeSec", \.policy.backgroundTaskTime, parseFiniteDuration, shown: formatDuration),
+            .value(section, "ExpirationWarningSec", \.policy.expirationWarning, parseFiniteDuration, shown: formatDuration),
+            .value(section, "BackgroundModes", \.policy.backgroundModes, parseBackgroundModes,
+                   shown: { $0.isEmpty ? "" : $0.sorted().joined(separator: " ") }),
+            .value(section, "QueueLimit", \.policy.queueLimit, parsePositiveCount, shown: { String($0) }),
         ]
     }
 
@@ -86,9 +91,67 @@ extension ConfigLoader {
         .value("Sources", "PressureTrigger", \.sources.pressureTrigger, parsePressureTrigger, shown: { $0 }),
     ]
 
-    /// `lifecycled.conf`.
+    /// `[Memory]` of `lifecycled.conf`.
+    static let memoryKeys: [Key<DaemonConfig>] = [
+        .value("Memory", "TerminateAfterSec", \.memory.terminateAfter, parseFiniteDuration, shown: formatDuration),
+        .value("Memory", "EpisodeGapSec", \.memory.episodeGap, parseFiniteDuration, shown: formatDuration),
+    ]
+
+    /// `lifecycled.conf`. (`[NotificationTypes]` has free-form keys, the type names: see `parseNotificationTypes`.)
     static let daemonKeys: [Key<DaemonConfig>] =
         (restartKeys(in: "Defaults") + lifecycleKeys(in: "Defaults")).map { $0.lifted(\DaemonConfig.defaults) } + sourcesKeys
+        + memoryKeys
+
+    /// UIKit's background modes (UIBackgroundModes), as words: `audio`, `voip`, `location`…; any word of letters,
+    /// digits and `-` is taken, since the daemon treats every mode alike (never suspended for its grace time).
+    static func parseBackgroundModes(_ text: String) throws(ConfigSyntaxError) -> Set<String> {
+        var modes: Set<String> = []
+        for word in text.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
+            guard word.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else {
+                throw .invalidChoice(String(word), expected: ["audio", "voip", "location", "…"])
+            }
+            modes.insert(String(word))
+        }
+        return modes
+    }
+
+    /// A count of at least 1.
+    static func parsePositiveCount(_ text: String) throws(ConfigSyntaxError) -> Int {
+        let count = try parseCount(text)
+        guard count >= 1 else { throw .invalidCount(text) }
+        return count
+    }
+
+    /// `[NotificationTypes]`: `typeName=latest|count|merge|none`, one line per type. Type names are
+    /// identifiers (letters, digits, `_`, `.`, `-`); a system type may be declared again to change its coalescing.
+    static func parseNotificationTypes(_ items: [KeyFileItem], file: String) -> ([String: Coalescing], [ConfigDiagnostic]) {
+        var types: [String: Coalescing] = [:]
+        var diagnostics: [ConfigDiagnostic] = []
+        var inSection = false
+        for item in items {
+            switch item {
+            case .section(let name, _):
+                inSection = name == "NotificationTypes"
+            case .assignment(let key, let value, let line) where inSection:
+                guard let first = key.first, first.isLetter,
+                      key.allSatisfy({ $0.isLetter || $0.isNumber || "_.-".contains($0) }) else {
+                    diagnostics.append(ConfigDiagnostic(severity: .error, file: file, line: line, key: key,
+                                                        message: "invalid notification type name, ignoring"))
+                    continue
+                }
+                guard let coalescing = Coalescing(rawValue: value) else {
+                    diagnostics.append(ConfigDiagnostic(
+                        severity: .error, file: file, line: line, key: key,
+                        message: "invalid coalescing '\(value)' (expected latest, count, merge or none), ignoring"))
+                    continue
+                }
+                types[key] = coalescing
+            case .assignment:
+                break
+            }
+        }
+        return (types, diagnostics)
+    }
 
     /// `apps/NAME.conf`.
     static let appKeys: [Key<AppConfig>] = [
@@ -116,9 +179,11 @@ extension ConfigLoader {
 
     /// Applies `items` to `target` through `keys`. Unknown sections and keys are warnings; invalid values are
     /// errors and leave the value in effect unchanged.
-    static func apply<Target>(_ items: [KeyFileItem], keys: [Key<Target>], to target: inout Target, file: String) -> [ConfigDiagnostic] {
+    /// `parsedApart`: sections read by other means (free-form keys); known, but their keys are skipped here.
+    static func apply<Target>(_ items: [KeyFileItem], keys: [Key<Target>], to target: inout Target, file: String,
+                              parsedApart: Set<String> = []) -> [ConfigDiagnostic] {
         let baseline = target
-        let sections = Set(keys.map(\.section))
+        let sections = Set(keys.map(\.section)).union(parsedApart)
         var diagnostics: [ConfigDiagnostic] = []
         // nil before the first header; .some(nil) in a section whose keys are skipped (unknown or malformed).
         var section: String??
@@ -135,7 +200,7 @@ extension ConfigLoader {
                     section = .some(nil)
                     continue
                 }
-                section = name
+                section = parsedApart.contains(name) ? .some(nil) : name
             case .assignment(let key, let value, let line):
                 guard let current = section else {
                     diagnostics.append(ConfigDiagnostic(

@@ -77,8 +77,11 @@ public enum ConfigLoader {
     public static func parseDaemon(text: String, file: String) -> (DaemonConfig, [ConfigDiagnostic]) {
         let (items, syntaxDiagnostics) = readKeyFile(text, file: file)
         var daemon = DaemonConfig()
-        let keyDiagnostics = apply(items, keys: daemonKeys, to: &daemon, file: file)
-        return (daemon, sortedByLine(syntaxDiagnostics + keyDiagnostics))
+        // [NotificationTypes] takes any type name as a key, so it is read apart from the key table.
+        let (types, typeDiagnostics) = parseNotificationTypes(items, file: file)
+        daemon.notificationTypes = types
+        let keyDiagnostics = apply(items, keys: daemonKeys, to: &daemon, file: file, parsedApart: ["NotificationTypes"])
+        return (daemon, sortedByLine(syntaxDiagnostics + typeDiagnostics + keyDiagnostics))
     }
 
     /// Parses the text of one app file. Keys the file does not set come from `defaults`.

@@ -21,7 +21,9 @@ public struct SourcesConfig: Sendable, Equatable {
     /// `PressureFile=`: the system's memory PSI file, or a cgroup2 `memory.pressure`.
     public var pressureFile = "/proc/pressure/memory"
     /// `PressureTrigger=`: written to `pressureFile`: `some|full STALL_US WINDOW_US`.
-    public var pressureTrigger = "some 150000 1000000"
+    /// 150 ms of stall in a 2 s window. The window is a multiple of 2 s because the kernel takes other windows
+    /// only from a process with CAP_SYS_RESOURCE (measured: EINVAL for `some 150000 1000000` in a container).
+    public var pressureTrigger = "some 150000 2000000"
 
     public init() {}
 }

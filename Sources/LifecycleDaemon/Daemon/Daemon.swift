@@ -31,6 +31,8 @@ public final class Daemon {
     let coder = LineCoder()
     let startedAt: Duration
     var control: ControlServer?
+    /// The real system sources of notifications (clock, time zone, locale, battery, memory pressure, preferences).
+    var sources: SystemSources?
     var stopping = false
     private var signalSources: [EventSource] = []
     private var events: [Event] = []
@@ -67,6 +69,7 @@ public final class Daemon {
 
         config = ConfigLoader.load(directory: options.configDirectory)
         report(config.diagnostics)
+        applyDaemonConfig()
         for name in config.apps.keys.sorted() { add(config.apps[name]!) }
         Log.info("\(apps.count) apps configured: \(apps.keys.sorted().joined(separator: ", "))")
         for name in apps.keys.sorted() { autoLaunch(name) }
@@ -80,6 +83,47 @@ public final class Daemon {
     private func add(_ appConfig: AppConfig) {
         model.add(appConfig.name, policy: appConfig.policy)
         apps[appConfig.name] = AppRuntime(name: appConfig.name, config: appConfig)
+        watchPreferences(of: appConfig)
+    }
+
+    private func watchPreferences(of appConfig: AppConfig) {
+        if let path = appConfig.preferencesFile {
+            sources?.watchPreferences(app: appConfig.name, path: path)
+        } else {
+            sources?.unwatchPreferences(app: appConfig.name)
+        }
+    }
+
+    /// lifecycled.conf's daemon-wide settings: notification types, memory policy, and the sources (started
+    /// anew when their settings changed).
+    private func applyDaemonConfig() {
+        model.catalog = NotificationCatalog(extra: config.daemon.notificationTypes)
+        model.memoryWarningGrace = config.daemon.memory.terminateAfter
+        model.memoryEpisodeGap = config.daemon.memory.episodeGap
+        guard sources == nil || sourcesConfig != config.daemon.sources else { return }
+        sources?.stop()
+        sourcesConfig = config.daemon.sources
+        sources = SystemSources(
+            loop: loop, config: config.daemon.sources,
+            post: { [unowned self] type, payload, app in self.sourcePosted(type, payload: payload, to: app) },
+            memoryPressure: { [unowned self] reading in
+                self.memoryPressure(reading: ["someAvg10": .number(reading.someAvg10), "fullAvg10": .number(reading.fullAvg10)])
+            })
+        for line in sources?.descriptions ?? [] { Log.info("source \(line)") }
+        for app in apps.values { watchPreferences(of: app.config) }
+    }
+
+    private var sourcesConfig: SourcesConfig?
+
+    private func sourcePosted(_ type: String, payload: JSONValue, to app: String?) {
+        do {
+            let outcome = try model.post(type, payload: payload, to: app, now: loop.now)
+            perform(outcome.effects)
+            drain()
+            Log.info("\(type)\(app.map { " for \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
+        } catch {
+            Log.warning("Failed to post \(type) from its source: \(error)")
+        }
     }
 
     private func autoLaunch(_ name: String) {
@@ -522,6 +566,7 @@ public final class Daemon {
 
     private func forget(_ name: String) {
         guard let app = apps[name] else { return }
+        sources?.unwatchPreferences(app: name)
         for waiter in app.waiters { waiter.reply(.failure("\(name) was removed from the configuration")) }
         app.cgroup?.remove()
         model.remove(name)
@@ -593,6 +638,7 @@ public final class Daemon {
                      mechanisms: cgroups.mechanisms + (cgroups.fallbackReason.map { ["fallback: \($0)"] } ?? []),
                      configErrors: config.diagnostics.map(\.description),
                      uptimeSeconds: Double((loop.now - startedAt) / .milliseconds(1)) / 1000)
+        status.sources = sources?.descriptions ?? []
         status.notificationTypes = model.catalog.types.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.rawValue)" }
         return status
     }
@@ -627,6 +673,7 @@ public final class Daemon {
                 app.config = appConfig
                 app.removeWhenStopped = false
                 model.setPolicy(appConfig.policy, for: name)
+                watchPreferences(of: appConfig)
                 changed.append(name)
                 Log.info("\(name): configuration changed; new settings apply from now on, Exec= at the next launch")
             } else {
@@ -648,6 +695,7 @@ public final class Daemon {
             }
         }
         config = fresh
+        applyDaemonConfig()
         Log.notice("Reloaded the configuration: \(changed.isEmpty ? "nothing changed" : "changed " + changed.joined(separator: ", "))")
         notify("READY=1\nSTATUS=\(statusLine())")
     }
@@ -674,6 +722,7 @@ public final class Daemon {
             app.cgroup?.remove()
         }
         cgroups.removeParent()
+        sources?.stop()
         control?.close()
         Log.notice("Stopped")
         loop.exit(code: 0)
