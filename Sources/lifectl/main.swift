@@ -24,6 +24,9 @@ let usage = """
       post TYPE [--app APP] [--data JSON]
                                     deliver to every app observing TYPE (or to APP); queued and
                                     coalesced for apps that are suspended
+      simulate-memory-pressure      act as if the memory-pressure trigger fired (first event: warnings;
+                                    later ones: terminate suspended apps), for kernels without PSI
+                                    triggers and for testing the policy
 
     The daemon is found at $LIFECYCLED_RUNTIME_DIR/control.sock (default /run/lifecycled for root,
     $XDG_RUNTIME_DIR/lifecycled otherwise). NO_COLOR turns colours off.
@@ -103,6 +106,9 @@ case "post":
         }
     }
     request = ControlRequest(verb: verb, app: targetApp, name: type, data: payload)
+case "simulate-memory-pressure":
+    guard app == nil else { fail("\(verb) takes no app", status: 2) }
+    request = ControlRequest(verb: verb)
 case _ where ControlRequest.lifecycleVerbs.contains(verb):
     guard let app else { fail("\(verb) needs an app name", status: 2) }
     guard !background || verb == "launch" else { fail("--background goes with launch only", status: 2) }
@@ -220,6 +226,11 @@ func details(_ app: AppStatus) {
     if app.taskOverruns > 0 { output("  task overruns:   \(app.taskOverruns)") }
     if app.memoryTerminations > 0 { output("  memory terminations: \(app.memoryTerminations) (jetsam)") }
     if app.terminatedInBackground { output("  last run:        terminated in the background") }
+}
+
+if verb == "simulate-memory-pressure" {
+    if !json { output("memory pressure event delivered") }
+    exit(0)
 }
 
 if verb == "post" {
