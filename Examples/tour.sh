@@ -60,6 +60,13 @@ if [ -n "$cgroup" ] && [ -e "$cgroup/cgroup.events" ]; then
     printf '   %s/cgroup.events: %s\n' "$cgroup" "$(grep frozen "$cgroup/cgroup.events")"
 fi
 
+step "Notifications to a frozen app are held and coalesced: three battery levels and a locale change"
+run lifectl post batteryLevelDidChange --data '{"level":0.8}'
+run lifectl post batteryLevelDidChange --data '{"level":0.7}'
+run lifectl post currentLocaleDidChange --data '{"LANG":"de_DE.UTF-8"}'
+run lifectl post batteryLevelDidChange --data '{"level":0.6}'
+lifectl status clock | grep -E "queued|observing"
+
 step "A program that knows nothing of lifecycled (spinner, Protocol=none) burns CPU; hidden, it stops burning"
 run lifectl focus spinner
 sleep 1
@@ -75,9 +82,13 @@ step "Resume and focus: notes is continued (same pid) and becomes active again"
 run lifectl resume notes
 run lifectl focus notes
 news
+
+step "Resume clock: thawed first, then one message per type with the net change (level 0.6, 3 posts)"
+run lifectl resume clock
+news
 run lifectl list
 
-step "Terminate: clock gets no message while suspended; it is thawed and exits"
+step "Terminate: clock (in the background) gets willTerminate, acknowledges, and exits on SIGTERM"
 run lifectl terminate clock
 news
 

@@ -62,3 +62,38 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     public init(nilLiteral: ()) { self = .null }
 }
+
+extension JSONValue: CustomStringConvertible {
+    /// Compact JSON text, object keys sorted (for logs and people; the wire uses the encoder).
+    public var description: String {
+        switch self {
+        case .null: return "null"
+        case .bool(let value): return value ? "true" : "false"
+        case .number(let value):
+            return value == value.rounded() && abs(value) < 9.0e15 ? String(Int64(value)) : String(value)
+        case .string(let value): return Self.quoted(value)
+        case .array(let values): return "[" + values.map(\.description).joined(separator: ",") + "]"
+        case .object(let members):
+            return "{" + members.sorted { $0.key < $1.key }.map { Self.quoted($0.key) + ":" + $0.value.description }
+                .joined(separator: ",") + "}"
+        }
+    }
+
+    private static func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+}

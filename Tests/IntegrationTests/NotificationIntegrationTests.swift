@@ -120,6 +120,30 @@ struct NotificationIntegrationTests {
         }
     }
 
+    @Test("the Swift library: a background task holds the app up; notifications it observes are coalesced while it sleeps")
+    func swiftClientLibraryTasksAndNotifications() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("notes-\(getpid())-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let notes = "[App]\nExec=notes-example\nEnvironment=NOTES_STATE_FILE=\(state.path)\n[Lifecycle]\nBackgroundTimeSec=0\n"
+        try withDaemon(["notes": notes]) { daemon in
+            try daemon.control("focus", "notes")
+            #expect(try daemon.status("notes").observing == ["currentLocaleDidChange"], "the library asked for what it observes")
+            try daemon.control("background", "notes")
+            // The delegate began a "sync" task in applicationDidEnterBackground and ends it 300 ms later.
+            #expect(try daemon.status("notes").backgroundTasks.map(\.name) == ["sync"])
+            try daemon.waitForState("notes", "suspended")
+            #expect(daemon.log.contains("notes: began background task 1 'sync'"))
+
+            try post(daemon, "currentLocaleDidChange", #"{"LANG":"de_DE.UTF-8"}"#)
+            try post(daemon, "currentLocaleDidChange", #"{"LANG":"fr_FR.UTF-8"}"#)
+            let before = daemon.records("notes").count
+            try daemon.control("focus", "notes")
+            let woken = Array(daemon.records("notes").dropFirst(before))
+            #expect(woken.map(\.type) == ["notification", "willEnterForeground", "didBecomeActive"])
+            #expect(woken.first?.posts == 2)
+        }
+    }
+
     @Test("posting an undeclared type is refused with the list of known types")
     func unknownTypeIsRefused() throws {
         try withDaemon(["a": client("")]) { daemon in

@@ -240,3 +240,12 @@ struct NotificationQueueTests {
         #expect(try JSONDecoder().decode(JSONValue.self, from: data) == .number(number))
     }
 }
+
+@Suite("JSONValue text")
+struct JSONValueTextTests {
+    @Test("description is compact JSON with sorted keys and escapes")
+    func describesAsJSON() {
+        let value: JSONValue = ["b": [1, 2.5, true, nil], "a": "x\"y\n\u{1}"]
+        #expect(value.description == #"{"a":"x\"y\n\u0001","b":[1,2.5,true,null]}"#)
+    }
+}
