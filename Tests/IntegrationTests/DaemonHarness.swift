@@ -59,12 +59,20 @@ final class DaemonHarness {
         return environment
     }
 
-    /// Start the daemon and wait until its control socket answers.
-    func start() throws {
+    /// Start the daemon and wait until its control socket answers. `wrapper`: a program and its arguments
+    /// that run the daemon (it is given the daemon's command line after them), e.g. the fake service manager.
+    func start(wrapper: [String] = []) throws {
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let process = Process()
-        process.executableURL = Self.products.appendingPathComponent("lifecycled")
-        process.arguments = ["--config", configDirectory.path, "--log-level", "debug"]
+        let daemonCommand = [Self.products.appendingPathComponent("lifecycled").path,
+                             "--config", configDirectory.path, "--log-level", "debug"]
+        if let program = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = Array(wrapper.dropFirst()) + daemonCommand
+        } else {
+            process.executableURL = URL(fileURLWithPath: daemonCommand[0])
+            process.arguments = Array(daemonCommand.dropFirst())
+        }
         process.environment = environment
         let log = try FileHandle(forWritingTo: logFile)
         process.standardOutput = log
@@ -87,7 +95,11 @@ final class DaemonHarness {
             kill(daemon.processIdentifier, SIGTERM)
             let deadline = Date().addingTimeInterval(30)
             while daemon.isRunning && Date() < deadline { usleep(20_000) }
-            if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
+            if daemon.isRunning {
+                kill(daemon.processIdentifier, SIGKILL)
+                let killed = Date().addingTimeInterval(5)
+                while daemon.isRunning && Date() < killed { usleep(20_000) }
+            }
         }
         for pid in pids { kill(-pid, SIGCONT); kill(-pid, SIGKILL) }
         try? FileManager.default.removeItem(at: root)

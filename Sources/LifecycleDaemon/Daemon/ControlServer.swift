@@ -29,26 +29,36 @@ final class ControlServer {
     private let fd: Int32
     private var source: EventSource?
     private var clients: [ObjectIdentifier: ControlClient] = [:]
+    /// We made the socket file (not socket activation): we remove it at exit.
+    private let ownsPath: Bool
 
-    init(daemon: Daemon, path: String) throws(SystemError) {
+    /// Listens on `path`, or on `passedFD` when a `.socket` unit passed the socket in (socket activation).
+    init(daemon: Daemon, path: String, passedFD: Int32? = nil) throws(SystemError) {
         self.daemon = daemon
         self.path = path
-        let fd = cs_unix_listen(path, 128)
-        guard fd >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -fd) }
-        self.fd = fd
-        // Queries are open to everyone; changes are checked per request with SO_PEERCRED.
-        chmod(path, 0o666)
+        if let passedFD {
+            self.fd = passedFD
+            _ = cs_set_nonblocking(passedFD)
+            ownsPath = false
+        } else {
+            let fd = cs_unix_listen(path, 128)
+            guard fd >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -fd) }
+            self.fd = fd
+            ownsPath = true
+            // Queries are open to everyone; changes are checked per request with SO_PEERCRED.
+            chmod(path, 0o666)
+        }
         source = try daemon.loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] _ in
             self.acceptAll()
         }
-        Log.info("Listening on \(path)")
+        Log.info(passedFD == nil ? "Listening on \(path)" : "Listening on the control socket passed by the service manager (fd \(fd))")
     }
 
     func close() {
         source?.cancel()
         source = nil
         Glibc.close(fd)
-        unlink(path)
+        if ownsPath { unlink(path) }
         for client in clients.values { client.connection?.closeQuietly() }
         clients = [:]
     }

@@ -40,7 +40,7 @@ public final class Daemon {
     /// Sources that fired their last event; freed on the next iteration, not inside their own callback.
     private var retired: [EventSource] = []
     private var retireSource: EventSource?
-    private let notifying: Bool
+    private let serviceManager: ServiceManager
 
     public init(options: DaemonOptions) throws(SystemError) {
         self.options = options
@@ -48,7 +48,7 @@ public final class Daemon {
         startedAt = loop.now
         cgroups = CgroupSupport.detect(groupName: cgroupGroupName(runtimeDirectory: options.runtimeDirectory))
         config = LoadedConfig(daemon: DaemonConfig(), apps: [:], diagnostics: [])
-        notifying = options.environment["NOTIFY_SOCKET"] != nil
+        serviceManager = ServiceManager(environment: options.environment)
     }
 
     /// Start serving: sockets, config, auto-launch, READY=1; then run the loop until stopped.
@@ -59,8 +59,13 @@ public final class Daemon {
         Log.info("cgroup layout: \(cgroups.layout.rawValue)")
         for line in cgroups.mechanisms { Log.info("  \(line)") }
 
-        try makeDirectory(options.runtimeDirectory)
-        control = try ControlServer(daemon: self, path: RuntimeDirectory.controlSocket(in: options.runtimeDirectory))
+        let passed = ServiceManager.passedSockets()
+        if passed["control"] == nil { try makeDirectory(options.runtimeDirectory) }
+        control = try ControlServer(daemon: self, path: RuntimeDirectory.controlSocket(in: options.runtimeDirectory),
+                                    passedFD: passed["control"])
+        for (name, fd) in passed where name != "control" {
+            Log.warning("Ignoring the passed socket '\(name)' (fd \(fd)): only 'control' is used")
+        }
 
         for signal in [SIGTERM, SIGINT] {
             signalSources.append(try loop.onSignal(signal) { [unowned self] in self.shutdown() })
@@ -74,7 +79,7 @@ public final class Daemon {
         Log.info("\(apps.count) apps configured: \(apps.keys.sorted().joined(separator: ", "))")
         for name in apps.keys.sorted() { autoLaunch(name) }
 
-        notify("READY=1\nSTATUS=\(statusLine())")
+        serviceManager.ready(status: statusLine())
         return loop.run()
     }
 
@@ -497,7 +502,7 @@ public final class Daemon {
             apply(priority, to: app, pid: pid)
         }
         if !to.isRunning { app.priority = nil }
-        notify("STATUS=\(statusLine())")
+        serviceManager.status(statusLine(), loop: loop)
     }
 
     private func apply(_ priority: PriorityClass, to app: AppRuntime, pid: pid_t) {
@@ -643,27 +648,28 @@ public final class Daemon {
         return status
     }
 
-    /// One line for systemd's STATUS=: "4 apps: 1 active, 1 inactive, 1 background, 1 suspended".
+    /// One line for systemd's STATUS=: "4 apps: 1 active, 1 inactive, 1 background, 1 suspended; 3 notifications queued".
     func statusLine() -> String {
         var counts: [AppState: Int] = [:]
-        for record in model.records { counts[record.state, default: 0] += 1 }
+        var queued = 0
+        for record in model.records {
+            counts[record.state, default: 0] += 1
+            queued += record.queue.count
+        }
         let parts = AppState.allCases.filter { $0 != .notRunning }.compactMap { state in
             counts[state].map { "\($0) \(state.rawValue)" }
         }
         return "\(model.records.count) apps" + (parts.isEmpty ? "" : ": " + parts.joined(separator: ", "))
+            + (queued > 0 ? "; \(queued) notifications queued" : "")
     }
 
-    private func notify(_ message: String) {
-        guard notifying else { return }
-        _ = sd_notify(0, message)
-    }
 
     // MARK: Reload and shutdown
 
     /// SIGHUP: read the config again; only apps whose configuration changed are touched.
     func reload() {
         guard !stopping else { return }
-        notify("RELOADING=1")
+        serviceManager.reloading()
         let fresh = ConfigLoader.load(directory: options.configDirectory)
         report(fresh.diagnostics)
         var changed: [String] = []
@@ -697,7 +703,7 @@ public final class Daemon {
         config = fresh
         applyDaemonConfig()
         Log.notice("Reloaded the configuration: \(changed.isEmpty ? "nothing changed" : "changed " + changed.joined(separator: ", "))")
-        notify("READY=1\nSTATUS=\(statusLine())")
+        serviceManager.ready(status: statusLine())
     }
 
     /// SIGTERM/SIGINT: every app gets willTerminate (with its deadline), suspended ones are continued so
@@ -705,7 +711,7 @@ public final class Daemon {
     func shutdown() {
         guard !stopping else { return }
         stopping = true
-        notify("STOPPING=1")
+        serviceManager.stopping()
         let running = model.records.filter(\.state.isRunning).count
         Log.notice("Stopping: terminating \(running) running apps")
         for name in apps.keys.sorted() {
