@@ -41,6 +41,7 @@ struct spawn_args {
     const gid_t *groups;
     int ngroups;
     int inherit_fd;
+    int output_fd;
     const int *cgroup_fds;
     int ncgroup_fds;
     volatile int error; // written by the child, which shares our memory (CLONE_VM)
@@ -72,6 +73,11 @@ static int spawn_child(void *p) {
     // Join the cgroups before execve, so the program never runs outside them.
     for (int i = 0; i < a->ncgroup_fds; i++) {
         if (write(a->cgroup_fds[i], "0", 1) != 1) goto fail;
+    }
+
+    // stdout and stderr first: the descriptor moved to 3 below is never 1 or 2.
+    if (a->output_fd >= 0) {
+        if (dup2(a->output_fd, 1) < 0 || dup2(a->output_fd, 2) < 0) goto fail;
     }
 
     int first_to_close = 3;
@@ -111,7 +117,7 @@ fail:
 
 int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
              int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
-             int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, pid_t *out_pid) {
+             int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, pid_t *out_pid) {
     // clone(CLONE_VM | CLONE_VFORK) like glibc's posix_spawn, rather than vfork(): the child gets
     // its own stack, so it cannot clobber the frame of the parent it shares memory with.
     const size_t stack_size = 64 * 1024;
@@ -130,7 +136,7 @@ int cs_spawn(const char *path, char *const argv[], char *const envp[], const cha
     struct spawn_args a = {
         .path = path, .argv = argv, .envp = envp, .cwd = cwd,
         .has_ids = has_ids, .uid = uid, .gid = gid, .groups = groups, .ngroups = ngroups,
-        .inherit_fd = inherit_fd, .cgroup_fds = cgroup_procs_fds, .ncgroup_fds = ncgroup_fds,
+        .inherit_fd = inherit_fd, .output_fd = output_fd, .cgroup_fds = cgroup_procs_fds, .ncgroup_fds = ncgroup_fds,
         .error = 0,
     };
     // CLONE_VFORK: we resume once the child has called execve or _exit.

@@ -56,7 +56,8 @@ private let isHybridRoot = getuid() == 0
         defer { support.removeParent() }
 
         #expect(support.layout == .hybrid)
-        #expect(support.fallbackReason == nil)
+        #expect(support.fallbackReason?.hasPrefix("not delegated: ") == true, "hybrid hosts are never taken as delegated")
+        #expect(support.delegatedSubtree == nil)
         #expect(support.unifiedParent == "/sys/fs/cgroup/unified/\(name)")
         #expect(support.cpuParent == "/sys/fs/cgroup/cpu/\(name)")
         #expect(support.freezerParent == "/sys/fs/cgroup/freezer/\(name)")

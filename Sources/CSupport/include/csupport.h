@@ -12,10 +12,11 @@
 /// - `has_ids`: when nonzero, the child drops to `uid`/`gid` with `groups` as supplementary groups.
 /// - `inherit_fd`: -1 for none, else it becomes fd 3 in the child. Every other fd above 2 is closed.
 /// - `cgroup_procs_fds`: open cgroup.procs files (v2 and v1) the child joins before execve.
+/// - `output_fd`: -1 to inherit stdout and stderr, else it becomes both (a journal stream, or a pipe).
 /// Returns 0 and sets *out_pid, or returns an errno value (the child that failed has been reaped).
 int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
              int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
-             int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, pid_t *out_pid);
+             int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, pid_t *out_pid);
 
 int cs_pidfd_open(pid_t pid);
 int cs_socketpair_cloexec(int fds[2]);

@@ -40,11 +40,22 @@ enum FilesystemKind: Sendable, Equatable {
 
 /// The cgroup mechanisms available to the daemon, found once at start-up, and the parent
 /// groups under which every app gets its own `app-<name>` group.
+///
+/// Two arrangements:
+/// - Delegated (a systemd service with `Delegate=yes` on cgroup2): the service's cgroup is ours.
+///   The daemon moves into `<root>/supervisor/`, enables cpu, io and memory for the children, and
+///   each app gets `<root>/app-<name>/` (`DelegatedSubtree`).
+/// - Not delegated (started by hand, no `Delegate=yes`, hybrid or v1 hosts): a `lifecycled…`
+///   group under the cgroup2 root or under our own group, plus v1 cpu and freezer groups where
+///   those hierarchies exist; `fallbackReason` says why ("not delegated: …").
 public struct CgroupSupport: Sendable {
     public var layout: CgroupLayout
-    /// Why the layout is `none` although cgroups are mounted (for the log).
+    /// Why the arrangement is not the preferred one, for the log and `lifectl status`: why the
+    /// layout is `none` although cgroups are mounted, or why the daemon is "not delegated: …".
     public var fallbackReason: String?
-    /// The cgroup2 parent group, e.g. /sys/fs/cgroup/unified/lifecycled.
+    /// Whether the daemon owns a delegated subtree; `.notDelegated` says why not.
+    public var delegation: CgroupDelegation = .notDelegated(reason: "no cgroups")
+    /// The cgroup2 parent group, e.g. /sys/fs/cgroup/unified/lifecycled, or the delegated root.
     var unifiedParent: String?
     /// The v1 parents, e.g. /sys/fs/cgroup/cpu/lifecycled.
     var cpuParent: String?
@@ -53,10 +64,18 @@ public struct CgroupSupport: Sendable {
     var unifiedCPU = false
     var unifiedIO = false
     var unifiedFreezer = false
+    /// The controllers enabled for the app groups of a delegated subtree, and why some are not.
+    var delegatedControllers: Set<String> = []
+    var controllerFailure: SystemError?
 
     init(layout: CgroupLayout, fallbackReason: String? = nil) {
         self.layout = layout
         self.fallbackReason = fallbackReason
+    }
+
+    /// The delegated subtree, when there is one.
+    var delegatedSubtree: DelegatedSubtree? {
+        if case .delegated(let root) = delegation { DelegatedSubtree(root: root) } else { nil }
     }
 
     /// Whether a cgroup weighs the CPU for background apps; without it, use nice.
@@ -67,11 +86,19 @@ public struct CgroupSupport: Sendable {
     /// Human lines for the log and `lifectl status`.
     public var mechanisms: [String] {
         var lines: [String] = []
-        var groups: [String] = []
-        if let unifiedParent { groups.append("cgroup2 \(unifiedParent)") }
-        if let cpuParent { groups.append("v1 cpu \(cpuParent)") }
-        if let freezerParent { groups.append("v1 freezer \(freezerParent)") }
-        if !groups.isEmpty { lines.append("app cgroups under: " + groups.joined(separator: ", ")) }
+        if let subtree = delegatedSubtree {
+            lines.append("app cgroups under: cgroup2 \(subtree.root) (delegated; lifecycled runs in \(subtree.supervisorLeaf))")
+            var controllers = "cgroup2 controllers for apps: "
+                + (delegatedControllers.isEmpty ? "none" : delegatedControllers.sorted().joined(separator: " "))
+            if let controllerFailure { controllers += " (\(controllerFailure), ignoring)" }
+            lines.append(controllers)
+        } else {
+            var groups: [String] = []
+            if let unifiedParent { groups.append("cgroup2 \(unifiedParent)") }
+            if let cpuParent { groups.append("v1 cpu \(cpuParent)") }
+            if let freezerParent { groups.append("v1 freezer \(freezerParent)") }
+            if !groups.isEmpty { lines.append("app cgroups under: " + groups.joined(separator: ", ")) }
+        }
 
         let (fg, bg, sus) = (PriorityClass.foreground, PriorityClass.background, PriorityClass.suspended)
         if unifiedCPU {
@@ -97,12 +124,30 @@ public struct CgroupSupport: Sendable {
 
     // MARK: Detection
 
-    /// Finds the layout and creates the parent groups (named `groupName`). Never fails: if the
-    /// groups cannot be created (not root, read-only), the layout is `none` with `fallbackReason`.
+    /// Finds the layout and sets up the groups apps go under. Never fails: if the groups cannot
+    /// be created (not root, read-only), the layout is `none` with `fallbackReason`.
+    ///
+    /// `delegated`: nil decides from what the process sees (`CgroupDelegation.decide`: cgroup2
+    /// unified, a group of our own, `INVOCATION_ID`, and systemd's delegate xattr on the group);
+    /// true or false forces the decision. When delegated, this moves the calling process into
+    /// `<own group>/supervisor/` and `groupName` is not used (each service has its own subtree,
+    /// so two daemons cannot collide). If taking the subtree fails, the daemon falls back to the
+    /// non-delegated groups and `fallbackReason` says why.
     public static func detect(
         mountRoot: String = "/sys/fs/cgroup",
         selfCgroupFile: String = "/proc/self/cgroup",
-        groupName: String = "lifecycled"
+        groupName: String = "lifecycled",
+        delegated: Bool? = nil
+    ) -> CgroupSupport {
+        detect(mountRoot: mountRoot, selfCgroupFile: selfCgroupFile, groupName: groupName, delegated: delegated,
+               daemonPID: getpid(), invocationID: getenv("INVOCATION_ID").map { String(cString: $0) })
+    }
+
+    /// `detect` with the process to move into `supervisor/` (tests pass a helper's pid, and
+    /// its /proc/PID/cgroup as `selfCgroupFile`) and the environment's `INVOCATION_ID`.
+    static func detect(
+        mountRoot: String, selfCgroupFile: String, groupName: String, delegated: Bool?,
+        daemonPID: pid_t, invocationID: String?
     ) -> CgroupSupport {
         let cpuMount = mountRoot + "/cpu"
         let freezerMount = mountRoot + "/freezer"
@@ -111,30 +156,74 @@ public struct CgroupSupport: Sendable {
         let layout = decideLayout(
             root: FilesystemKind(statfsOf: mountRoot), unified: FilesystemKind(statfsOf: mountRoot + "/unified"),
             cpu: cpuKind, freezer: freezerKind)
+        guard layout != .none else { return CgroupSupport(layout: .none) }
+
+        let unifiedMount: String? = switch layout {
+        case .unified: mountRoot
+        case .hybrid: mountRoot + "/unified"
+        case .legacy, .none: nil
+        }
+        var ownPath: String?
+        if unifiedMount != nil {
+            do {
+                ownPath = try ownUnifiedPath(selfCgroupFile)
+            } catch {
+                return CgroupSupport(layout: .none, fallbackReason: error.description)
+            }
+        }
+
+        var delegation = CgroupDelegation.decide(
+            forced: delegated, layout: layout, unifiedMount: unifiedMount, ownPath: ownPath,
+            invocationID: invocationID, isMarked: isMarkedDelegated)
+        if case .delegated(let root) = delegation {
+            do {
+                return try takeDelegated(DelegatedSubtree(root: root), layout: layout, daemonPID: daemonPID)
+            } catch {
+                delegation = .notDelegated(reason: error.description)
+            }
+        }
 
         var support = CgroupSupport(layout: layout)
         var created: [String] = []
         do {
-            switch layout {
-            case .none:
-                return support
-            case .unified:
-                try support.setUpUnified(mount: mountRoot, selfCgroupFile: selfCgroupFile, groupName: groupName, created: &created)
-            case .hybrid:
-                try support.setUpUnified(mount: mountRoot + "/unified", selfCgroupFile: selfCgroupFile, groupName: groupName, created: &created)
-                fallthrough
-            case .legacy:
-                if cpuKind == .cgroup1 {
-                    support.cpuParent = try makeParent(cpuMount + "/" + groupName, created: &created)
-                }
-                if freezerKind == .cgroup1 {
-                    support.freezerParent = try makeParent(freezerMount + "/" + groupName, created: &created)
-                }
+            if let unifiedMount, let ownPath {
+                try support.setUpUnified(mount: unifiedMount, ownPath: ownPath, groupName: groupName, created: &created)
+            }
+            // v1 groups beside cgroup2 on hybrid and v1 hosts (never on unified ones).
+            if layout != .unified && cpuKind == .cgroup1 {
+                support.cpuParent = try makeParent(cpuMount + "/" + groupName, created: &created)
+            }
+            if layout != .unified && freezerKind == .cgroup1 {
+                support.freezerParent = try makeParent(freezerMount + "/" + groupName, created: &created)
             }
         } catch {
             for path in created.reversed() { rmdir(path) }
             return CgroupSupport(layout: .none, fallbackReason: error.description)
         }
+        if case .notDelegated(let reason) = delegation {
+            support.fallbackReason = "not delegated: " + reason
+        }
+        support.delegation = delegation
+        return support
+    }
+
+    /// Takes over a delegated subtree: the daemon (`daemonPID`) into `supervisor/` first, then
+    /// the controllers for the children (best effort: without them apps still get freeze and
+    /// kill, and background priority falls back to nice). Writes nothing of the root but its
+    /// cgroup.subtree_control (and, by moving the daemon out, its cgroup.procs).
+    static func takeDelegated(_ subtree: DelegatedSubtree, layout: CgroupLayout, daemonPID: pid_t) throws(SystemError) -> CgroupSupport {
+        try subtree.moveIntoLeaf(pid: daemonPID)
+        let (enabled, failure) = subtree.enableControllers()
+        var support = CgroupSupport(layout: layout)
+        support.delegation = .delegated(root: subtree.root)
+        support.unifiedParent = subtree.root
+        support.delegatedControllers = enabled
+        support.controllerFailure = failure
+        support.unifiedCPU = enabled.contains("cpu")
+        support.unifiedIO = enabled.contains("io")
+        // Reading is allowed everywhere: a non-root cgroup2 group has cgroup.freeze, and so will
+        // every app group below it.
+        support.unifiedFreezer = fileExists(subtree.root + "/cgroup.freeze")
         return support
     }
 
@@ -156,19 +245,26 @@ public struct CgroupSupport: Sendable {
         return nil
     }
 
-    private mutating func setUpUnified(mount: String, selfCgroupFile: String, groupName: String, created: inout [String]) throws(SystemError) {
-        guard let own = Self.unifiedPath(inProcSelfCgroup: try readKernelFile(selfCgroupFile)) else {
+    private static func ownUnifiedPath(_ selfCgroupFile: String) throws(SystemError) -> String {
+        guard let own = unifiedPath(inProcSelfCgroup: try readKernelFile(selfCgroupFile)) else {
             throw SystemError(operation: "find our cgroup2 group in \(selfCgroupFile) (no 0:: line)", errno: ENOENT)
         }
-        // At the root we own the tree. Inside someone's group (a systemd service), create ours as
-        // a child and do not move: a group holding processes cannot enable controllers for its
-        // children (no internal processes rule), so weights need delegation (a later change).
+        return own
+    }
+
+    private mutating func setUpUnified(mount: String, ownPath own: String, groupName: String, created: inout [String]) throws(SystemError) {
+        // At the root we own the tree. Inside someone's group that did not delegate to us (a
+        // systemd service without Delegate=yes), create ours as a child and do not move: a group
+        // holding processes cannot enable controllers for its children (no internal processes
+        // rule), so weights need delegation.
         let ownDirectory = own == "/" ? mount : mount + own
         let parent = try Self.makeParent(ownDirectory + "/" + groupName, created: &created)
-        if own == "/" { Self.enableControllers(in: mount) }
-        Self.enableControllers(in: parent)
+        if own == "/" { _ = enableSubtreeControllers(in: mount, wanted: ["cpu", "io"]) }
+        // Best effort: a controller bound to a v1 hierarchy (hybrid) or missing from the parent's
+        // cgroup.controllers cannot be enabled, and then weights are simply not available.
+        _ = enableSubtreeControllers(in: parent, wanted: ["cpu", "io"])
         unifiedParent = parent
-        let delegated = words(inFile: parent + "/cgroup.subtree_control")
+        let delegated = cgroupFileWords(parent + "/cgroup.subtree_control")
         unifiedCPU = delegated.contains("cpu")
         unifiedIO = delegated.contains("io")
         // The root group has no cgroup.freeze; our parent is never the root.
@@ -178,16 +274,6 @@ public struct CgroupSupport: Sendable {
     private static func makeParent(_ path: String, created: inout [String]) throws(SystemError) -> String {
         if try makeDirectory(path) { created.append(path) }
         return path
-    }
-
-    /// Best effort: a controller bound to a v1 hierarchy (hybrid) or missing from the parent's
-    /// cgroup.controllers cannot be enabled, and then weights are simply not available.
-    private static func enableControllers(in directory: String) {
-        let available = words(inFile: directory + "/cgroup.controllers")
-        let enabled = words(inFile: directory + "/cgroup.subtree_control")
-        for controller in ["cpu", "io"] where available.contains(controller) && !enabled.contains(controller) {
-            try? writeKernelFile(directory + "/cgroup.subtree_control", "+" + controller)
-        }
     }
 
     // MARK: App groups
@@ -217,10 +303,13 @@ public struct CgroupSupport: Sendable {
     }
 
     /// Removes the parent groups, at shutdown once every app group is removed. A parent still
-    /// busy is left alone quietly; other failures are returned.
+    /// busy is left alone quietly; other failures are returned. In a delegated subtree this
+    /// removes the app groups left and nothing else: the root is systemd's, and the daemon is
+    /// still in `supervisor/` (systemd removes both when the service stops).
     @discardableResult
     public func removeParent() -> [SystemError] {
-        [unifiedParent, cpuParent, freezerParent].compactMap { $0 }.compactMap { removeCgroupDirectory($0) }
+        if let subtree = delegatedSubtree { return subtree.removeAppCgroups() }
+        return [unifiedParent, cpuParent, freezerParent].compactMap { $0 }.compactMap { removeCgroupDirectory($0) }
     }
 }
 
@@ -245,7 +334,7 @@ public struct AppCgroup: Sendable, Equatable {
         } else if freezerPath != nil {
             freezer = .v1
         }
-        controllers = unifiedPath.map { words(inFile: $0 + "/cgroup.controllers") } ?? []
+        controllers = unifiedPath.map { cgroupFileWords($0 + "/cgroup.controllers") } ?? []
     }
 
     /// Whether `setPriority` weighs the CPU (cpu.weight or cpu.shares exists); without it,
@@ -360,17 +449,4 @@ public struct AppCgroup: Sendable, Equatable {
         }
         return failures
     }
-}
-
-/// rmdir, the only way to delete a cgroup (its files cannot be unlinked). EBUSY (processes or
-/// child groups left) and ENOENT are not reported.
-private func removeCgroupDirectory(_ path: String) -> SystemError? {
-    if rmdir(path) == 0 || errno == EBUSY || errno == ENOENT { return nil }
-    return SystemError(operation: "remove \(path)", errno: errno)
-}
-
-/// The space- or newline-separated words of a cgroup file; none if it cannot be read.
-private func words(inFile path: String) -> Set<String> {
-    let text = (try? readKernelFile(path)) ?? ""
-    return Set(text.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init))
 }

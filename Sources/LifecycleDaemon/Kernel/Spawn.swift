@@ -36,6 +36,8 @@ public struct SpawnRequest: Sendable {
     public var inheritedFD: Int32?
     /// cgroup.procs files the child joins before execve (`AppCgroup.procsFiles`).
     public var cgroupProcsFiles: [String]
+    /// Becomes the child's stdout and stderr (a journal stream, or a pipe the daemon reads); nil inherits them.
+    public var outputFD: Int32?
 
     public init(
         executable: String,
@@ -44,7 +46,8 @@ public struct SpawnRequest: Sendable {
         workingDirectory: String? = nil,
         credentials: Credentials? = nil,
         inheritedFD: Int32? = nil,
-        cgroupProcsFiles: [String] = []
+        cgroupProcsFiles: [String] = [],
+        outputFD: Int32? = nil
     ) {
         self.executable = executable
         self.argv = argv
@@ -53,6 +56,7 @@ public struct SpawnRequest: Sendable {
         self.credentials = credentials
         self.inheritedFD = inheritedFD
         self.cgroupProcsFiles = cgroupProcsFiles
+        self.outputFD = outputFD
     }
 }
 
@@ -79,7 +83,7 @@ public func spawnProcess(_ request: SpawnRequest) throws(SystemError) -> pid_t {
     let result = cs_spawn(
         request.executable, argv, envp, request.workingDirectory,
         ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
-        request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), &pid)
+        request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1, &pid)
     if result != 0 { throw SystemError(operation: "spawn \(request.executable)", errno: result) }
     return pid
 }

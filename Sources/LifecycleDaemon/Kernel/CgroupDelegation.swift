@@ -1,0 +1,223 @@
+import Glibc
+
+/// Whether the daemon owns a cgroup2 subtree delegated to it by systemd (`Delegate=yes`), and
+/// why not when it does not (for the log and `lifectl status`).
+public enum CgroupDelegation: Sendable, Equatable {
+    /// The daemon runs in `root/supervisor` and each app in `root/app-<name>`. `root` is the
+    /// directory of the cgroup systemd made for the service, e.g.
+    /// /sys/fs/cgroup/system.slice/lifecycled.service.
+    case delegated(root: String)
+    /// The daemon keeps its `lifecycled…` parent groups (see `CgroupSupport.detect`).
+    case notDelegated(reason: String)
+}
+
+/// A cgroup2 subtree delegated to the daemon, laid out as systemd's CGROUP_DELEGATION.md
+/// suggests for a manager of payloads: the manager in a leaf `supervisor/`, each payload in a
+/// sibling cgroup.
+///
+///     <root>/                   systemd's: we write only cgroup.subtree_control (and move out)
+///     <root>/supervisor/        the daemon, every thread of it
+///     <root>/app-<name>/        one app: cpu.weight, io.weight, cgroup.freeze, cgroup.kill
+///     <root>/.control/          systemd's, for ExecStartPost=/ExecReload=/ExecStop= (not ours)
+///
+/// Delegation makes the root's cgroup.procs, cgroup.subtree_control and cgroup.threads ours
+/// (/sys/kernel/cgroup/delegate); every other attribute of the root (its cpu.weight, memory.max,
+/// cgroup.freeze) stays systemd's, to be set from the unit file, and nothing here writes them.
+///
+/// App cgroups are named `app-<name>`, not `app-<name>.scope`: below a delegation point systemd
+/// manages no units, and a unit suffix would claim one that does not exist (to a reader of
+/// `systemd-cgls`, and to tools that map cgroup paths to unit names, which systemd says is not
+/// public API). The `app-` prefix also keeps an app's name from meeting a kernel attribute file
+/// or `supervisor`, and matches the names the non-delegated arrangement uses.
+///
+/// The paths are plain strings so that tests can point this at a tree of ordinary files.
+struct DelegatedSubtree: Sendable, Equatable {
+    /// The leaf the daemon moves into. Also the name systemd's docs suggest for
+    /// `DelegateSubgroup=` (systemd 254), so that with it we find ourselves already there.
+    static let supervisorName = "supervisor"
+    static let appPrefix = "app-"
+    /// What the daemon enables for its apps, where the root's cgroup.controllers offers it:
+    /// cpu and io for the background weights, memory for per-app pressure and limits.
+    static let wantedControllers = ["cpu", "io", "memory"]
+
+    let root: String
+
+    var supervisorLeaf: String { root + "/" + Self.supervisorName }
+
+    /// The delegated root for our own cgroup2 path (the `0::` line): that cgroup itself, or its
+    /// parent when we are already in its `supervisor/` leaf (`DelegateSubgroup=supervisor`, or a
+    /// second detection in the same process).
+    static func rootPath(ownPath: String) -> String {
+        let suffix = "/" + supervisorName
+        guard ownPath.hasSuffix(suffix), ownPath.count > suffix.count else { return ownPath }
+        return String(ownPath.dropLast(suffix.count))
+    }
+
+    /// Creates `supervisor/` (or reuses it) and moves the process `pid` into it: the write to
+    /// cgroup.procs moves every thread of the process at once. This must come before any app
+    /// cgroup gets a domain controller, because a cgroup with processes of its own cannot enable
+    /// controllers for its children (the no-internal-processes rule). The daemon passes its own
+    /// pid; tests pass a helper process's, so that the test runner stays where it is.
+    func moveIntoLeaf(pid: pid_t) throws(SystemError) {
+        // Writing 0 to cgroup.procs means "the writer": a test would move its runner.
+        precondition(pid > 0, "moveIntoLeaf needs a real pid")
+        let created: Bool = try makeDirectory(supervisorLeaf)
+        do {
+            try writeKernelFile(supervisorLeaf + "/cgroup.procs", String(pid))
+        } catch {
+            if created { rmdir(supervisorLeaf) }
+            throw error
+        }
+    }
+
+    /// Enables in the root's cgroup.subtree_control those of `wanted` that its cgroup.controllers
+    /// lists and that are not enabled yet, so that every app cgroup gets their files. Returns the
+    /// wanted controllers enabled afterwards, and the failure if a write was refused (EBUSY:
+    /// processes are left in the root). Never writes controllers the root does not offer: the
+    /// kernel would refuse the whole write.
+    func enableControllers(_ wanted: [String] = wantedControllers) -> (enabled: Set<String>, failure: SystemError?) {
+        enableSubtreeControllers(in: root, wanted: wanted)
+    }
+
+    /// The app cgroups (`app-*`) below the root; not `supervisor/`, not systemd's `.control/`.
+    func appCgroups() -> [String] {
+        subdirectoryNames(of: root).filter { $0.hasPrefix(Self.appPrefix) }.sorted().map { root + "/" + $0 }
+    }
+
+    /// Removes the app cgroups left (at shutdown, after each app removed its own). Leaves the
+    /// root and `supervisor/`, which the daemon is in: systemd removes both when the service stops.
+    func removeAppCgroups() -> [SystemError] {
+        appCgroups().compactMap { removeCgroupDirectory($0) }
+    }
+}
+
+/// Enables the controllers of `wanted` that `directory`'s cgroup.controllers offers and its
+/// cgroup.subtree_control lacks: one write for all ("+cpu +io +memory", which the kernel applies
+/// together), and one per controller if that is refused, so that one refused controller does not
+/// cost the others. Returns the wanted controllers enabled afterwards, and the first failure.
+func enableSubtreeControllers(in directory: String, wanted: [String]) -> (enabled: Set<String>, failure: SystemError?) {
+    let available = cgroupFileWords(directory + "/cgroup.controllers")
+    var enabled = cgroupFileWords(directory + "/cgroup.subtree_control").intersection(wanted)
+    let missing = wanted.filter { available.contains($0) && !enabled.contains($0) }
+    guard !missing.isEmpty else { return (enabled, nil) }
+    let file = directory + "/cgroup.subtree_control"
+    do {
+        try writeKernelFile(file, missing.map { "+" + $0 }.joined(separator: " "))
+        return (enabled.union(missing), nil)
+    } catch {
+        guard missing.count > 1 else { return (enabled, error) }
+        var failure: SystemError?
+        for controller in missing {
+            do {
+                try writeKernelFile(file, "+" + controller)
+                enabled.insert(controller)
+            } catch let refused {
+                failure = failure ?? refused
+            }
+        }
+        return (enabled, failure)
+    }
+}
+
+// MARK: - Deciding
+
+extension CgroupDelegation {
+    /// Whether to take our cgroup2 group as a delegated subtree.
+    ///
+    /// - `forced` true or false decides (tests, and a future config key); true still needs a
+    ///   cgroup2 hierarchy and a group of our own below its root.
+    /// - nil decides from what we see, and every condition must hold: cgroups mounted unified
+    ///   (on hybrid hosts the cpu and freezer controllers are v1, which systemd never delegates);
+    ///   our group is not the root; `INVOCATION_ID` is set (systemd sets it for every service
+    ///   process; it sets nothing for delegation itself); and the group is marked delegated.
+    ///   systemd marks each delegated cgroup with the xattr `trusted.delegate=1` (since v244)
+    ///   and `user.delegate=1` (since v251, readable without CAP_SYS_ADMIN). Without that mark
+    ///   a service running as root could write everything, so writability proves nothing, and
+    ///   moving out of a cgroup systemd did not delegate would step on systemd's property.
+    ///
+    /// `unifiedMount` is the cgroup2 mount (nil on v1-only hosts), `ownPath` the `0::` path.
+    static func decide(
+        forced: Bool?, layout: CgroupLayout, unifiedMount: String?, ownPath: String?,
+        invocationID: String?, isMarked: (String) -> Bool
+    ) -> CgroupDelegation {
+        if forced == false { return .notDelegated(reason: "turned off") }
+        guard let unifiedMount, let ownPath else {
+            return .notDelegated(reason: "no cgroup2 hierarchy (v1 only)")
+        }
+        if forced == nil && layout == .hybrid {
+            return .notDelegated(reason: "hybrid cgroup layout (cpu and freezer are v1 controllers, which systemd does not delegate)")
+        }
+        let rootPath = DelegatedSubtree.rootPath(ownPath: ownPath)
+        guard rootPath != "/" else { return .notDelegated(reason: "our cgroup2 group is the root") }
+        let root = unifiedMount + rootPath
+        if forced == nil {
+            guard invocationID != nil else {
+                return .notDelegated(reason: "not started as a systemd service (no INVOCATION_ID)")
+            }
+            guard isMarked(root) else {
+                return .notDelegated(reason: "\(root) is not marked delegated (no user.delegate or trusted.delegate xattr); set Delegate=yes in the unit")
+            }
+        }
+        return .delegated(root: root)
+    }
+}
+
+/// Whether systemd marked `directory` as a delegation point: `user.delegate` or
+/// `trusted.delegate` is "1".
+func isMarkedDelegated(_ directory: String) -> Bool {
+    ["user.delegate", "trusted.delegate"].contains { extendedAttribute($0, of: directory) == "1" }
+}
+
+/// An extended attribute's value; nil if unset or unreadable (trusted.* needs CAP_SYS_ADMIN).
+func extendedAttribute(_ name: String, of path: String) -> String? {
+    guard let getxattr = XattrCalls.get else { return nil }
+    var buffer = [UInt8](repeating: 0, count: 256)
+    let count = buffer.withUnsafeMutableBytes { getxattr(path, name, $0.baseAddress, $0.count) }
+    guard count >= 0 else { return nil }
+    return String(decoding: buffer.prefix(count), as: UTF8.self)
+}
+
+/// getxattr/setxattr from the C library. Swift's Glibc module does not export <sys/xattr.h>, so
+/// they are looked up once by name: a cgroup-only stopgap until CSupport exports a `cs_getxattr`.
+enum XattrCalls {
+    typealias Getter = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
+    typealias Setter = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeRawPointer?, Int, Int32) -> Int32
+
+    static let get: Getter? = symbol("getxattr").map { unsafeBitCast($0, to: Getter.self) }
+    /// Only tests set attributes (playing systemd's part).
+    static let set: Setter? = symbol("setxattr").map { unsafeBitCast($0, to: Setter.self) }
+
+    private static func symbol(_ name: String) -> UnsafeMutableRawPointer? {
+        // The handle of the program itself searches every library loaded with it, libc among them.
+        guard let program = dlopen(nil, RTLD_NOW) else { return nil }
+        return dlsym(program, name)
+    }
+}
+
+// MARK: - Small helpers shared with Cgroups.swift
+
+/// rmdir, the only way to delete a cgroup (its files cannot be unlinked). EBUSY (processes or
+/// child groups left) and ENOENT are not reported.
+func removeCgroupDirectory(_ path: String) -> SystemError? {
+    if rmdir(path) == 0 || errno == EBUSY || errno == ENOENT { return nil }
+    return SystemError(operation: "remove \(path)", errno: errno)
+}
+
+/// The space- or newline-separated words of a cgroup file; none if it cannot be read.
+func cgroupFileWords(_ path: String) -> Set<String> {
+    let text = (try? readKernelFile(path)) ?? ""
+    return Set(text.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init))
+}
+
+/// The names of the directories in `path` (cgroups, in a cgroup directory).
+func subdirectoryNames(of path: String) -> [String] {
+    guard let directory = opendir(path) else { return [] }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+        guard entry.pointee.d_type == UInt8(DT_DIR) else { continue }
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+}
