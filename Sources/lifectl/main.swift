@@ -7,12 +7,12 @@ import LifecycleProtocol
 // because it is run often and from scripts.
 
 let usage = """
-    Usage: lifectl [--runtime-dir DIR] [--timeout SEC] VERB [APP] [OPTIONS]
+    Usage: lifectl [OPTIONS] VERB [APP] [VERB OPTIONS]
 
     Queries (anyone):
-      list [--json]                 every app with its state
-      status [APP] [--json]         the daemon, or one app, in detail
-    Lifecycle (root or the daemon's user); each waits until the app has settled:
+      list                          every app with its state
+      status [APP]                  the daemon, or one app, in detail
+    Lifecycle (root or the daemon's user); each waits until the app has settled and prints its state:
       launch APP [--background]     notRunning → inactive (or straight into the background)
       focus APP                     make APP active (launching it if needed); the active app goes to the background
       deactivate APP                interruption: active → inactive
@@ -27,10 +27,23 @@ let usage = """
       simulate-memory-pressure      act as if the memory-pressure trigger fired (first event: warnings;
                                     later ones: terminate suspended apps), for kernels without PSI
                                     triggers and for testing the policy
+    Logs (needs the systemd journal):
+      logs [APP] [-f|--follow]      journalctl -u lifecycled [LIFECYCLE_APP=APP] [-f]
+
+    Options:
+      --json                        data as JSON: an array of apps (list, lifecycle verbs), an object
+                                    {"daemon", "apps"} (status), {"delivered", "queued"} (post), {}
+                                    (simulate-memory-pressure); for logs, journalctl -o json
+      -q, --quiet                   nothing on stdout when a changing verb succeeds (errors still go to
+                                    stderr); queries print as usual
+      --no-pager                    accepted, as systemctl does; lifectl never pages (logs passes it on)
+      --runtime-dir DIR             where the daemon's control.sock is
+      --timeout SEC                 how long to wait for the daemon's answer (default 120)
+      -h, --help                    this text
 
     The daemon is found at $LIFECYCLED_RUNTIME_DIR/control.sock (default /run/lifecycled for root,
     $XDG_RUNTIME_DIR/lifecycled otherwise). NO_COLOR turns colours off.
-    Exit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon not reachable.
+    Exit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon not reachable, 4 no such app.
     """
 
 func printError(_ message: String) {
@@ -40,6 +53,14 @@ func printError(_ message: String) {
 func fail(_ message: String, status: Int32) -> Never {
     printError(message)
     exit(status)
+}
+
+/// The exit statuses scripts can rely on (also in --help and lifectl(1)).
+enum ExitStatus {
+    static let refused: Int32 = 1
+    static let usage: Int32 = 2
+    static let unreachable: Int32 = 3
+    static let noSuchApp: Int32 = 4
 }
 
 func output(_ text: String) {
@@ -53,6 +74,9 @@ for (key, value) in ProcessEnvironment.all() { environment[key] = value }
 var runtimeDirectory = RuntimeDirectory.path(environment: environment, uid: getuid())
 var timeoutSeconds = 120.0
 var json = false
+var quiet = false
+var noPager = false
+var follow = false
 var background = false
 var targetApp: String?
 var data: String?
@@ -61,60 +85,104 @@ var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
     case "--json": json = true
+    case "-q", "--quiet": quiet = true
+    // systemctl's habit; lifectl never pages, and `logs` hands it on to journalctl.
+    case "--no-pager": noPager = true
+    case "-f", "--follow": follow = true
     case "--background": background = true
     case "--app":
-        guard let value = arguments.popFirst() else { fail("--app needs an app name", status: 2) }
+        guard let value = arguments.popFirst() else { fail("--app needs an app name", status: ExitStatus.usage) }
         targetApp = value
     case "--data":
-        guard let value = arguments.popFirst() else { fail("--data needs a JSON value", status: 2) }
+        guard let value = arguments.popFirst() else { fail("--data needs a JSON value", status: ExitStatus.usage) }
         data = value
     case "--runtime-dir":
-        guard let value = arguments.popFirst() else { fail("--runtime-dir needs a directory", status: 2) }
+        guard let value = arguments.popFirst() else { fail("--runtime-dir needs a directory", status: ExitStatus.usage) }
         runtimeDirectory = value
     case "--timeout":
         guard let value = arguments.popFirst(), let seconds = Double(value), seconds > 0 else {
-            fail("--timeout needs a number of seconds", status: 2)
+            fail("--timeout needs a number of seconds", status: ExitStatus.usage)
         }
         timeoutSeconds = seconds
     case "-h", "--help":
         output(usage)
         exit(0)
     default:
-        if argument.hasPrefix("-") { fail("unknown option '\(argument)'\n\n\(usage)", status: 2) }
+        if argument.hasPrefix("-") { fail("unknown option '\(argument)'\n\n\(usage)", status: ExitStatus.usage) }
         positional.append(argument)
     }
 }
-guard let verb = positional.first else { fail("no verb given\n\n\(usage)", status: 2) }
+guard let verb = positional.first else { fail("no verb given\n\n\(usage)", status: ExitStatus.usage) }
 let app = positional.dropFirst().first
-guard positional.count <= 2 else { fail("too many arguments: \(positional.dropFirst(2).joined(separator: " "))", status: 2) }
+guard positional.count <= 2 else { fail("too many arguments: \(positional.dropFirst(2).joined(separator: " "))", status: ExitStatus.usage) }
+guard !follow || verb == "logs" else { fail("--follow goes with logs only", status: ExitStatus.usage) }
+
+// MARK: logs: the journal, not the daemon
+
+/// The first executable `name` in `path` (PATH's form), as execvp would find it.
+func executable(_ name: String, inPath path: String) -> String? {
+    for directory in path.split(separator: ":") {
+        let candidate = String(directory) + "/" + name
+        var info = stat()
+        if stat(candidate, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && access(candidate, X_OK) == 0 {
+            return candidate
+        }
+    }
+    return nil
+}
+
+if verb == "logs" {
+    guard !background, targetApp == nil, data == nil else { fail("logs takes only an app and -f", status: ExitStatus.usage) }
+    // Without a journal the daemon's log is its standard error, and the apps' output goes the same way
+    // (they inherit it): say so rather than run a journalctl that finds nothing.
+    let elsewhere = "lifecycled writes its log to its standard error, and its apps' output goes there too: look "
+        + "wherever it was started (a terminal, a file its output was redirected to, the log of whatever supervises it)"
+    let journalSocket = "/run/systemd/journal/socket"
+    guard access(journalSocket, F_OK) == 0 else {
+        fail("no systemd journal here (\(journalSocket) does not exist). \(elsewhere)", status: ExitStatus.refused)
+    }
+    guard let journalctl = executable("journalctl", inPath: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") else {
+        fail("journalctl is not installed here (not found in PATH), so the journal cannot be read. \(elsewhere)",
+             status: ExitStatus.refused)
+    }
+    var words = ["journalctl", "-u", "lifecycled"]
+    if let app { words.append("LIFECYCLE_APP=\(app)") }
+    if follow { words.append("-f") }
+    if noPager { words.append("--no-pager") }
+    if quiet { words.append("-q") }
+    if json { words += ["-o", "json"] }
+    let argv = words.map { strdup($0) } + [nil]
+    execv(journalctl, argv)
+    fail("cannot run \(journalctl): \(String(cString: strerror(errno)))", status: ExitStatus.refused)
+}
 
 let request: ControlRequest
 switch verb {
 case "list":
-    guard app == nil else { fail("list takes no app", status: 2) }
+    guard app == nil else { fail("list takes no app", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb)
 case "status":
     request = ControlRequest(verb: verb, app: app)
 case "post":
-    guard let type = app else { fail("post needs a notification type", status: 2) }
+    guard let type = app else { fail("post needs a notification type", status: ExitStatus.usage) }
     var payload: JSONValue?
     if let data {
         do {
             payload = try LineCoder().decode(JSONValue.self, from: Array(data.utf8))
         } catch {
-            fail("--data is not valid JSON: \(data)", status: 2)
+            fail("--data is not valid JSON: \(data)", status: ExitStatus.usage)
         }
     }
     request = ControlRequest(verb: verb, app: targetApp, name: type, data: payload)
 case "simulate-memory-pressure":
-    guard app == nil else { fail("\(verb) takes no app", status: 2) }
+    guard app == nil else { fail("\(verb) takes no app", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb)
 case _ where ControlRequest.lifecycleVerbs.contains(verb):
-    guard let app else { fail("\(verb) needs an app name", status: 2) }
-    guard !background || verb == "launch" else { fail("--background goes with launch only", status: 2) }
+    guard let app else { fail("\(verb) needs an app name", status: ExitStatus.usage) }
+    guard !background || verb == "launch" else { fail("--background goes with launch only", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb, app: app, background: background ? true : nil)
 default:
-    fail("unknown verb '\(verb)'\n\n\(usage)", status: 2)
+    fail("unknown verb '\(verb)'\n\n\(usage)", status: ExitStatus.usage)
 }
 
 // MARK: One request, one reply
@@ -123,14 +191,14 @@ let coder = LineCoder()
 let socketPath = RuntimeDirectory.controlSocket(in: runtimeDirectory)
 let fd = cs_unix_connect(socketPath)
 guard fd >= 0 else {
-    fail("cannot reach lifecycled at \(socketPath): \(String(cString: strerror(-fd))) (is it running? is LIFECYCLED_RUNTIME_DIR right?)", status: 3)
+    fail("cannot reach lifecycled at \(socketPath): \(String(cString: strerror(-fd))) (is it running? is LIFECYCLED_RUNTIME_DIR right?)", status: ExitStatus.unreachable)
 }
 var bytes = coder.encode(request)
 var sent = 0
 while sent < bytes.count {
     let count = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     if count < 0 && errno == EINTR { continue }
-    guard count > 0 else { fail("lost the connection to lifecycled: \(String(cString: strerror(errno)))", status: 3) }
+    guard count > 0 else { fail("lost the connection to lifecycled: \(String(cString: strerror(errno)))", status: ExitStatus.unreachable) }
     sent += count
 }
 
@@ -142,10 +210,10 @@ while line == nil {
     var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
     let ready = poll(&descriptor, 1, remainingMs)
     if ready < 0 && errno == EINTR { continue }
-    guard ready > 0 else { fail("no answer from lifecycled within \(timeoutSeconds)s", status: 1) }
+    guard ready > 0 else { fail("no answer from lifecycled within \(timeoutSeconds)s", status: ExitStatus.refused) }
     let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
     if count < 0 && errno == EINTR { continue }
-    guard count > 0 else { fail("lifecycled closed the connection without answering", status: 3) }
+    guard count > 0 else { fail("lifecycled closed the connection without answering", status: ExitStatus.unreachable) }
     framer.append(buffer[..<count])
     line = try? framer.nextLine()
 }
@@ -155,9 +223,13 @@ let reply: ControlReply
 do {
     reply = try coder.decode(ControlReply.self, from: line!)
 } catch {
-    fail("could not read lifecycled's answer: \(error)", status: 1)
+    fail("could not read lifecycled's answer: \(error)", status: ExitStatus.refused)
 }
-guard reply.ok else { fail(reply.error ?? "failed", status: 1) }
+guard reply.ok else {
+    let message = reply.error ?? "failed"
+    // The daemon's refusals for an unknown app all say "no such app" (status, lifecycle verbs, post --app).
+    fail(message, status: message.contains("no such app") ? ExitStatus.noSuchApp : ExitStatus.refused)
+}
 
 // MARK: Output
 
@@ -228,8 +300,12 @@ func details(_ app: AppStatus) {
     if app.terminatedInBackground { output("  last run:        terminated in the background") }
 }
 
+// -q: a changing verb that succeeded says nothing; the exit status is the answer.
+if quiet && verb != "list" && verb != "status" { exit(0) }
+
 if verb == "simulate-memory-pressure" {
-    if !json { output("memory pressure event delivered") }
+    // No data to show; with --json still one JSON document, so that `| jq` never sees an empty stdout.
+    output(json ? "{}" : "memory pressure event delivered")
     exit(0)
 }
 

@@ -58,6 +58,8 @@ while let argument = arguments.popFirst() {
     }
 }
 Log.levelPrefixes = environment["JOURNAL_STREAM"] != nil
+// Structured records go to the journal where journald listens; otherwise the same words go to stderr.
+Log.toJournal = journalIsAvailable()
 
 do {
     let daemon = try Daemon(options: DaemonOptions(configDirectory: configDirectory, runtimeDirectory: runtimeDirectory,

@@ -11,6 +11,8 @@ final class AppRuntime {
     var pid: pid_t?
     var child: EventSource?
     var connection: Connection?
+    /// The app's stdout and stderr, when they come through the daemon (no journal).
+    var output: OutputReader?
     var helloed = false
     var timers: [TimerKind: EventSource] = [:]
     var cgroup: AppCgroup?

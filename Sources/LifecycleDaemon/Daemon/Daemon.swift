@@ -254,22 +254,40 @@ public final class Daemon {
             }
             pair = (fds[0], fds[1])
         }
+        // The app's stdout and stderr: a journal stream under its name, or a pipe the daemon prefixes onto its stderr.
+        var output: (child: Int32, reader: Int32?)?
+        if Log.toJournal, let stream = Journal.stream(identifier: name) {
+            output = (stream, nil)
+        } else {
+            var fds: [Int32] = [-1, -1]
+            if pipe(&fds) == 0 {
+                _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+                _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+                output = (fds[1], fds[0])
+            }
+        }
         var environment = baseEnvironment(for: config, credentials: credentials)
         environment.append("LIFECYCLE_APP=\(name)")
         if pair != nil { environment.append("LIFECYCLE_FD=3") }
 
         let request = SpawnRequest(executable: executable, argv: config.exec, environment: environment,
                                    workingDirectory: config.workingDirectory, credentials: credentials,
-                                   inheritedFD: pair?.child, cgroupProcsFiles: app.cgroup?.procsFiles ?? [])
+                                   inheritedFD: pair?.child, cgroupProcsFiles: app.cgroup?.procsFiles ?? [],
+                                   outputFD: output?.child)
         let pid: pid_t
         do {
             pid = try spawnProcess(request)
         } catch {
             if let pair { close(pair.daemon); close(pair.child) }
+            if let output { close(output.child); output.reader.map { _ = close($0) } }
             events.append(.spawnFailed(app: name, reason: "\(error)"))
             return
         }
         if let pair { close(pair.child) }
+        if let output {
+            close(output.child)
+            if let reader = output.reader { app.output = try? OutputReader(fd: reader, app: name, loop: loop) }
+        }
         app.pid = pid
         app.helloed = false
         app.priority = nil
@@ -289,8 +307,10 @@ public final class Daemon {
             Log.error("Failed to watch \(name) (pid \(pid)): \(error); killing it")
             kill(-pid, SIGKILL)
         }
-        Log.info("\(name): started pid \(pid): \(config.exec.joined(separator: " "))"
-            + (launch.launchedBy == "lifectl" ? "" : " (\(launch.launchedBy))"))
+        Log.event(.launch, .info, "\(name): started pid \(pid): \(config.exec.joined(separator: " "))"
+            + (launch.launchedBy == "lifectl" ? "" : " (\(launch.launchedBy))"),
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", launch.launchedBy),
+                   ("LIFECYCLE_EXEC", config.exec.joined(separator: " "))])
     }
 
     /// systemd-like: a small clean environment, not the daemon's own, plus the app's `Environment=`.
@@ -325,6 +345,8 @@ public final class Daemon {
 
     private func exited(_ app: AppRuntime, _ status: ExitStatus) {
         if let pid = app.pid {
+            Log.event(.exit, .info, "\(app.name): process \(pid) \(status)",
+                      [("LIFECYCLE_APP", app.name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_EXIT", "\(status)")])
             // Whatever the app left behind in its group or cgroup goes with it (systemd's KillMode=control-group).
             if let cgroup = app.cgroup { cgroup.killAll() }
             kill(-pid, SIGKILL)
@@ -485,7 +507,9 @@ public final class Daemon {
 
     /// A client broke the protocol: tell it what was wrong, hang up, and manage the app without messages.
     private func protocolViolation(_ app: AppRuntime, _ message: String) {
-        Log.warning("\(app.name): protocol error: \(message); disconnecting it (the app is managed without messages from now on)")
+        Log.event(.protocolError, .warning,
+                  "\(app.name): protocol error: \(message); disconnecting it (the app is managed without messages from now on)",
+                  [("LIFECYCLE_APP", app.name), ("LIFECYCLE_REASON", message)])
         app.connection?.send(coder.encode(ServerMessage.error(message)))
         app.connection?.closeQuietly()
         app.connection = nil
@@ -497,7 +521,9 @@ public final class Daemon {
     private func transitioned(_ name: String, _ from: AppState, _ to: AppState, _ reason: String) {
         guard let app = apps[name] else { return }
         app.sinceWall = wallClockNow()
-        Log.info("\(name): \(from.rawValue) → \(to.rawValue) (\(reason))")
+        Log.event(.transition, .info, "\(name): \(from.rawValue) → \(to.rawValue) (\(reason))",
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_FROM", from.rawValue), ("LIFECYCLE_TO", to.rawValue),
+                   ("LIFECYCLE_REASON", reason)] + (app.pid.map { [("LIFECYCLE_PID", String($0))] } ?? []))
         if let priority = PriorityClass(to), priority != app.priority, let pid = app.pid {
             apply(priority, to: app, pid: pid)
         }
@@ -526,15 +552,24 @@ public final class Daemon {
         case .deadlineMissed(let callback, let id):
             let misses = model.app(name)?.deadlineMisses ?? 0
             let limit = callback == .didFinishLaunching ? policy.launchTimeout : policy.ackTimeout
-            Log.warning("\(name): \(callback.rawValue) (id \(id)) was not acknowledged within \(describe(limit)); going on (\(misses) missed so far)")
+            Log.event(.deadlineMissed, .warning,
+                      "\(name): \(callback.rawValue) (id \(id)) was not acknowledged within \(describe(limit)); going on (\(misses) missed so far)",
+                      [("LIFECYCLE_APP", name), ("LIFECYCLE_CALLBACK", callback.rawValue), ("LIFECYCLE_MISSES", String(misses))])
         case .launchWatchdog:
-            Log.error("\(name): did not finish launching within \(describe(policy.launchTimeout)); killing it (launch watchdog)")
+            Log.event(.deadlineMissed, .error,
+                      "\(name): did not finish launching within \(describe(policy.launchTimeout)); killing it (launch watchdog)",
+                      [("LIFECYCLE_APP", name), ("LIFECYCLE_CALLBACK", "didFinishLaunching"), ("LIFECYCLE_REASON", "launch watchdog")])
         case .noHello:
             Log.notice("\(name): no hello within \(describe(policy.launchTimeout)); managing it without messages")
         case .restartScheduled(let delay, let attempt):
-            Log.notice("\(name): restarting in \(describe(delay)) (start \(attempt) of at most \(policy.startLimitBurst) within \(describe(policy.startLimitInterval)))")
+            Log.event(.restart, .notice,
+                      "\(name): restarting in \(describe(delay)) (start \(attempt) of at most \(policy.startLimitBurst) within \(describe(policy.startLimitInterval)))",
+                      [("LIFECYCLE_APP", name), ("LIFECYCLE_RESTART_DELAY_USEC", String(milliseconds(delay) * 1000)),
+                       ("LIFECYCLE_ATTEMPT", String(attempt))])
         case .startLimitHit(let starts, let within):
-            Log.error("\(name): started \(starts) times within \(describe(within)); giving up, it stays failed until `lifectl launch \(name)`")
+            Log.event(.startLimit, .error,
+                      "\(name): started \(starts) times within \(describe(within)); giving up, it stays failed until `lifectl launch \(name)`",
+                      [("LIFECYCLE_APP", name), ("LIFECYCLE_STARTS", String(starts))])
         case .stoppedExternally:
             Log.notice("\(name): its process was stopped by someone else; now suspended")
         case .continuedExternally:
@@ -551,7 +586,10 @@ public final class Daemon {
         case .memoryWarning(let count):
             Log.warning("Memory pressure: sent didReceiveMemoryWarning to \(count) apps")
         case .terminatedForMemory(let bytes):
-            Log.warning("\(name): terminated while suspended to relieve memory pressure (jetsam)" + (bytes.map { ", \($0 / 1024) KiB resident" } ?? ""))
+            Log.event(.memoryTermination, .warning,
+                      "\(name): terminated while suspended to relieve memory pressure (jetsam)" + (bytes.map { ", \($0 / 1024) KiB resident" } ?? ""),
+                      [("LIFECYCLE_APP", name), ("LIFECYCLE_REASON", "memory pressure")]
+                        + (bytes.map { [("LIFECYCLE_RSS_BYTES", String($0))] } ?? []))
         case .nothingToTerminate:
             Log.warning("Memory pressure persists, and no suspended app is left to terminate")
         }

@@ -12,6 +12,14 @@ public enum Log {
 
     private static let thresholdValue = Atomic<Int>(Level.info.rawValue)
     private static let prefixesValue = Atomic<Bool>(false)
+    private static let journalValue = Atomic<Bool>(false)
+
+    /// Records go to the journal (structured, through sd_journal_sendv) instead of stderr. Set at start-up
+    /// when journald listens.
+    public static var toJournal: Bool {
+        get { journalValue.load(ordering: .relaxed) }
+        set { journalValue.store(newValue, ordering: .relaxed) }
+    }
 
     /// The least severe level that is written (default info).
     public static var threshold: Level {
@@ -30,8 +38,34 @@ public enum Log {
     public static func warning(_ message: @autoclosure () -> String) { write(.warning, message()) }
     public static func error(_ message: @autoclosure () -> String) { write(.error, message()) }
 
+    /// A structured record: in the journal with its MESSAGE_ID and fields (`LIFECYCLE_APP=` …); on stderr,
+    /// the same words.
+    public static func event(_ event: JournalEvent, _ level: Level, _ message: String, _ fields: [(String, String)]) {
+        guard level >= threshold else { return }
+        if toJournal {
+            Journal.send([("MESSAGE", message), ("PRIORITY", String(level.rawValue)), ("SYSLOG_IDENTIFIER", "lifecycled"),
+                          ("MESSAGE_ID", event.messageID), ("LIFECYCLE_EVENT", event.rawValue)] + fields)
+        } else {
+            writeToStderr(level, message)
+        }
+    }
+
     static func write(_ level: Level, _ message: String) {
         guard level >= threshold else { return }
+        if toJournal {
+            Journal.send([("MESSAGE", message), ("PRIORITY", String(level.rawValue)), ("SYSLOG_IDENTIFIER", "lifecycled")])
+        } else {
+            writeToStderr(level, message)
+        }
+    }
+
+    /// Raw output lines (an app's own output, prefixed), on stderr.
+    static func writeLine(_ line: String) {
+        let text = line + "\n"
+        _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
+    }
+
+    private static func writeToStderr(_ level: Level, _ message: String) {
         var line = levelPrefixes ? level.prefix + message : message
         line += "\n"
         // One write(2) per line: lines from the daemon and its apps never interleave mid-line.

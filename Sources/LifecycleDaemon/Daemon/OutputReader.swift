@@ -1,0 +1,56 @@
+import CSupport
+import Glibc
+
+/// An app's stdout and stderr when there is no journal: read from a pipe and written to the daemon's
+/// stderr line by line, each line prefixed with the app's name.
+final class OutputReader {
+    private let fd: Int32
+    private let prefix: String
+    private var pending: [UInt8] = []
+    private var source: EventSource?
+    /// A line longer than this is written in pieces rather than held.
+    static let maxLine = 4096
+
+    init(fd: Int32, app: String, loop: EventLoop) throws(SystemError) {
+        self.fd = fd
+        prefix = app + ": "
+        _ = cs_set_nonblocking(fd)
+        source = try loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.readAvailable() }
+    }
+
+    deinit { close() }
+
+    private func readAvailable() {
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                pending.append(contentsOf: buffer[..<count])
+                emitLines()
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                return
+            } else {
+                if !pending.isEmpty { Log.writeLine(prefix + String(decoding: pending, as: UTF8.self)) }
+                pending = []
+                close()
+                return
+            }
+        }
+    }
+
+    private func emitLines() {
+        while let end = pending.firstIndex(of: UInt8(ascii: "\n")) ?? (pending.count >= Self.maxLine ? Self.maxLine : nil) {
+            Log.writeLine(prefix + String(decoding: pending[..<end], as: UTF8.self))
+            pending.removeSubrange(...min(end, pending.count - 1))
+        }
+    }
+
+    func close() {
+        guard let source else { return }
+        source.cancel()
+        self.source = nil
+        Glibc.close(fd)
+    }
+}
