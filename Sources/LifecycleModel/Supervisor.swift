@@ -605,7 +605,22 @@ public struct Supervisor: Sendable {
         append(name, .deliver(.didFinishLaunching, options))
     }
 
-    private mutating func terminate(_ name: String) {
+    /// The daemon is stopping: every running app is terminated, and every one gets willTerminate with its
+    /// deadline — suspended apps are continued first so that they can hear it and exit (unlike a single
+    /// `terminate` of a suspended app, which UIKit does without notice).
+    public mutating func shutdown(now: MonotonicTime) -> [Effect] {
+        self.now = now
+        effects = []
+        touched = []
+        for name in table.names {
+            terminate(name, wakeSuspended: true)
+            advance(name)
+        }
+        for name in touched where table.record(name)?.isSettled == true { emit(.settled(app: name)) }
+        return effects
+    }
+
+    private mutating func terminate(_ name: String, wakeSuspended: Bool = false) {
         let app = table[name]
         guard !app.isTerminating else { return }
         guard app.state.isRunning else {
@@ -613,7 +628,7 @@ public struct Supervisor: Sendable {
                 table[name].restartScheduled = false
                 emit(.cancelTimer(app: name, .restart))
             }
-            if app.state == .failed {
+            if app.state == .failed && !wakeSuspended {
                 // Like `systemctl reset-failed`: the start limit starts over.
                 table[name].recentStarts = []
                 setState(name, .notRunning, reason: "reset by terminate")
@@ -625,8 +640,10 @@ public struct Supervisor: Sendable {
         table[name].terminationRequested = true
         let stateAfterInFlight = app.awaiting.flatMap { $0.callback.changesStateOnSend ? nil : $0.callback.resultingState }
             ?? app.state
-        // A suspended app is terminated without a message (UIKit: suspended apps get no notice).
-        if stateAfterInFlight != .suspended { append(name, .deliver(.willTerminate, nil)) }
+        // A suspended app is terminated without a message (UIKit: suspended apps get no notice), except when
+        // the daemon stops: then it is continued first and told like the others.
+        if stateAfterInFlight == .suspended && wakeSuspended { append(name, .resume) }
+        if stateAfterInFlight != .suspended || wakeSuspended { append(name, .deliver(.willTerminate, nil)) }
         append(name, .terminate)
     }
 

@@ -376,6 +376,7 @@ struct LifecycleIntegrationTests {
         kill(harness.daemonPID!, SIGTERM)
         try harness.waitUntil("the daemon exits") { !harness.isDaemonRunning }
         #expect(harness.types("a").last == "willTerminate")
+        #expect(harness.types("b").last == "willTerminate", "the suspended app was continued and told too")
         try harness.waitUntil("no process is left") { pids.allSatisfy { !Kernel.exists($0) } }
         #expect(harness.log.contains("Stopped"))
     }

@@ -11,7 +11,7 @@ typealias ExitStatus = LifecycleModel.ExitStatus
 /// `unresponsive` are hung instead: no hello, no ack, SIGTERM ignored. SIGKILL always ends the process.
 /// Replies are fed in the order the effects asked for them, each as a separate input, as the daemon's loop would.
 struct Harness {
-    private(set) var model = Supervisor()
+    var model = Supervisor()
     private(set) var now: MonotonicTime = .zero
     /// Every effect of every input, in order.
     private(set) var log: [Effect] = []

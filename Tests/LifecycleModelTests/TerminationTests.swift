@@ -185,3 +185,22 @@ struct TerminationTests {
         #expect(effects == [.signal(app: "a", .terminate), .armTimer(app: "a", .kill, after: .seconds(5))])
     }
 }
+
+@Suite("Daemon shutdown")
+struct ShutdownTests {
+    @Test("shutdown: running apps get willTerminate; suspended ones are continued first and told too")
+    func shutdownWakesSuspendedAppsToTellThem() throws {
+        var h = Harness("a", "s", "off")
+        try h.bring("a", to: .active)
+        try h.bring("s", to: .suspended)
+
+        let effects = h.model.shutdown(now: h.now)
+
+        let sIndex = try #require(effects.firstIndex(of: .continueProcess(app: "s")))
+        let told = try #require(effects.firstIndex { if case .send(app: "s", let d) = $0 { d.callback == .willTerminate } else { false } })
+        #expect(sIndex < told, "continued before it is told")
+        #expect(effects.contains { if case .send(app: "a", let d) = $0 { d.callback == .willTerminate } else { false } })
+        #expect(!effects.contains { if case .spawn = $0 { true } else { false } })
+        #expect(effects.contains(.settled(app: "off")), "an app that is not running is done at once")
+    }
+}

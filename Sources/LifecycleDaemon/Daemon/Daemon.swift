@@ -752,9 +752,7 @@ public final class Daemon {
         serviceManager.stopping()
         let running = model.records.filter(\.state.isRunning).count
         Log.notice("Stopping: terminating \(running) running apps")
-        for name in apps.keys.sorted() {
-            perform((try? model.handle(.terminate, for: name, origin: "shutdown", now: loop.now)) ?? [])
-        }
+        perform(model.shutdown(now: loop.now))
         drain()
         finishShutdownIfDone()
     }
