@@ -288,7 +288,7 @@ struct LifecycleIntegrationTests {
             #expect(output.status == 1)
             #expect(output.stderr.contains("cannot resume 'a': it is notRunning"))
             let unknown = try daemon.lifectl("focus", "nosuch")
-            #expect(unknown.status == 1)
+            #expect(unknown.status == 4, "exit status 4: no such app")
             #expect(unknown.stderr.contains("no such app"))
         }
     }
