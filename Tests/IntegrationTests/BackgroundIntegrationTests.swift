@@ -10,13 +10,7 @@ struct BackgroundIntegrationTests {
     let python = DaemonHarness.pythonClient
 
     func withDaemon(_ apps: [String: String], daemonConfig: String? = nil, _ body: (DaemonHarness) throws -> Void) throws {
-        let harness = try DaemonHarness()
-        defer { harness.stop() }
-        for (name, text) in apps { try harness.app(name, text) }
-        if let daemonConfig { try harness.daemonConfig(daemonConfig) }
-        try harness.start()
-        try body(harness)
-        #expect(harness.isDaemonRunning)
+        try DaemonHarness.running(apps, daemonConfig: daemonConfig, body)
     }
 
     func client(_ arguments: String, lifecycle: String) -> String {

@@ -211,6 +211,21 @@ final class DaemonHarness {
     }
 }
 
+extension DaemonHarness {
+    /// A daemon with these apps (and lifecycled.conf), started before `body` and stopped and cleaned up after it,
+    /// even when it throws; it must still be running when `body` ends.
+    static func running(_ apps: [String: String], daemonConfig: String? = nil,
+                        _ body: (DaemonHarness) throws -> Void) throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        for (name, text) in apps { try harness.app(name, text) }
+        if let daemonConfig { try harness.daemonConfig(daemonConfig) }
+        try harness.start()
+        try body(harness)
+        #expect(harness.isDaemonRunning, "the daemon must still be running at the end of the test")
+    }
+}
+
 struct HarnessError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }

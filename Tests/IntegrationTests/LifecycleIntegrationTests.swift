@@ -9,16 +9,8 @@ import Testing
 struct LifecycleIntegrationTests {
     let python = DaemonHarness.pythonClient
 
-    /// A harness with the given apps, started, stopped and cleaned up around `body`.
-    func withDaemon(_ apps: [String: String], daemonConfig: String? = nil,
-                    _ body: (DaemonHarness) throws -> Void) throws {
-        let harness = try DaemonHarness()
-        defer { harness.stop() }
-        for (name, text) in apps { try harness.app(name, text) }
-        if let daemonConfig { try harness.daemonConfig(daemonConfig) }
-        try harness.start()
-        try body(harness)
-        #expect(harness.isDaemonRunning, "the daemon must still be running at the end of the test")
+    func withDaemon(_ apps: [String: String], daemonConfig: String? = nil, _ body: (DaemonHarness) throws -> Void) throws {
+        try DaemonHarness.running(apps, daemonConfig: daemonConfig, body)
     }
 
     func client(_ arguments: String = "", lifecycle: String = "") -> String {

@@ -10,13 +10,8 @@ import Testing
 struct NotificationIntegrationTests {
     let python = DaemonHarness.pythonClient
 
-    func withDaemon(_ apps: [String: String], _ body: (DaemonHarness) throws -> Void) throws {
-        let harness = try DaemonHarness()
-        defer { harness.stop() }
-        for (name, text) in apps { try harness.app(name, text) }
-        try harness.start()
-        try body(harness)
-        #expect(harness.isDaemonRunning)
+    func withDaemon(_ apps: [String: String], daemonConfig: String? = nil, _ body: (DaemonHarness) throws -> Void) throws {
+        try DaemonHarness.running(apps, daemonConfig: daemonConfig, body)
     }
 
     func client(_ arguments: String, lifecycle: String = "BackgroundTimeSec=infinity") -> String {
