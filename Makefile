@@ -4,7 +4,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all demo test deps build install bench clean
+.PHONY: all demo test deps build install uninstall bench clean
 
 all: build
 
@@ -27,18 +27,62 @@ test: build
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 
-# Installs the binaries, the unit and an example configuration (not the demo apps).
+# Installation, with the usual PREFIX (default /usr/local) and DESTDIR (a staging root for packages and tests):
+#   $(PREFIX)/bin                                lifecycled, lifectl
+#   $(UNITDIR)                                   lifecycled.service (ExecStart= set to $(PREFIX)/bin), .socket
+#   $(PREFIX)/share/man/man{1,5,8}               lifectl(1), lifecycled.conf(5), lifecycled(8)
+#   $(PREFIX)/share/bash-completion/completions  lifectl
+#   /etc/lifecycled/lifecycled.conf, apps/       only if there is no lifecycled.conf yet (no demo apps)
+# The units go to systemd's vendor directory under the prefix, not /etc/systemd/system: that one is the
+# administrator's (systemctl edit, drop-ins, masks), which an install must not overwrite nor an uninstall
+# delete. systemd searches /usr/local/lib/systemd/system and /usr/lib/systemd/system; with another PREFIX,
+# pass UNITDIR=/etc/systemd/system. `make uninstall` takes the same variables and removes exactly those
+# files, never the configuration.
 # The Swift runtime is linked statically: lifectl starts in about half the time (bench/lifectl-latency.sh).
+# BINDIR_SOURCE=DIR installs the lifecycled and lifectl found in DIR instead of building the static release
+# binaries (minutes): the tests pass the debug build (swift build --show-bin-path).
 PREFIX ?= /usr/local
+BINDIR_SOURCE ?=
+BINDIR = $(PREFIX)/bin
+MANDIR = $(PREFIX)/share/man
+COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
+UNITDIR = $(PREFIX)/lib/systemd/system
+CONFDIR = /etc/lifecycled
 RELEASE := -c release --static-swift-stdlib --scratch-path .build/static
-install: deps
+INSTALLED = $(BINDIR)/lifecycled $(BINDIR)/lifectl \
+	$(UNITDIR)/lifecycled.service $(UNITDIR)/lifecycled.socket \
+	$(MANDIR)/man1/lifectl.1 $(MANDIR)/man5/lifecycled.conf.5 $(MANDIR)/man8/lifecycled.8 \
+	$(COMPLETIONDIR)/lifectl
+
+install: $(if $(BINDIR_SOURCE),,deps)
+ifeq ($(BINDIR_SOURCE),)
 	$(SWIFT) build $(RELEASE) --product lifecycled
 	$(SWIFT) build $(RELEASE) --product lifectl
-	install -D -m 0755 "$$($(SWIFT) build $(RELEASE) --show-bin-path)/lifecycled" $(DESTDIR)$(PREFIX)/bin/lifecycled
-	install -D -m 0755 "$$($(SWIFT) build $(RELEASE) --show-bin-path)/lifectl" $(DESTDIR)$(PREFIX)/bin/lifectl
-	install -D -m 0644 systemd/lifecycled.service $(DESTDIR)/etc/systemd/system/lifecycled.service
-	[ -e $(DESTDIR)/etc/lifecycled/lifecycled.conf ] || install -D -m 0644 Config/lifecycled.conf $(DESTDIR)/etc/lifecycled/lifecycled.conf
-	install -d $(DESTDIR)/etc/lifecycled/apps
+endif
+	binaries="$(BINDIR_SOURCE)"; [ -n "$$binaries" ] || binaries="$$($(SWIFT) build $(RELEASE) --show-bin-path)"; \
+	install -D -m 0755 "$$binaries/lifecycled" "$(DESTDIR)$(BINDIR)/lifecycled" && \
+	install -D -m 0755 "$$binaries/lifectl" "$(DESTDIR)$(BINDIR)/lifectl"
+	install -d "$(DESTDIR)$(UNITDIR)"
+	sed 's|^ExecStart=/usr/local/bin/lifecycled |ExecStart=$(BINDIR)/lifecycled |' systemd/lifecycled.service \
+		> "$(DESTDIR)$(UNITDIR)/lifecycled.service"
+	grep -q '^ExecStart=$(BINDIR)/lifecycled ' "$(DESTDIR)$(UNITDIR)/lifecycled.service" \
+		|| { echo "make install: could not set ExecStart= in lifecycled.service" >&2; exit 1; }
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/lifecycled.service"
+	install -m 0644 systemd/lifecycled.socket "$(DESTDIR)$(UNITDIR)/lifecycled.socket"
+	install -D -m 0644 docs/man/lifectl.1 "$(DESTDIR)$(MANDIR)/man1/lifectl.1"
+	install -D -m 0644 docs/man/lifecycled.conf.5 "$(DESTDIR)$(MANDIR)/man5/lifecycled.conf.5"
+	install -D -m 0644 docs/man/lifecycled.8 "$(DESTDIR)$(MANDIR)/man8/lifecycled.8"
+	install -D -m 0644 completion/lifectl.bash "$(DESTDIR)$(COMPLETIONDIR)/lifectl"
+	[ -e "$(DESTDIR)$(CONFDIR)/lifecycled.conf" ] || install -D -m 0644 Config/lifecycled.conf "$(DESTDIR)$(CONFDIR)/lifecycled.conf"
+	install -d "$(DESTDIR)$(CONFDIR)/apps"
+	@if [ "$(UNITDIR)" != /etc/systemd/system ] && [ -e "$(DESTDIR)/etc/systemd/system/lifecycled.service" ]; then \
+		echo "Note: $(DESTDIR)/etc/systemd/system/lifecycled.service (an earlier install?) overrides $(UNITDIR)/lifecycled.service"; \
+	fi
+	@[ -n "$(DESTDIR)" ] || echo "Next: systemctl daemon-reload && systemctl enable --now lifecycled.socket lifecycled.service"
+
+uninstall:
+	rm -f $(addprefix "$(DESTDIR),$(addsuffix ",$(INSTALLED)))
+	@echo "Kept the configuration in $(DESTDIR)$(CONFDIR)"
 
 # How fast lifectl answers, against the floor (process start-up, a C client). The full comparison with
 # supervisord, s6 and runit is a later step.

@@ -135,8 +135,9 @@ if verb == "logs" {
     guard !background, targetApp == nil, data == nil else { fail("logs takes only an app and -f", status: ExitStatus.usage) }
     // Without a journal the daemon's log is its standard error, and the apps' output goes the same way
     // (they inherit it): say so rather than run a journalctl that finds nothing.
-    let elsewhere = "lifecycled writes its log to its standard error, and its apps' output goes there too: look "
-        + "wherever it was started (a terminal, a file its output was redirected to, the log of whatever supervises it)"
+    let elsewhere = "lifecycled writes its log to its standard error, and its apps' output goes there too, each line "
+        + "prefixed with the app's name: look wherever it was started (a terminal, a file its output was redirected to, "
+        + "the log of whatever supervises it)"
     let journalSocket = "/run/systemd/journal/socket"
     guard access(journalSocket, F_OK) == 0 else {
         fail("no systemd journal here (\(journalSocket) does not exist). \(elsewhere)", status: ExitStatus.refused)
