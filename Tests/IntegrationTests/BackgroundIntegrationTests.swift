@@ -158,7 +158,7 @@ struct BackgroundIntegrationTests {
         defer { try? FileManager.default.removeItem(at: root) }
         let localtime = root.appendingPathComponent("localtime")
         try FileManager.default.copyItem(atPath: "/usr/share/zoneinfo/UTC", toPath: localtime.path)
-        let config = "[Sources]\nLocaltimeFile=\(localtime.path)\nBattery=no\nMemoryPressure=no\n"
+        let config = "[Sources]\nTimeChange=yes\nLocaltimeFile=\(localtime.path)\n"
         try withDaemon(["a": client("--observe significantTimeChange", lifecycle: "")], daemonConfig: config) { daemon in
             try daemon.control("focus", "a")
             let replacement = root.appendingPathComponent("localtime.new")
@@ -166,7 +166,8 @@ struct BackgroundIntegrationTests {
             #expect(rename(replacement.path, localtime.path) == 0)
             try daemon.waitUntil("a heard of it") { daemon.records("a").contains { $0.type == "notification" } }
             let note = try #require(daemon.records("a").first { $0.type == "notification" })
-            #expect(note.name == "significantTimeChange" && note.posts == 1)
+            // At least this one; another test target may set the machine's clock meanwhile, which is a post too.
+            #expect(note.name == "significantTimeChange" && (note.posts ?? 0) >= 1)
         }
     }
 }

@@ -32,6 +32,9 @@ final class DaemonHarness {
         recordFile = root.appendingPathComponent("record.jsonl")
         logFile = root.appendingPathComponent("daemon.log")
         try FileManager.default.createDirectory(at: configDirectory.appendingPathComponent("apps"), withIntermediateDirectories: true)
+        // The machine-wide sources are off unless a test asks for them: another test target sets the clock
+        // (to test the clock source), which would otherwise post significantTimeChange into unrelated tests.
+        try daemonConfig("")
         // World-readable, so that the unprivileged-user test can reach the control socket.
         chmod(root.path, 0o755)
     }
@@ -46,8 +49,11 @@ final class DaemonHarness {
         try FileManager.default.removeItem(at: configDirectory.appendingPathComponent("apps/\(name).conf"))
     }
 
+    /// lifecycled.conf: `text`, after a `[Sources]` section that turns the machine-wide sources off (a test's own
+    /// `[Sources]` keys come later and win).
     func daemonConfig(_ text: String) throws {
-        try text.write(to: configDirectory.appendingPathComponent("lifecycled.conf"), atomically: true, encoding: .utf8)
+        let quiet = "[Sources]\nTimeChange=no\nLocaleChange=no\nBattery=no\nMemoryPressure=no\n\n"
+        try (quiet + text).write(to: configDirectory.appendingPathComponent("lifecycled.conf"), atomically: true, encoding: .utf8)
     }
 
     var environment: [String: String] {

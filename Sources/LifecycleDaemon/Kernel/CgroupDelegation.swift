@@ -144,9 +144,9 @@ extension CgroupDelegation {
         guard let unifiedMount, let ownPath else {
             return .notDelegated(reason: "no cgroup2 hierarchy (v1 only)")
         }
-        if forced == nil && layout == .hybrid {
-            return .notDelegated(reason: "hybrid cgroup layout (cpu and freezer are v1 controllers, which systemd does not delegate)")
-        }
+        // On a hybrid host systemd delegates the cgroup2 part only (the v1 cpu and freezer stay its own): taken for
+        // process tracking, cgroup.freeze and cgroup.kill; background priority then falls back to nice. Measured in
+        // a systemd-nspawn container on such a host (docs/SYSTEMD-CONTAINER.md).
         let rootPath = DelegatedSubtree.rootPath(ownPath: ownPath)
         guard rootPath != "/" else { return .notDelegated(reason: "our cgroup2 group is the root") }
         let root = unifiedMount + rootPath

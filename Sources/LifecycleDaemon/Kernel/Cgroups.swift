@@ -185,23 +185,31 @@ public struct CgroupSupport: Sendable {
 
         var support = CgroupSupport(layout: layout)
         var created: [String] = []
-        do {
+        do throws(SystemError) {
             if let unifiedMount, let ownPath {
                 try support.setUpUnified(mount: unifiedMount, ownPath: ownPath, groupName: groupName, created: &created)
             }
-            // v1 groups beside cgroup2 on hybrid and v1 hosts (never on unified ones).
-            if layout != .unified && cpuKind == .cgroup1 {
-                support.cpuParent = try makeParent(cpuMount + "/" + groupName, created: &created)
+            // v1 groups beside cgroup2 on hybrid and v1 hosts (never on unified ones). On a hybrid host whose v1
+            // hierarchies are read-only (a container), the cgroup2 part alone still serves: skip them, say why.
+            var v1Failures: [String] = []
+            for (kind, mount, keyPath) in [(cpuKind, cpuMount, \CgroupSupport.cpuParent), (freezerKind, freezerMount, \CgroupSupport.freezerParent)]
+            where layout != .unified && kind == .cgroup1 {
+                do {
+                    support[keyPath: keyPath] = try makeParent(mount + "/" + groupName, created: &created)
+                } catch {
+                    guard layout == .hybrid, support.unifiedParent != nil else { throw error }
+                    v1Failures.append(error.description)
+                }
             }
-            if layout != .unified && freezerKind == .cgroup1 {
-                support.freezerParent = try makeParent(freezerMount + "/" + groupName, created: &created)
+            if !v1Failures.isEmpty {
+                support.fallbackReason = "v1 groups skipped (" + v1Failures.joined(separator: "; ") + ")"
             }
         } catch {
             for path in created.reversed() { rmdir(path) }
             return CgroupSupport(layout: .none, fallbackReason: error.description)
         }
         if case .notDelegated(let reason) = delegation {
-            support.fallbackReason = "not delegated: " + reason
+            support.fallbackReason = ["not delegated: " + reason, support.fallbackReason].compactMap { $0 }.joined(separator: "; ")
         }
         support.delegation = delegation
         return support

@@ -1,0 +1,297 @@
+#!/bin/bash
+# Opt-in test: lifecycled under a real systemd (252, Debian bookworm) as PID 1, in a systemd-nspawn container.
+#
+#   sudo systemd/test-in-container.sh            # from the repository root; needs root
+#
+# What it does (see docs/SYSTEMD-CONTAINER.md for what was measured and why it is built this way):
+#   1. builds lifecycled and lifectl (release, --static-swift-stdlib: the container has no Swift runtime) from a
+#      copy of the working tree, in its own scratch path;
+#   2. builds a minbase Debian bookworm tree with debootstrap, ONCE, cached in $WORK/root (about 2 min, 240 MB);
+#   3. boots it with `systemd-nspawn -b --volatile=overlay` (the cached tree is never modified: every change of a
+#      run goes to a tmpfs), the binaries and systemd/lifecycled.service bound read-only at the paths the unit
+#      expects, and a check unit pulled in with `systemd.wants=` on the init command line;
+#   4. the check unit waits for the boot to finish, then drives `systemctl start/status/reload/stop`, `lifectl`,
+#      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory, and powers
+#      the container off;
+#   5. prints the results and the cost, removes the container's leftovers, and exits 1 if any check failed
+#      (2 if the container could not be built or booted at all).
+#
+# Environment:
+#   LIFECYCLED_NSPAWN_DIR   work directory (default /var/tmp/lifecycled-nspawn): tree cache, build, results
+#   LIFECYCLED_NSPAWN_CGROUP
+#                           default "auto" on a pure cgroup2 host, "auto unified" on a hybrid or v1 host;
+#                           auto: let systemd-nspawn choose, as it does for the host's cgroup mode;
+#                           unified: SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 (pure cgroup2 in the container);
+#                           legacy: SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=0 (hybrid/v1, only on a host that is not
+#                           pure cgroup2); several may be given, space-separated: "legacy unified"
+#   LIFECYCLED_NSPAWN_MIRROR
+#                           Debian mirror for debootstrap (default http://deb.debian.org/debian)
+#   LIFECYCLED_NSPAWN_REBUILD=1
+#                           throw the cached tree away and debootstrap again
+#   LIFECYCLED_NSPAWN_TIMEOUT
+#                           seconds one boot with its checks may take (default 180)
+#   LIFECYCLED_BIN_DIR      use lifecycled and lifectl from this directory instead of building them
+#
+# Needs: root, systemd-nspawn (apt-get install systemd-container), debootstrap, swift (unless LIFECYCLED_BIN_DIR).
+# It does not need systemd as the host's init, nor systemd-machined: the container is not registered
+# (--register=no) and runs in the cgroup this script is in (--keep-unit).
+set -u -o pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${LIFECYCLED_NSPAWN_DIR:-/var/tmp/lifecycled-nspawn}
+ROOT=$WORK/root
+MIRROR=${LIFECYCLED_NSPAWN_MIRROR:-http://deb.debian.org/debian}
+TIMEOUT=${LIFECYCLED_NSPAWN_TIMEOUT:-180}
+# Default: what nspawn picks for this host; on a host that is not pure cgroup2, also a pure cgroup2 container.
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then MODES=${LIFECYCLED_NSPAWN_CGROUP:-auto}
+else MODES=${LIFECYCLED_NSPAWN_CGROUP:-auto unified}; fi
+t_start=$(date +%s)
+
+die() { echo "test-in-container: $*" >&2; exit 2; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (systemd-nspawn and debootstrap need it)"
+command -v systemd-nspawn >/dev/null || die "systemd-nspawn missing: apt-get install systemd-container"
+mkdir -p "$WORK" || die "cannot create $WORK"
+
+# --- 1. binaries ------------------------------------------------------------------------------------------------
+if [ -n "${LIFECYCLED_BIN_DIR:-}" ]; then
+    BIN=$LIFECYCLED_BIN_DIR
+else
+    command -v swift >/dev/null || die "swift missing (or set LIFECYCLED_BIN_DIR)"
+    t=$(now)
+    echo "== building lifecycled and lifectl (release, static Swift stdlib) from a copy of $here"
+    # A copy: others may edit the working tree while this builds ("input file ... was modified during the build").
+    rm -rf "$WORK/src" && mkdir -p "$WORK/src"
+    (cd "$here" && tar --exclude=./.build --exclude=./.git -cf - .) | tar -C "$WORK/src" -xf - || die "copying the sources failed"
+    for p in lifecycled lifectl; do
+        (cd "$WORK/src" && swift build -c release --static-swift-stdlib --scratch-path "$WORK/build" --product "$p") \
+            >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; die "swift build --product $p failed ($WORK/build.log)"; }
+    done
+    BIN=$WORK/build/release
+    echo "   built in $(elapsed "$t") s"
+fi
+for b in lifecycled lifectl; do [ -x "$BIN/$b" ] || die "$BIN/$b missing"; done
+
+# --- 2. the tree, built once ------------------------------------------------------------------------------------
+if [ "${LIFECYCLED_NSPAWN_REBUILD:-0}" = 1 ]; then rm -rf "$ROOT"; fi
+if [ ! -e "$ROOT/.lifecycled-tree-complete" ]; then
+    command -v debootstrap >/dev/null || die "debootstrap missing: apt-get install debootstrap"
+    rm -rf "$ROOT"
+    t=$(now)
+    echo "== debootstrap --variant=minbase bookworm $ROOT (once; cached afterwards)"
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$ROOT" "$MIRROR" \
+        >"$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed ($WORK/debootstrap.log)"; }
+    # The container boots with no login prompt to wait on; an empty machine-id is filled at each boot.
+    : >"$ROOT/etc/machine-id"
+    echo lifecycled-test >"$ROOT/etc/hostname"
+    mkdir -p "$ROOT/check" "$ROOT/out"
+    touch "$ROOT/.lifecycled-tree-complete"
+    echo "   debootstrap took $(elapsed "$t") s"
+fi
+echo "== tree: $ROOT, $(du -sm "$ROOT" | cut -f1) MB (cached)"
+
+# --- 3. the check script that runs inside the container ---------------------------------------------------------
+CHECK=$WORK/check
+mkdir -p "$CHECK"
+cat >"$CHECK/lifecycled-check.service" <<'EOF'
+[Unit]
+Description=lifecycled checks (test-in-container.sh)
+# Not Type=oneshot: the boot must be able to finish (is-system-running --wait) while this runs.
+[Service]
+Type=exec
+ExecStart=/bin/bash /check/check.sh
+StandardOutput=journal+console
+StandardError=journal+console
+EOF
+
+cat >"$CHECK/check.sh" <<'EOF'
+#!/bin/bash
+# Runs inside the container, started by lifecycled-check.service once systemd is up.
+set -u
+R=/out/results; D=/out/details
+: >"$R"; : >"$D"
+pass() { echo "PASS $1${2:+ — $2}" | tee -a "$R"; }
+fail() { echo "FAIL $1${2:+ — $2}" | tee -a "$R"; }
+check() { local name=$1; shift; if "$@" >>"$D" 2>&1; then pass "$name"; else fail "$name"; fi; }
+log() { { echo; echo "### $*"; } >>"$D"; }
+show() { systemctl show -P "$1" lifecycled.service; }
+app_state() { lifectl list 2>/dev/null | awk -v a="$1" '$1 == a { print $2 }'; }
+wait_for() { local i; for i in $(seq 1 100); do "$@" && return 0; sleep 0.1; done; return 1; }
+pids_of_comm() { local p; for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = "$1" ] && echo "${p#/proc/}"; done; }
+trap 'systemctl poweroff --no-block' EXIT
+
+state=$(timeout 60 systemctl is-system-running --wait 2>&1)
+log "is-system-running: $state"; systemctl --failed --no-pager >>"$D" 2>&1
+case $state in
+    running) pass "container boots: systemd $(systemctl --version | head -1 | cut -d' ' -f2) is PID 1, system running" ;;
+    degraded) pass "container boots (degraded: $(systemctl --failed --plain --no-legend | cut -d' ' -f1 | tr '\n' ' '))" ;;
+    *) fail "container boots" "is-system-running: $state" ;;
+esac
+cgmode=$(stat -fc %T /sys/fs/cgroup)
+[ "$cgmode" = cgroup2fs ] && cgmode="unified (cgroup2)" || cgmode="hybrid/legacy ($cgmode at /sys/fs/cgroup)"
+echo "INFO cgroup layout in the container: $cgmode" | tee -a "$R"
+
+# One app that speaks no protocol, launched at start; SuspendMethod=freezer to see which freezer is used.
+mkdir -p /etc/lifecycled/apps
+cat >/etc/lifecycled/apps/sleeper.conf <<'CONF'
+[App]
+Description=sleep, knowing nothing of lifecycled
+Exec=/bin/sleep 100000
+Protocol=none
+AutoLaunch=yes
+
+[Lifecycle]
+SuspendMethod=freezer
+CONF
+
+log "systemctl start lifecycled"
+t0=$(date +%s%N)
+check "systemctl start lifecycled (Type=notify: returns after READY=1)" timeout 30 systemctl start lifecycled
+t1=$(date +%s%N)
+echo "INFO start took $(( (t1 - t0) / 1000000 )) ms" | tee -a "$R"
+[ "$(show ActiveState)/$(show SubState)" = active/running ] && pass "unit active/running" || fail "unit active/running" "$(show ActiveState)/$(show SubState)"
+status_text=$(show StatusText)
+[ -n "$status_text" ] && pass "STATUS= reaches systemd" "StatusText=$status_text" || fail "STATUS= reaches systemd" "StatusText empty"
+st=$(systemctl status lifecycled --no-pager 2>&1); echo "$st" >>"$D"
+echo "$st" | grep -q '^ *Status: "' && pass "systemctl status shows the Status: line" "$(echo "$st" | grep '^ *Status:' | sed 's/^ *//')" || fail "systemctl status shows the Status: line"
+list=$(lifectl list 2>&1); rc=$?; log "lifectl list (rc $rc)"; echo "$list" >>"$D"
+[ $rc = 0 ] && echo "$list" | grep -q '^sleeper' && pass "lifectl list" "$(echo "$list" | grep '^sleeper' | tr -s ' ')" || fail "lifectl list" "rc $rc: $list"
+lifectl status >>"$D" 2>&1
+wait_for test -n "$(pids_of_comm sleep)"
+sleep_pid=$(pids_of_comm sleep | head -1)
+main_pid=$(show MainPID)
+
+# The delegated subtree: the daemon in supervisor/, the app in app-sleeper/. In a hybrid/legacy container the v1
+# controllers are mounted read-only by systemd-nspawn (they belong to the host), and the daemon uses no cgroups.
+cg=$(show ControlGroup)
+if [ -d /sys/fs/cgroup/unified ]; then base=/sys/fs/cgroup/unified; else base=/sys/fs/cgroup; fi
+log "cgroups: ControlGroup=$cg; /proc/$main_pid/cgroup, /proc/$sleep_pid/cgroup"
+cat "/proc/$main_pid/cgroup" "/proc/$sleep_pid/cgroup" >>"$D" 2>&1; ls -la "$base$cg" >>"$D" 2>&1
+layout=$(journalctl -u lifecycled --no-pager -o cat | grep -m1 -E '^cgroup layout: none')
+if [ "$base" != /sys/fs/cgroup ] && [ -n "$layout" ]; then
+    echo "SKIP delegated cgroups (supervisor/, app-*) — hybrid container, daemon: '$layout' ($(journalctl -u lifecycled --no-pager -o cat | grep -m1 '^cgroups: '))" | tee -a "$R"
+else
+    if grep -qx "$main_pid" "$base$cg/supervisor/cgroup.procs" 2>/dev/null; then
+        pass "daemon in the delegated $cg/supervisor"
+    else
+        fail "daemon in the delegated $cg/supervisor" "$(grep '^0::' "/proc/$main_pid/cgroup")"
+    fi
+    if [ -n "$sleep_pid" ] && grep -qx "$sleep_pid" "$base$cg/app-sleeper/cgroup.procs" 2>/dev/null; then
+        pass "app in its own cgroup $cg/app-sleeper"
+    else
+        fail "app in its own cgroup $cg/app-sleeper" "sleep pid ${sleep_pid:-none}: $(grep '^0::' "/proc/$sleep_pid/cgroup" 2>/dev/null)"
+    fi
+fi
+
+# Suspend with SuspendMethod=freezer and resume: which freezer the daemon can use here.
+log "suspend/resume"
+lifectl background sleeper >>"$D" 2>&1
+if lifectl suspend sleeper >>"$D" 2>&1 && [ "$(app_state sleeper)" = suspended ]; then
+    how=$(journalctl -u lifecycled --no-pager -o cat 2>/dev/null | grep -i -m1 -E 'freez|suspend.*method|SIGSTOP' )
+    pass "lifectl suspend sleeper" "state: $(awk '{print $3}' "/proc/$sleep_pid/stat" 2>/dev/null) in /proc; $(cat "$base$cg/app-sleeper/cgroup.freeze" 2>/dev/null | sed 's/^/cgroup.freeze=/')"
+else
+    fail "lifectl suspend sleeper" "state $(app_state sleeper)"
+fi
+check "lifectl resume sleeper" lifectl resume sleeper
+
+# Reload: a second app appears, the first is untouched.
+cat >/etc/lifecycled/apps/second.conf <<'CONF'
+[App]
+Exec=/bin/sleep 200000
+Protocol=none
+AutoLaunch=yes
+CONF
+log "systemctl reload lifecycled"
+if timeout 30 systemctl reload lifecycled >>"$D" 2>&1; then
+    pass "systemctl reload lifecycled"
+else
+    fail "systemctl reload lifecycled" "$(journalctl -u lifecycled --no-pager -o cat | grep -m1 -E 'Failed (to locate|at step)')"
+    # Go on with the daemon's own reload path: SIGHUP to the main process, as ExecReload= means to send.
+    systemctl kill --kill-who=main --signal=HUP lifecycled >>"$D" 2>&1
+    echo "INFO reload continued with: systemctl kill --kill-who=main --signal=HUP lifecycled" | tee -a "$R"
+fi
+if wait_for test -n "$(app_state second)"; then
+    pass "reload picked up apps/second.conf" "second: $(app_state second)"
+else
+    fail "reload picked up apps/second.conf" "$(lifectl list 2>&1 | tr '\n' ';')"
+fi
+[ "$(lifectl list 2>/dev/null | awk '$1 == "sleeper" { print $3 }')" = "$sleep_pid" ] && [ -d "/proc/$sleep_pid" ] \
+    && pass "reload left the unchanged app running (pid $sleep_pid)" || fail "reload left the unchanged app running" "$(lifectl list 2>&1 | tr '\n' ';')"
+[ "$(show MainPID)" = "$main_pid" ] && [ "$(show ActiveState)" = active ] && pass "daemon still the same process, unit active after reload" || fail "daemon still the same process after reload" "$(show MainPID) $(show ActiveState)"
+
+# The journal: structured records per app.
+sleep 1
+log "journalctl -u lifecycled LIFECYCLE_APP=sleeper -o verbose"
+j=$(journalctl -u lifecycled LIFECYCLE_APP=sleeper -o verbose --no-pager 2>&1); echo "$j" >>"$D"
+n=$(echo "$j" | grep -c 'LIFECYCLE_EVENT=')
+[ "$n" -gt 0 ] && pass "journalctl -u lifecycled LIFECYCLE_APP=sleeper: $n structured records" "events: $(echo "$j" | sed -n 's/^ *LIFECYCLE_EVENT=//p' | sort | uniq -c | tr -s ' ' | tr '\n' ',')" \
+    || fail "journalctl -u lifecycled LIFECYCLE_APP=sleeper" "no LIFECYCLE_EVENT= fields"
+echo "$j" | grep -q 'MESSAGE_ID=5c1a9e0b7f2d4b3c8a6e1d2f3b4c5d0' && pass "records carry the documented MESSAGE_ID=" || fail "records carry the documented MESSAGE_ID="
+lifectl logs sleeper --no-pager >>"$D" 2>&1 && pass "lifectl logs sleeper" || fail "lifectl logs sleeper"
+wd=$(show WatchdogTimestampMonotonic)
+[ "${wd:-0}" != 0 ] && pass "watchdog pings received (WatchdogSec=$(show WatchdogUSec))" || fail "watchdog pings received" "WatchdogTimestampMonotonic=$wd"
+
+# Stop: the daemon terminates its apps itself, and exits cleanly.
+log "systemctl stop lifecycled"
+t0=$(date +%s%N)
+check "systemctl stop lifecycled" timeout 100 systemctl stop lifecycled
+t1=$(date +%s%N)
+echo "INFO stop took $(( (t1 - t0) / 1000000 )) ms" | tee -a "$R"
+# (systemctl show after the stop is no use: the inactive unit may already be unloaded, its Exec* fields reset.)
+inv=$(journalctl -u lifecycled --no-pager -o cat _PID=1 | tail -5 | tr '\n' ' ')
+if [ "$(show ActiveState)" = inactive ] && echo "$inv" | grep -q 'Deactivated successfully' && ! echo "$inv" | grep -q 'Failed with result'; then
+    pass "stopped cleanly" "$(journalctl -u lifecycled --no-pager -o cat | grep -x -m1 'Stopped'), systemd: Deactivated successfully"
+else
+    fail "stopped cleanly" "$(show ActiveState): $inv"
+fi
+[ -z "$(pids_of_comm sleep)" ] && pass "no app process left" || fail "no app process left" "$(pids_of_comm sleep | tr '\n' ' ')"
+journalctl -u lifecycled --no-pager -o short-monotonic >>"$D" 2>&1
+echo DONE >>"$R"
+EOF
+
+# --- 4. boot, once per cgroup mode -------------------------------------------------------------------------------
+failed=0
+for mode in $MODES; do
+    OUT=$WORK/out-$mode
+    rm -rf "$OUT"; mkdir -p "$OUT"
+    env=()
+    case $mode in
+        auto) ;;
+        unified) env=(SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1) ;;
+        legacy|hybrid) env=(SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=0) ;;
+        *) die "unknown cgroup mode '$mode' (auto, unified, legacy)" ;;
+    esac
+    echo "== booting the container (cgroup mode: $mode)"
+    t=$(now)
+    env "${env[@]}" timeout --kill-after=10 "$TIMEOUT" systemd-nspawn \
+        --quiet --directory="$ROOT" --boot --volatile=overlay \
+        --register=no --keep-unit --console=pipe \
+        --machine="lifecycled-test-$mode" \
+        --bind-ro="$BIN/lifecycled:/usr/local/bin/lifecycled" \
+        --bind-ro="$BIN/lifectl:/usr/local/bin/lifectl" \
+        --bind-ro="$here/systemd/lifecycled.service:/etc/systemd/system/lifecycled.service" \
+        --bind-ro="$CHECK:/check" \
+        --bind-ro="$CHECK/lifecycled-check.service:/etc/systemd/system/lifecycled-check.service" \
+        --bind="$OUT:/out" \
+        systemd.wants=lifecycled-check.service \
+        >"$OUT/console.log" 2>&1
+    rc=$?
+    dt=$(elapsed "$t")
+    # nspawn refuses to rm -rf its propagation directory when /run is not a tmpfs; remove it ourselves.
+    rm -rf "/run/systemd/nspawn/propagate/lifecycled-test-$mode" "/run/systemd/nspawn/propagate/root" 2>/dev/null
+    echo "   container ran $dt s (boot, checks, poweroff); systemd-nspawn exit status $rc"
+    if [ ! -s "$OUT/results" ]; then
+        echo "FAIL container boots (mode $mode): no results; console:"; tail -40 "$OUT/console.log"
+        failed=1; continue
+    fi
+    grep -E '^(PASS|FAIL|SKIP|INFO)' "$OUT/results" | sed 's/^/   /'
+    grep -q '^DONE' "$OUT/results" || { echo "   FAIL checks did not finish (timeout ${TIMEOUT}s?)"; failed=1; }
+    grep -q '^FAIL' "$OUT/results" && failed=1
+    echo "   details: $OUT/details, console: $OUT/console.log"
+done
+
+echo "== cost: $(( $(date +%s) - t_start )) s wall in total; disk: tree $(du -sm "$ROOT" | cut -f1) MB, build $(du -sm "$WORK/build" 2>/dev/null | cut -f1) MB, all of $WORK $(du -sm "$WORK" | cut -f1) MB"
+if [ $failed = 0 ]; then echo "== PASS"; else echo "== FAIL"; fi
+exit $failed
