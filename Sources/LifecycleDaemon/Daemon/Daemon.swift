@@ -396,9 +396,9 @@ public final class Daemon {
     /// Signals are delivered asynchronously, so recheck briefly (typically well under a millisecond).
     private func confirmStopped(_ name: String) {
         guard let app = apps[name], app.pid != nil, let mechanism = app.suspendedWith else { return }
-        let members = app.members()
+        let members = mechanism == .signal ? app.processGroup() : app.members()
         let confirmed = switch mechanism {
-        case .signal: ProcessTable.allStopped(ProcessTable.members(ofProcessGroup: app.pid!))
+        case .signal: ProcessTable.allStopped(members)
         case .freezer: app.cgroup?.isFrozen() ?? false
         }
         let elapsed = loop.now - app.stopCheckStarted
