@@ -84,10 +84,11 @@ uninstall:
 	rm -f $(addprefix "$(DESTDIR),$(addsuffix ",$(INSTALLED)))
 	@echo "Kept the configuration in $(DESTDIR)$(CONFDIR)"
 
-# How fast lifectl answers, against the floor (process start-up, a C client). The full comparison with
-# supervisord, s6 and runit is a later step.
+# lifecycled beside supervisord, s6 and runit (installed from Debian's packages, run in private temp folders)
+# and the physical floors, in one run: docs/BENCHMARKS.md and its chart. About 7 min on 2 cores;
+# `bash bench/run.sh --smoke` (N=10, one repetition) in about a minute, `--large` adds 10,000 apps.
 bench: deps
-	bash bench/lifectl-latency.sh
+	bash bench/run.sh
 
 # Opt-in: lifecycled under a real systemd (PID 1 in a systemd-nspawn container on a debootstrap tree):
 # systemctl start/status/reload/stop, journalctl, delegated cgroups. Root; first run about 4 min and 312 MB

@@ -3,7 +3,7 @@
 # Prints posts per second, the daemon's peak resident memory before and after, and what each
 # suspended app holds afterwards (3 entries each, whatever the number of posts), beside the floor:
 # the same bytes through a pipe to a reader that only finds the line ends.
-# Run: bash bench/notifications.sh   (POSTS=… and APPS=… to change the size)
+# Run: bash bench/notifications.sh   (POSTS=… and APPS=… to change the size; LIFECYCLED_BIN_DIR=… to skip the build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POSTS=${POSTS:-1000000}
@@ -13,9 +13,13 @@ daemon=
 trap '[ -n "$daemon" ] && kill $daemon 2>/dev/null; wait 2>/dev/null; rm -rf "$out"' EXIT
 
 cc -O2 -o bench/line_floor bench/line_floor.c
-swift build -c release --product lifecycled >/dev/null
-swift build -c release --product lifectl >/dev/null
-bin=$(swift build -c release --show-bin-path)
+if [ -n "${LIFECYCLED_BIN_DIR:-}" ]; then
+    bin=$LIFECYCLED_BIN_DIR   # already built (bench/run.sh builds into its own scratch path)
+else
+    swift build -c release --product lifecycled >/dev/null
+    swift build -c release --product lifectl >/dev/null
+    bin=$(swift build -c release --show-bin-path)
+fi
 export PATH="$bin:$PWD/Examples/python:$PATH" LIFECYCLED_RUNTIME_DIR="$out/run"
 
 mkdir -p "$out/config/apps"

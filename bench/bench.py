@@ -1,0 +1,863 @@
+#!/usr/bin/env python3
+"""The comparison benchmark of lifecycled against supervisord, s6 and runit (bench/run.sh drives it).
+
+Every peer runs the same tiny program (bench/sleeper.c, copied to TMP/bsleep) under a private directory in
+TMP; nothing is installed as a boot service and no system supervisor is touched. Peers alternate within
+every repetition (the order rotates), and each figure is the median of the repetitions with min-max.
+Every process started is found again by its pid (the supervisor's tree, and the sleepers by their
+executable inside TMP, which is ours alone) and killed at the end, also on failure.
+
+  bench.py --bin DIR --tools DIR --tmp DIR [--smoke] [--large] [--reps R] [--out docs/BENCHMARKS.md]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CLK = os.sysconf("SC_CLK_TCK")
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+# ---------------------------------------------------------------------------------------------- /proc
+
+
+def procs():
+    """pid -> (ppid, exe) of every process."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError):
+            continue
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            exe = ""
+        table[pid] = (ppid, exe)
+    return table
+
+
+def tree(root):
+    """The pids of root and all its descendants."""
+    table = procs()
+    children = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in table:
+            out.append(pid)
+            todo.extend(children.get(pid, []))
+    return out, table
+
+
+def status_fields(pid):
+    fields = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields[key] = value.split()
+    except OSError:
+        pass
+    return fields
+
+
+def cpu_ticks(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        rest = stat[stat.rindex(")") + 2:].split()
+        return int(rest[11]) + int(rest[12])  # utime + stime
+    except (OSError, ValueError):
+        return 0
+
+
+# ------------------------------------------------------------------------------------------- peers
+
+
+class Peer:
+    """One supervisor instance at N services. Subclasses say how to configure, start, and control it."""
+
+    name = "?"
+    ack_file = None
+
+    def __init__(self, ctx, n):
+        self.ctx, self.n = ctx, n
+        ctx.instances += 1
+        self.dir = os.path.join(ctx.tmp, f"{self.key}-{n}-{ctx.instances}")
+        os.makedirs(self.dir)
+        self.pid = None
+        self.launch_us = None
+
+    def supervisor_pids(self):
+        """The supervisor's own processes: its tree without the supervised programs."""
+        pids, table = tree(self.pid)
+        return [p for p in pids if table[p][1] not in (self.ctx.sleeper, self.ctx.client)]
+
+    def rss_kib(self):
+        return sum(int(status_fields(p).get("VmRSS", ["0"])[0]) for p in self.supervisor_pids())
+
+    def idle(self, seconds):
+        pids = self.supervisor_pids()
+
+        def sample():
+            ticks = sum(cpu_ticks(p) for p in pids)
+            switches = 0
+            for p in pids:
+                fields = status_fields(p)
+                switches += int(fields.get("voluntary_ctxt_switches", ["0"])[0])
+                switches += int(fields.get("nonvoluntary_ctxt_switches", ["0"])[0])
+            return ticks, switches
+
+        t0, s0 = sample()
+        time.sleep(seconds)
+        t1, s1 = sample()
+        return (t1 - t0) * 1000 / CLK, s1 - s0, len(pids)
+
+    def start(self):
+        what = f"file:{self.ack_file}" if self.ack_file else self.ctx.sleeper
+        log = os.path.join(self.dir, "log")
+        expected = self.n - getattr(self, "clients", 0)
+        out = subprocess.run([self.ctx.tool("launchwait"), what, str(expected), str(self.ctx.launch_timeout), log]
+                             + self.command(), capture_output=True, text=True, env=self.env())
+        fields = out.stdout.split()
+        if len(fields) == 2:
+            self.pid = int(fields[1])
+            self.ctx.started.append(self)
+        if out.returncode != 0 or not fields:
+            raise RuntimeError(f"{self.name} N={self.n}: launch failed: {out.stderr.strip()} (log {log})")
+        self.launch_us = float(fields[0])
+        return self.launch_us
+
+    def env(self):
+        return os.environ
+
+    def stop(self):
+        """Stop the supervisor, then every process left of its tree and every sleeper of ours, by pid."""
+        if self.pid is None:
+            return
+        pids, _ = tree(self.pid)
+        self.graceful()
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        self.ctx.kill_ours()
+        try:
+            os.waitpid(self.pid, os.WNOHANG)
+        except OSError:
+            pass
+        self.pid = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def graceful(self):
+        pass
+
+    def sample_pid(self):
+        """The pid of the sleeper of service 1."""
+        raise NotImplementedError
+
+
+class Lifecycled(Peer):
+    name, key = "lifecycled", "lifecycled"
+    protocol = False
+
+    def __init__(self, ctx, n, clients=0):
+        super().__init__(ctx, n)
+        conf = os.path.join(self.dir, "config")
+        os.makedirs(os.path.join(conf, "apps"))
+        with open(os.path.join(conf, "lifecycled.conf"), "w") as f:
+            f.write("[Defaults]\nBackgroundTimeSec=infinity\nLaunchTimeoutSec=300\n")
+        self.ack_file = os.path.join(self.dir, "acks") if self.protocol else None
+        for i in range(1, n + 1):
+            if self.protocol or i <= clients:
+                body = (f"[App]\nExec={ctx.client}\nAutoLaunch=yes\n"
+                        + (f"Environment=BENCH_ACKS={self.ack_file}\n" if self.ack_file else ""))
+            else:
+                body = f"[App]\nExec={ctx.sleeper} 100000\nProtocol=none\nAutoLaunch=yes\n"
+            with open(os.path.join(conf, "apps", f"app{i}.conf"), "w") as f:
+                f.write(body)
+        self.conf = conf
+        self.clients = 0 if self.protocol else clients
+        self.runtime = os.path.join(self.dir, "run")
+        if clients and not self.protocol:
+            self.ack_file = None  # wait for the plain processes only; the clients are checked after
+
+    def env(self):
+        return dict(os.environ, LIFECYCLED_RUNTIME_DIR=self.runtime)
+
+    def command(self):
+        return [self.ctx.lifecycled, "--config", self.conf, "--log-level", "warning"]
+
+    def lifectl(self, *args):
+        return [self.ctx.lifectl, "--runtime-dir", self.runtime, *args]
+
+    def graceful(self):
+        # lifecycled removes its cgroups on SIGTERM: give it the time to stop its apps (bounded).
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except OSError:
+            return
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if os.waitpid(self.pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:
+                if not os.path.exists(f"/proc/{self.pid}"):
+                    return
+            time.sleep(0.05)
+
+    def apps(self):
+        out = subprocess.run(self.lifectl("list", "--json"), capture_output=True, text=True, timeout=60)
+        return json.loads(out.stdout)
+
+    def sample_pid(self):
+        return next(a["pid"] for a in self.apps() if a["name"] == "app1")
+
+    def status_cmd(self):
+        return self.lifectl("status", "app1")
+
+    def restart_cmds(self):
+        return self.lifectl("-q", "terminate", "app1"), self.lifectl("-q", "launch", "app1")
+
+    def suspend_cmds(self):
+        return self.lifectl("-q", "suspend", "app1"), self.lifectl("-q", "resume", "app1")
+
+
+class LifecycledProtocol(Lifecycled):
+    name, key = "lifecycled (protocol clients)", "lifecycled-protocol"
+    protocol = True
+
+
+class Supervisord(Peer):
+    name, key = "supervisord", "supervisord"
+
+    def __init__(self, ctx, n):
+        super().__init__(ctx, n)
+        self.conf = os.path.join(self.dir, "supervisord.conf")
+        sock = os.path.join(self.dir, "supervisor.sock")
+        lines = [f"[unix_http_server]\nfile={sock}\n",
+                 f"[supervisord]\nnodaemon=true\nlogfile={self.dir}/supervisord.log\npidfile={self.dir}/pid\n"
+                 f"childlogdir={self.dir}\nminfds={4 * n + 1024}\nminprocs={n + 200}\nloglevel=warn\n",
+                 "[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n",
+                 f"[supervisorctl]\nserverurl=unix://{sock}\n"]
+        for i in range(1, n + 1):
+            lines.append(f"[program:app{i}]\ncommand={ctx.sleeper} 100000\nautostart=true\nstartsecs=0\n"
+                         "stdout_logfile=NONE\nstderr_logfile=NONE\nstopwaitsecs=2\n")
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines))
+
+    def command(self):
+        return ["supervisord", "-n", "-c", self.conf]
+
+    def ctl(self, *args):
+        return ["supervisorctl", "-c", self.conf, *args]
+
+    def sample_pid(self):
+        out = subprocess.run(self.ctl("pid", "app1"), capture_output=True, text=True, timeout=60)
+        return int(out.stdout.strip())
+
+    def status_cmd(self):
+        return self.ctl("status", "app1")
+
+    def restart_cmds(self):
+        return self.ctl("stop", "app1"), self.ctl("start", "app1")
+
+    def suspend_cmds(self):
+        return self.ctl("signal", "STOP", "app1"), self.ctl("signal", "CONT", "app1")
+
+
+class ServiceDirs(Peer):
+    """s6 and runit: one directory per service whose ./run is a symlink to the sleeper (no shell)."""
+
+    def __init__(self, ctx, n):
+        super().__init__(ctx, n)
+        self.scan = os.path.join(self.dir, "scan")
+        os.makedirs(self.scan)
+        for i in range(1, n + 1):
+            service = os.path.join(self.scan, f"app{i}")
+            os.makedirs(service)
+            os.symlink(ctx.sleeper, os.path.join(service, "run"))
+
+    def service(self):
+        return os.path.join(self.scan, "app1")
+
+
+class S6(ServiceDirs):
+    name, key = "s6", "s6"
+
+    def command(self):
+        return ["s6-svscan", "-c", str(self.n + 100), self.scan]
+
+    def sample_pid(self):
+        out = subprocess.run(["s6-svstat", "-p", self.service()], capture_output=True, text=True, timeout=60)
+        return int(out.stdout.strip())
+
+    def status_cmd(self):
+        return ["s6-svstat", self.service()]
+
+    def restart_cmds(self):
+        return ["s6-svc", "-wd", "-d", self.service()], ["s6-svc", "-wu", "-u", self.service()]
+
+    def suspend_cmds(self):
+        return ["s6-svc", "-p", self.service()], ["s6-svc", "-c", self.service()]
+
+
+class Runit(ServiceDirs):
+    name, key = "runit", "runit"
+
+    def command(self):
+        return ["runsvdir", "-P", self.scan]
+
+    def sample_pid(self):
+        for _ in range(200):
+            try:
+                with open(os.path.join(self.service(), "supervise", "pid")) as f:
+                    text = f.read().strip()
+                if text:
+                    return int(text)
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("runit: no pid for app1")
+
+    def status_cmd(self):
+        return ["sv", "status", self.service()]
+
+    def restart_cmds(self):
+        return ["sv", "-w", "7", "down", self.service()], ["sv", "-w", "7", "up", self.service()]
+
+    def suspend_cmds(self):
+        return ["sv", "pause", self.service()], ["sv", "cont", self.service()]
+
+
+PEERS = [Lifecycled, Supervisord, S6, Runit]
+
+# ------------------------------------------------------------------------------------------ context
+
+
+class Context:
+    def __init__(self, args):
+        self.tmp = args.tmp
+        self.tools = args.tools
+        self.lifecycled = os.path.join(args.bin, "lifecycled")
+        self.lifectl = os.path.join(args.bin, "lifectl")
+        self.sleeper = os.path.join(self.tmp, "bsleep")
+        self.client = os.path.join(self.tmp, "bclient")
+        shutil.copy(os.path.join(self.tools, "sleeper"), self.sleeper)
+        shutil.copy(os.path.join(self.tools, "client"), self.client)
+        self.started = []
+        self.instances = 0
+        self.samples = {}  # label -> the fewest samples a measurement got
+        self.launch_timeout = 60
+
+    def tool(self, name):
+        return os.path.join(self.tools, name)
+
+    def kill_ours(self):
+        """Every sleeper and client of this run, by pid (their executables are in our temp dir only)."""
+        for _ in range(3):
+            found = [p for p, (_, exe) in procs().items() if exe in (self.sleeper, self.client)]
+            if not found:
+                return
+            for p in found:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.1)
+
+    def cleanup(self):
+        for peer in self.started:
+            try:
+                peer.stop()
+            except Exception as error:  # keep cleaning
+                print(f"cleanup {peer.name}: {error}", file=sys.stderr)
+        self.kill_ours()
+
+
+def stats(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return statistics.median(values), min(values), max(values)
+
+
+def budget(k, probe_seconds, seconds=4.0):
+    """How many samples fit in about `seconds` (at least 3, at most k): keeps the slow peers (supervisorctl
+    takes over a second at N=1000) inside the 10-minute run, with fewer samples, said in the report."""
+    return max(3, min(k, int(seconds / max(probe_seconds, 1e-6))))
+
+
+def repeat(ctx, k, label, *commands, seconds=4.0):
+    started = time.time()
+    for command in commands:  # one probe run, also a warm-up
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    k = budget(k, time.time() - started, seconds)
+    ctx.samples[label] = min(ctx.samples.get(label, k), k)
+    argv = [ctx.tool("repeat"), str(k), label]
+    for i, command in enumerate(commands):
+        argv += (["+"] if i else []) + list(command)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{label}: {out.stderr.strip()}")
+    median, low, high = out.stdout.split()[-3:]
+    return float(median), float(low), float(high)
+
+
+def suspend_resume(ctx, k, pid, commands=None, label=None):
+    if commands:
+        started = time.time()
+        for command in commands:  # probe (and leave it running)
+            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        k = budget(k, time.time() - started)
+        if label:
+            ctx.samples[label] = min(ctx.samples.get(label, k), k)
+    argv = [ctx.tool("suspend_floor"), str(k), str(pid)]
+    if commands:
+        argv += list(commands[0]) + ["+"] + list(commands[1])
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"suspend_floor: {out.stderr.strip()}")
+    rows = {line.split()[0]: tuple(map(float, line.split()[1:4])) for line in out.stdout.splitlines()}
+    return rows["suspend"], rows["resume"]
+
+
+def ctlbench(ctx, sock, k, *requests):
+    out = subprocess.run([ctx.tool("ctlbench"), sock, str(k), *requests], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"ctlbench: {out.stderr.strip()}")
+    median, low, high, errors = out.stdout.split()
+    return (float(median), float(low), float(high)), int(errors)
+
+
+def log(text):
+    print(text, file=sys.stderr, flush=True)
+
+# ------------------------------------------------------------------------------------------ the run
+
+
+def run(args):
+    ctx = Context(args)
+    smoke = args.smoke
+    sizes = [10] if smoke else [100, 1000]
+    big = sizes[-1]
+    reps = 1 if smoke else args.reps
+    k_status = 5 if smoke else 20
+    k_restart = 3 if smoke else 10
+    k_suspend = 5 if smoke else 20
+    results = {"launch": {}, "rss": {}, "idle": {}, "status": {}, "restart": {}, "suspend": {}, "resume": {},
+               "sizes": sizes, "reps": reps}
+    variants = PEERS + [LifecycledProtocol]
+    try:
+        t_start = time.time()
+        for rep in range(reps):
+            for n in sizes:
+                order = variants[rep % len(variants):] + variants[:rep % len(variants)]
+                for cls in order:
+                    peer = cls(ctx, n)
+                    log(f"rep {rep + 1}/{reps} N={n} {peer.name}: launch")
+                    try:
+                        us = peer.start()
+                        results["launch"].setdefault(peer.name, {}).setdefault(n, []).append(us)
+                        time.sleep(0.5)  # settle (supervisord's startsecs, s6's readiness files) before memory
+                        results["rss"].setdefault(peer.name, {}).setdefault(n, []).append(peer.rss_kib())
+                        if n == big and cls is not LifecycledProtocol:
+                            log(f"  idle {args.idle} s")
+                            ms, switches, count = peer.idle(args.idle)
+                            results["idle"].setdefault(peer.name, []).append((ms, switches, count))
+                            log("  control latency")
+                            results["status"].setdefault(peer.name, []).append(
+                                repeat(ctx, k_status, f"status: {peer.name}", peer.status_cmd()))
+                            results["restart"].setdefault(peer.name, []).append(
+                                repeat(ctx, k_restart, f"stop+start: {peer.name}", *peer.restart_cmds()))
+                            time.sleep(0.3)
+                            pid = peer.sample_pid()
+                            suspend, resume = suspend_resume(ctx, k_suspend, pid, peer.suspend_cmds(),
+                                                             label=f"suspend+resume: {peer.name}")
+                            results["suspend"].setdefault(peer.name, []).append(suspend)
+                            results["resume"].setdefault(peer.name, []).append(resume)
+                            if cls is Lifecycled:
+                                suspend, resume = suspend_resume(ctx, 200, pid)
+                                results["suspend"].setdefault("floor: kill() + /proc", []).append(suspend)
+                                results["resume"].setdefault("floor: kill() + /proc", []).append(resume)
+                                kill = (["/bin/kill", "-STOP", str(pid)], ["/bin/kill", "-CONT", str(pid)])
+                                suspend, resume = suspend_resume(ctx, k_suspend, pid, kill)
+                                results["suspend"].setdefault("floor with a command: /bin/kill + /proc", []).append(suspend)
+                                results["resume"].setdefault("floor with a command: /bin/kill + /proc", []).append(resume)
+                                sock = os.path.join(peer.runtime, "control.sock")
+                                both, _ = ctlbench(ctx, sock, k_suspend, '{"verb":"suspend","app":"app1"}',
+                                                   '{"verb":"resume","app":"app1"}')
+                                results["suspend"].setdefault("lifecycled, raw socket (reply of suspend/resume, no lifectl)", []).append(both)
+                                results["resume"].setdefault("lifecycled, raw socket (reply of suspend/resume, no lifectl)", []).append(both)
+                    finally:
+                        peer.stop()
+                        ctx.started.remove(peer) if peer in ctx.started else None
+            log(f"  ({time.time() - t_start:.0f} s so far)")
+
+        # 6 and 7: the switch round trip and status at N apps (2 protocol clients + N-2 plain programs).
+        results["scaling"] = {}
+        scale_sizes = [10] if smoke else [10, 100, 1000] + ([10000] if args.large else [])
+        for n in scale_sizes:
+            log(f"scaling N={n}")
+            peer = Lifecycled(ctx, n, clients=2)
+            try:
+                peer.start()
+                deadline = time.time() + 60
+                while time.time() < deadline:
+                    apps = peer.apps()
+                    if sum(a["name"] in ("app1", "app2") and a["protocol"] == "lifecycle" and a["state"] == "inactive"
+                           for a in apps) == 2:
+                        break
+                    time.sleep(0.1)
+                sock = os.path.join(peer.runtime, "control.sock")
+                k = 20 if smoke else 200
+                row = {}
+                row["switch_raw"], errors = ctlbench(ctx, sock, k, '{"verb":"focus","app":"app1"}',
+                                                     '{"verb":"focus","app":"app2"}')
+                row["switch_errors"] = errors
+                row["status_raw"], _ = ctlbench(ctx, sock, k, '{"verb":"status","app":"app1"}')
+                row["list_raw"], _ = ctlbench(ctx, sock, max(5, k // 10), '{"verb":"list"}')
+                kk = 5 if smoke else 30
+                median, low, high = repeat(ctx, kk, f"lifectl focus N={n}", peer.lifectl("-q", "focus", "app1"),
+                                           peer.lifectl("-q", "focus", "app2"))
+                row["switch_lifectl"] = (median / 2, low / 2, high / 2)
+                row["status_lifectl"] = repeat(ctx, kk, f"lifectl status N={n}", peer.lifectl("status", "app1"))
+                row["rss"] = peer.rss_kib()
+                results["scaling"][n] = row
+            finally:
+                peer.stop()
+                ctx.started.remove(peer) if peer in ctx.started else None
+        out = subprocess.run([ctx.tool("pingpong"), "20000"], capture_output=True, text=True, check=True)
+        results["pingpong"] = tuple(map(float, out.stdout.split()[1:4]))
+    finally:
+        ctx.cleanup()
+    results["samples"] = ctx.samples
+    return results
+
+# ------------------------------------------------------------------------------------------ report
+
+
+def fmt(triple, unit=1.0, digits=1):
+    if triple is None:
+        return "n/a"
+    m, lo, hi = (v / unit for v in triple)
+    return f"{m:,.{digits}f} ({lo:,.{digits}f}–{hi:,.{digits}f})"
+
+
+def machine():
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    free = subprocess.run(["free", "-h"], capture_output=True, text=True).stdout.strip()
+    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    versions = []
+    for package in ("supervisor", "s6", "runit"):
+        v = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True).stdout
+        versions.append(f"{package} {v}")
+    return model, nproc, free, ", ".join(versions), platform.release()
+
+
+def report(results, args, notif_text, seconds):
+    L = []
+    p = L.append
+    model, nproc, free, versions, kernel = machine()
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    kind = "smoke (N=10, 1 repetition)" if args.smoke else f"{results['reps']} repetitions"
+    p(f"Run of {now}: {kind}"
+      f"{', --large' if args.large else ''}; {seconds:.0f} s in all.")
+    p("")
+    p(f"Machine: {model}, {nproc} cores (nproc), Linux {kernel}; peers from Debian: {versions}.")
+    p("```")
+    p(free)
+    p("```")
+    p("")
+    p("Figures are the median of the repetitions, then (min–max) over the repetitions; each repetition's")
+    p("own figure is itself a median where several samples were taken (control, suspend, switch).")
+    p("")
+    sizes = results["sizes"]
+    names = [c.name for c in PEERS] + [LifecycledProtocol.name]
+
+    def best_peer(table, n=None, lower=True):
+        cands = {k: v for k, v in table.items() if k not in (Lifecycled.name, LifecycledProtocol.name)
+                 and not k.startswith("floor")}
+        vals = {k: stats(v[n] if n is not None else [x[0] for x in v]) for k, v in cands.items()
+                if (n is None or n in v)}
+        vals = {k: v for k, v in vals.items() if v}
+        if not vals:
+            return None, None
+        k = min(vals, key=lambda x: vals[x][0])
+        return k, vals[k]
+
+    p("### 1. Launch: start command until N processes run (ms)")
+    p("")
+    p("| supervisor | " + " | ".join(f"N={n}" for n in sizes) + " | ratio to best peer at N=" + str(sizes[-1]) + " |")
+    p("|---|" + "---|" * (len(sizes) + 1))
+    bestname, best = best_peer(results["launch"], sizes[-1])
+    for name in names:
+        row = results["launch"].get(name, {})
+        cells = [fmt(stats(row.get(n, [])), 1000) for n in sizes]
+        s = stats(row.get(sizes[-1], []))
+        ratio = f"{s[0] / best[0]:.2f}x ({bestname})" if s and best else "n/a"
+        p(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    p("")
+    p("Plain processes: every peer runs the same sleeper, exec'd directly (no shell); \"running\" = N processes")
+    p("with that executable in /proc, polled every 2 ms by bench/launchwait.c, which also starts the supervisor.")
+    p("lifecycled (protocol clients): N bench/client.c apps, until every one has acked didFinishLaunching.")
+    p("")
+    p(f"### 2. Resident memory of the supervisor's own processes (MiB)")
+    p("")
+    p("| supervisor | " + " | ".join(f"N={n}" for n in sizes) + " | processes counted |")
+    p("|---|" + "---|" * (len(sizes) + 1))
+    counts = {name: v[0][2] for name, v in results["idle"].items()}
+    for name in names:
+        row = results["rss"].get(name, {})
+        cells = [fmt(stats(row.get(n, [])), 1024) for n in sizes]
+        p(f"| {name} | " + " | ".join(cells) + f" | {counts.get(name, '—')} |")
+    p("")
+    p("Sum of VmRSS over the supervisor's process tree without the supervised programs: supervisord alone,")
+    p("s6-svscan + every s6-supervise, runsvdir + every runsv, lifecycled's daemon process.")
+    p("")
+    p(f"### 3. Idle cost over {args.idle} s at N={sizes[-1]}")
+    p("")
+    p("| supervisor | CPU time (ms) | context switches | wakeups per second |")
+    p("|---|---|---|---|")
+    for name, v in results["idle"].items():
+        cpu = stats([x[0] for x in v]); sw = stats([x[1] for x in v])
+        p(f"| {name} | {fmt(cpu, 1, 0)} | {fmt(sw, 1, 0)} | {sw[0] / args.idle:,.1f} |")
+    p("")
+    p("utime+stime and voluntary+nonvoluntary context switches from /proc, summed over the supervisor's processes.")
+    p("")
+    p(f"### 4. Control latency at N={sizes[-1]} (ms, whole command including its start-up)")
+    p("")
+    p("| supervisor | status of one service | stop + start of one service |")
+    p("|---|---|---|")
+    for name, v in results["status"].items():
+        p(f"| {name} | {fmt(stats([x[0] for x in v]), 1000, 2)} | {fmt(stats([x[0] for x in results['restart'][name]]), 1000, 2)} |")
+    p("")
+    p("`lifectl status app1` / `terminate`+`launch` (each waits until the app settled); `supervisorctl status`/")
+    p("`stop`+`start`; `s6-svstat` / `s6-svc -wd -d` + `s6-svc -wu -u`; `sv status` / `sv -w 7 down` + `up`")
+    p("(sv without -w returns without waiting). bench/repeat.c, posix_spawn + waitpid, after one warm-up run;")
+    p("samples per repetition: 20 (status), 10 (stop+start), 20 (suspend), fewer where a command is slow")
+    p("(about 4 s per measurement): " + ", ".join(f"{k} {v}" for k, v in results["samples"].items()
+                                                 if not k.startswith("lifectl ")) + ".")
+    p("")
+    p(f"### 5. Suspend and resume at N={sizes[-1]} (µs): command until the process is in state T, and back")
+    p("")
+    p("| method | suspend | resume | suspend / floor | resume / floor |")
+    p("|---|---|---|---|---|")
+    floor = "floor: kill() + /proc"
+    fs = stats([x[0] for x in results["suspend"].get(floor, [])])
+    fr = stats([x[0] for x in results["resume"].get(floor, [])])
+    for name, v in results["suspend"].items():
+        s = stats([x[0] for x in v]); r = stats([x[0] for x in results["resume"][name]])
+        p(f"| {name} | {fmt(s, 1, 0)} | {fmt(r, 1, 0)} | {s[0] / fs[0]:.0f}x | {r[0] / fr[0]:.0f}x |")
+    p("")
+    p("`lifectl suspend`/`resume`, `supervisorctl signal STOP`/`CONT`, `s6-svc -p`/`-c`, `sv pause`/`cont`, run by")
+    p("bench/suspend_floor.c, which then polls /proc/PID/stat; the floor is its own kill() of the process group.")
+    p("")
+    pp = results["pingpong"]
+    p("### 6. App switch round trip, and 7. scaling (lifecycled, 2 protocol clients + N-2 plain programs)")
+    p("")
+    p(f"Floor: one AF_UNIX message between two processes (bench/pingpong.c, half a round trip): "
+      f"{pp[0]:.1f} µs (min {pp[1]:.1f}); an app switch exchanges 4 messages + 4 acks, so the floor is "
+      f"**{8 * pp[0]:.0f} µs** (10 messages with the control request and its reply: {10 * pp[0]:.0f} µs).")
+    p("")
+    p("| N apps | switch, raw socket (µs) | / floor | switch, lifectl focus (ms) | status APP, raw (µs) | status APP, lifectl (ms) | list, raw (µs) | daemon RSS (MiB) |")
+    p("|---|---|---|---|---|---|---|---|")
+    for n, row in results["scaling"].items():
+        p(f"| {n} | {fmt(row['switch_raw'], 1, 0)} | {row['switch_raw'][0] / (8 * pp[0]):.1f}x | "
+          f"{fmt(row['switch_lifectl'], 1000, 2)} | {fmt(row['status_raw'], 1, 0)} | {fmt(row['status_lifectl'], 1000, 2)} | "
+          f"{fmt(row['list_raw'], 1, 0)} | {row['rss'] / 1024:.1f} |")
+    p("")
+    p("Raw: bench/ctlbench.c connects to control.sock, sends `{\"verb\":\"focus\",\"app\":…}` (alternating two apps)")
+    p("or `{\"verb\":\"status\",\"app\":\"app1\"}`, reads the reply (sent when the app settled, i.e. after both")
+    p("clients acked); one process, no start-up, median of 200 (min–max over those samples). lifectl: the whole")
+    p("command, median of 30. Refused switches: " + ", ".join(f"N={n}: {r['switch_errors']}" for n, r in results['scaling'].items()) + ".")
+    p("")
+    p("### 8. Notifications (bench/notifications.sh)")
+    p("")
+    p("```")
+    p(notif_text.strip() or "not run")
+    p("```")
+    return L, {"fs": fs, "fr": fr, "pp": pp, "launch_best": (bestname, best)}
+
+
+def verdicts(results, extra, args):
+    sizes = results["sizes"]
+    big = sizes[-1]
+    out = []
+    lc = stats(results["launch"].get(Lifecycled.name, {}).get(big, []))
+    bestname, best = extra["launch_best"]
+    if lc and best:
+        out.append(("launch of %d no slower than the fastest peer" % big, lc[0] <= best[0],
+                    f"lifecycled {lc[0] / 1000:.0f} ms vs {bestname} {best[0] / 1000:.0f} ms ({lc[0] / best[0]:.2f}x)"))
+    rss = {k: stats(v.get(big, [])) for k, v in results["rss"].items()}
+    peers = {k: v for k, v in rss.items() if k not in (Lifecycled.name, LifecycledProtocol.name)}
+    if rss.get(Lifecycled.name) and peers:
+        lowest = min(peers, key=lambda k: peers[k][0])
+        out.append((f"RSS at {big} below every peer", rss[Lifecycled.name][0] < peers[lowest][0],
+                    f"lifecycled {rss[Lifecycled.name][0] / 1024:.1f} MiB vs lowest peer {lowest} {peers[lowest][0] / 1024:.1f} MiB"))
+    idle = results["idle"].get(Lifecycled.name)
+    if idle:
+        sw = stats([x[1] for x in idle])
+        out.append(("no periodic idle wakeups (besides the watchdog)", sw[0] <= 2,
+                    f"{sw[0]:.0f} context switches in {args.idle} s (max {sw[2]:.0f}); no watchdog in this run"))
+    st = {k: stats([x[0] for x in v]) for k, v in results["status"].items()}
+    if Lifecycled.name in st and "s6" in st and "supervisord" in st:
+        l, s, sup = st[Lifecycled.name][0], st["s6"][0], st["supervisord"][0]
+        out.append(("lifectl status within 2x of s6-svstat", l <= 2 * s, f"{l / 1000:.1f} ms vs {s / 1000:.1f} ms ({l / s:.1f}x)"))
+        out.append(("lifectl status 10x faster than supervisorctl", sup >= 10 * l,
+                    f"{l / 1000:.1f} ms vs {sup / 1000:.1f} ms ({sup / l:.1f}x faster)"))
+    s = stats([x[0] for x in results["suspend"].get(Lifecycled.name, [])])
+    r = stats([x[0] for x in results["resume"].get(Lifecycled.name, [])])
+    if s and extra["fs"]:
+        ok = s[0] <= 2 * extra["fs"][0] and r[0] <= 2 * extra["fr"][0]
+        out.append(("suspend/resume within 2x of the floor", ok,
+                    f"suspend {s[0]:.0f} µs vs {extra['fs'][0]:.0f} µs ({s[0] / extra['fs'][0]:.0f}x), "
+                    f"resume {r[0]:.0f} µs vs {extra['fr'][0]:.0f} µs ({r[0] / extra['fr'][0]:.0f}x)"))
+    sc = results["scaling"]
+    if sc:
+        first = min(sc); row = sc[first]
+        floor = 8 * extra["pp"][0]
+        out.append(("switch round trip within 2x of the ping-pong floor", row["switch_raw"][0] <= 2 * floor,
+                    f"{row['switch_raw'][0]:.0f} µs (raw socket, N={first}) vs {floor:.0f} µs ({row['switch_raw'][0] / floor:.1f}x);"
+                    f" through lifectl {row['switch_lifectl'][0] / 1000:.1f} ms"))
+        last = max(sc)
+        sw = sc[last]["switch_raw"][0] / sc[first]["switch_raw"][0]
+        stt = sc[last]["status_raw"][0] / sc[first]["status_raw"][0]
+        out.append(("flat scaling (switch and status APP, N=%d→%d)" % (first, last), sw <= 1.5 and stt <= 1.5,
+                    f"switch x{sw:.2f}, status APP x{stt:.2f}, list x{sc[last]['list_raw'][0] / sc[first]['list_raw'][0]:.1f}"))
+    return out
+
+
+def svg(results, path):
+    """Launch time and memory against N, one line per supervisor, drawn by hand."""
+    sizes = results["sizes"]
+    colors = {Lifecycled.name: "#d62728", LifecycledProtocol.name: "#ff7f0e", "supervisord": "#1f77b4",
+              "s6": "#2ca02c", "runit": "#9467bd"}
+    W, H, M = 900, 380, 60
+    pw = (W - 3 * M) / 2
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 90}" font-family="sans-serif" font-size="12">',
+             f'<rect width="{W}" height="{H + 90}" fill="white"/>']
+
+    def panel(x0, title, table, unit, label):
+        ys = [statistics.median(v[n]) / unit for v in table.values() for n in sizes if n in v]
+        ymax = max(ys) * 1.1 if ys else 1
+        top, bottom = M, H - M / 2
+        parts.append(f'<text x="{x0 + pw / 2}" y="{top - 20}" text-anchor="middle" font-size="14">{title}</text>')
+        parts.append(f'<line x1="{x0}" y1="{bottom}" x2="{x0 + pw}" y2="{bottom}" stroke="black"/>')
+        parts.append(f'<line x1="{x0}" y1="{top}" x2="{x0}" y2="{bottom}" stroke="black"/>')
+        parts.append(f'<text x="{x0 - 45}" y="{(top + bottom) / 2}" transform="rotate(-90 {x0 - 45} {(top + bottom) / 2})" text-anchor="middle">{label}</text>')
+        for i in range(5):
+            v = ymax * i / 4; y = bottom - (bottom - top) * i / 4
+            parts.append(f'<line x1="{x0}" y1="{y}" x2="{x0 + pw}" y2="{y}" stroke="#ddd"/>')
+            parts.append(f'<text x="{x0 - 5}" y="{y + 4}" text-anchor="end">{v:,.0f}</text>')
+
+        def xpos(i):
+            return x0 + (pw * (i + 0.5) / len(sizes))
+        for i, n in enumerate(sizes):
+            parts.append(f'<text x="{xpos(i)}" y="{bottom + 16}" text-anchor="middle">N={n}</text>')
+        for name, v in table.items():
+            pts = [(xpos(i), bottom - (bottom - top) * (statistics.median(v[n]) / unit) / ymax)
+                   for i, n in enumerate(sizes) if n in v]
+            color = colors.get(name, "black")
+            if len(pts) > 1:
+                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
+                             + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts) + '"/>')
+            for x, y in pts:
+                parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{color}"/>')
+
+    panel(M, "Launch: start until N processes run", results["launch"], 1000, "ms")
+    panel(2 * M + pw, "Supervisor's own resident memory", results["rss"], 1024, "MiB")
+    for i, (name, color) in enumerate(colors.items()):
+        x = M + (i % 3) * 280; y = H + 20 + (i // 3) * 22
+        parts.append(f'<rect x="{x}" y="{y - 10}" width="14" height="10" fill="{color}"/>')
+        parts.append(f'<text x="{x + 20}" y="{y}">{name}</text>')
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+INTRO = """# Benchmarks: lifecycled against supervisord, s6 and runit
+
+Generated by `bench/run.sh` (`make bench`; `--smoke`: N=10, one repetition; `--large`: adds the
+10,000-app point and the full-size notification benchmark). The peers come from Debian's packages and run
+under a private directory in a temporary folder, never as the system's init or boot services. Every peer runs
+the same program (bench/sleeper.c: `pause()` forever), exec'd directly, no shell (s6's and runit's `./run` is a
+symlink to it). The peers alternate within each repetition (the order rotates between repetitions).
+The chart `docs/bench-launch-memory.svg` (launch time and memory against N) is drawn by the same run.
+"""
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--tools", required=True)
+    parser.add_argument("--tmp", required=True)
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--large", action="store_true")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--idle", type=float, default=10)
+    parser.add_argument("--notifications", default="", help="file with notifications.sh's output")
+    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
+    parser.add_argument("--svg", default=os.path.join(ROOT, "docs", "bench-launch-memory.svg"))
+    parser.add_argument("--json", default="")
+    args = parser.parse_args()
+    if args.smoke:
+        args.idle = min(args.idle, 2)
+    t0 = time.time()
+    results = run(args)
+    notif = ""
+    if args.notifications and os.path.exists(args.notifications):
+        notif = open(args.notifications).read()
+    lines, extra = report(results, args, notif, time.time() - t0)
+    checks = verdicts(results, extra, args)
+    lines.append("")
+    lines.append("### Verdicts against the issue's targets")
+    lines.append("")
+    lines.append("| target | met | figures |")
+    lines.append("|---|---|---|")
+    for target, ok, text in checks:
+        lines.append(f"| {target} | {'**yes**' if ok else '**no**'} | {text} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": {k: v for k, v in results.items()}, "verdicts": checks}, f, default=str, indent=1)
+    if args.out:
+        # The figures replace the generated part; a hand-written "## Analysis" section below is kept.
+        kept = ""
+        if os.path.exists(args.out):
+            old = open(args.out).read()
+            if "\n## Analysis" in old:
+                kept = old[old.index("\n## Analysis") + 1:]
+        with open(args.out, "w") as f:
+            f.write(INTRO + "\n## Figures\n\n" + text + ("\n" + kept if kept else ""))
+    if args.svg:
+        svg(results, args.svg)
+
+
+if __name__ == "__main__":
+    main()
