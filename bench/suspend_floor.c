@@ -33,34 +33,34 @@ static int compare(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The state letter of one process, 0 if gone. */
-static char state(pid_t pid) {
-    char path[64], buffer[512];
+/* The fields of /proc/PID/stat after the command name (from the state letter on), in `buffer`; NULL if gone. */
+static const char *statFields(pid_t pid, char *buffer, size_t size) {
+    char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buffer, sizeof buffer - 1);
+    if (fd < 0) return NULL;
+    ssize_t n = read(fd, buffer, size - 1);
     close(fd);
-    if (n <= 0) return 0;
+    if (n <= 0) return NULL;
     buffer[n] = 0;
     char *paren = strrchr(buffer, ')');
-    return paren && paren[1] ? paren[2] : 0;
+    return paren && paren[1] ? paren + 2 : NULL;
+}
+
+/* The state letter of one process, 0 if gone. */
+static char state(pid_t pid) {
+    char buffer[512];
+    const char *fields = statFields(pid, buffer, sizeof buffer);
+    return fields ? fields[0] : 0;
 }
 
 static pid_t members[4096];
 static int memberCount;
 
 static pid_t parent(pid_t pid) {
-    char path[64], buffer[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buffer, sizeof buffer - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buffer[n] = 0;
-    char *paren = strrchr(buffer, ')');
-    return paren ? atoi(paren + 4) : 0;
+    char buffer[512];
+    const char *fields = statFields(pid, buffer, sizeof buffer);
+    return fields ? atoi(fields + 2) : 0;
 }
 
 /* PID and its children: found once (they do not change while stopped and continued). */

@@ -160,6 +160,25 @@ struct Harness {
         return moments
     }
 
+    // MARK: Notifications
+
+    /// This harness from here on, for checks of what follows: the log starts empty, and `types` are declared
+    /// beyond the system's as `NotificationCatalog(extra:)` does.
+    func handedOver(declaring types: [String: Coalescing] = [:]) -> Harness {
+        var next = self
+        next.log = []
+        next.model.catalog = NotificationCatalog(extra: types)
+        return next
+    }
+
+    /// Post a notification; its effects are logged (and answered, when cooperating) like any other input's.
+    @discardableResult
+    mutating func post(_ type: String, _ payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome {
+        let outcome = try model.post(type, payload: payload, to: app, now: now)
+        record(outcome.effects)
+        return outcome
+    }
+
     // MARK: Cooperation
 
     private mutating func record(_ effects: [Effect]) {

@@ -12,7 +12,7 @@ struct NotificationDeliveryTests {
     func unknownType() throws {
         var h = Harness("a")
         try h.bring("a", to: .active)
-        var p = PostingHarness(h, extraTypes: ["chat": .none])
+        var p = h.handedOver(declaring: ["chat": .none])
 
         let error = #expect(throws: PostError.self) { try p.post("nope", ["x": 1], to: "a") }
 
@@ -27,7 +27,7 @@ struct NotificationDeliveryTests {
 
     @Test("posting to an unknown app is refused, naming the app")
     func unknownApp() throws {
-        var p = PostingHarness(Harness("a"))
+        var p = Harness("a").handedOver()
 
         let error = #expect(throws: PostError.self) { try p.post("batteryLevelDidChange", 50, to: "ghost") }
 
@@ -43,7 +43,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: state)
         h.observe("a", "batteryLevelDidChange")
-        var p = PostingHarness(h)
+        var p = h.handedOver()
 
         let outcome = try p.post("batteryLevelDidChange", ["level": 40], to: "a")
 
@@ -59,7 +59,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: .active)
         h.observe("a", "significantTimeChange", "chat", "userDefaultsDidChange")
-        var p = PostingHarness(h, extraTypes: ["chat": .none])
+        var p = h.handedOver(declaring: ["chat": .none])
 
         let counted = try p.post("significantTimeChange", ["at": 1], to: "a")
         let listed = try p.post("chat", "hello", to: "a")
@@ -76,7 +76,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: state)
         h.observe("a", "currentLocaleDidChange")
-        var p = PostingHarness(h)
+        var p = h.handedOver()
 
         let outcome = try p.post("batteryLevelDidChange", 10, to: "a")
 
@@ -93,7 +93,7 @@ struct NotificationDeliveryTests {
         try h.bring("sleeper", to: .suspended)
         try h.bring("quiet", to: .background)
         for app in ["awake", "sleeper", "quiet", "off"] { h.observe(app, "batteryLevelDidChange") }
-        var p = PostingHarness(h)
+        var p = h.handedOver()
 
         let outcome = try p.post("batteryLevelDidChange", 70, to: nil)
 
@@ -111,7 +111,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: .suspended)
         h.observe("a", "batteryLevelDidChange")
-        var p = PostingHarness(h)
+        var p = h.handedOver()
 
         var outcomes: [PostOutcome] = []
         for level in [90, 80, 70] { outcomes.append(try p.post("batteryLevelDidChange", .number(Double(level)), to: "a")) }
@@ -127,7 +127,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: .suspended)
         h.observe("a", "batteryLevelDidChange", "userDefaultsDidChange", "significantTimeChange")
-        var p = PostingHarness(h)
+        var p = h.handedOver()
         try p.post("userDefaultsDidChange", ["theme": "dark", "size": 12], to: "a")
         try p.post("batteryLevelDidChange", 90, to: "a")
         try p.post("significantTimeChange", nil, to: "a")
@@ -154,7 +154,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: .suspended)
         h.observe("a", "batteryLevelDidChange", "currentLocaleDidChange")
-        var p = PostingHarness(h)
+        var p = h.handedOver()
         try p.post("currentLocaleDidChange", "fr_FR", to: "a")
         try p.post("batteryLevelDidChange", 50, to: "a")
 
@@ -179,7 +179,7 @@ struct NotificationDeliveryTests {
         try h.bring("a", to: .suspended)
         try h.bring("b", to: .active)
         h.observe("a", "batteryLevelDidChange")
-        var p = PostingHarness(h)
+        var p = h.handedOver()
         try p.post("batteryLevelDidChange", 50, to: "a")
         let start = p.log.count
 
@@ -198,7 +198,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: .suspended)
         h.observe("a", "batteryStateDidChange")
-        var p = PostingHarness(h)
+        var p = h.handedOver()
         try p.post("batteryStateDidChange", "charging", to: "a")
         try p.post("batteryStateDidChange", "full", to: "a")
 
@@ -218,7 +218,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a", policy: .with { $0.queueLimit = 2 })
         try h.bring("a", to: .suspended)
         h.observe("a", "chat")
-        var p = PostingHarness(h, extraTypes: ["chat": .none])
+        var p = h.handedOver(declaring: ["chat": .none])
         for text in ["one", "two", "three", "four", "five"] { try p.post("chat", .string(text), to: "a") }
 
         let resumed = try p.request(.resume, "a")
@@ -231,7 +231,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: .suspended)
         h.observe("a", "batteryLevelDidChange", "currentLocaleDidChange")
-        var p = PostingHarness(h)
+        var p = h.handedOver()
         try p.post("batteryLevelDidChange", 50, to: "a")
         try p.post("currentLocaleDidChange", "de_DE", to: "a")
 
@@ -247,7 +247,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: .suspended)
         h.observe("a", "batteryLevelDidChange")
-        var p = PostingHarness(h, extraTypes: ["batteryLevelDidChange": .count])
+        var p = h.handedOver(declaring: ["batteryLevelDidChange": .count])
         try p.post("batteryLevelDidChange", 90, to: "a")
         try p.post("batteryLevelDidChange", 80, to: "a")
 
@@ -260,7 +260,7 @@ struct NotificationDeliveryTests {
 
     @Test("before its hello an app's posts wait for any declared type; at hello only the observed ones are delivered")
     func queuedUntilHello() throws {
-        var p = PostingHarness(Harness("a"))
+        var p = Harness("a").handedOver()
         try p.request(.launch(background: false), "a")
 
         let observed = try p.post("batteryLevelDidChange", 40, to: "a")
@@ -281,7 +281,7 @@ struct NotificationDeliveryTests {
 
     @Test("a hello without observations delivers nothing that was held, except memory warnings")
     func helloWithoutObservations() throws {
-        var p = PostingHarness(Harness("a"))
+        var p = Harness("a").handedOver()
         try p.request(.launch(background: true), "a")
         try p.post("batteryLevelDidChange", 40, to: "a")
         try p.post(memoryWarningType, nil, to: "a")
@@ -302,7 +302,7 @@ struct NotificationDeliveryTests {
         try h.bring("background", to: .background)
         try h.bring("sleeper", to: .suspended)
         try h.bring("quiet", to: .background)
-        var p = PostingHarness(h)
+        var p = h.handedOver()
 
         let outcome = try p.post(memoryWarningType, nil, to: nil)
 
@@ -348,7 +348,7 @@ struct NotificationDeliveryTests {
     @Test("an app that cannot hear drops the post, memory warnings included",
           arguments: Deaf.allCases, ["batteryLevelDidChange", memoryWarningType])
     func deafAppsDrop(_ deaf: Deaf, _ type: String) throws {
-        var p = PostingHarness(try deaf.arrange())
+        var p = (try deaf.arrange()).handedOver()
 
         let outcome = try p.post(type, 1, to: "a")
 
@@ -363,7 +363,7 @@ struct NotificationDeliveryTests {
         var h = Harness("a")
         try h.bring("a", to: .suspended)
         h.observe("a", "batteryLevelDidChange")
-        var p = PostingHarness(h)
+        var p = h.handedOver()
         try p.post("batteryLevelDidChange", 10, to: "a")
 
         p.event(.exited(app: "a", .signaled(9)))
@@ -409,82 +409,6 @@ struct NotificationDeliveryTests {
 }
 
 // MARK: Driver
-
-/// `Harness` keeps its model `private(set)` to its own file, so it cannot post. Delivery tests arrange their apps
-/// with a `Harness`, then take over its model and clock with this driver, which posts and feeds inputs the same way
-/// (and, in `cooperative` mode, plays the same well-behaved client: hello, ack, exit on SIGTERM or SIGKILL).
-struct PostingHarness {
-    private(set) var model: Supervisor
-    private(set) var now: MonotonicTime
-    /// Every effect of every input taken over, in order.
-    private(set) var log: [Effect] = []
-    var cooperative = false
-
-    /// Take over `harness`'s apps and clock; `extraTypes` are declared as `NotificationCatalog(extra:)` does.
-    init(_ harness: Harness, extraTypes: [String: Coalescing] = [:]) {
-        model = harness.model
-        model.catalog = NotificationCatalog(extra: extraTypes)
-        now = harness.now
-    }
-
-    @discardableResult
-    mutating func post(_ type: String, _ payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome {
-        let outcome = try model.post(type, payload: payload, to: app, now: now)
-        log += outcome.effects
-        return outcome
-    }
-
-    @discardableResult
-    mutating func request(_ request: Request, _ app: String) throws(RequestError) -> [Effect] {
-        let effects = try model.handle(request, for: app, now: now)
-        take(effects)
-        return effects
-    }
-
-    @discardableResult
-    mutating func event(_ event: Event) -> [Effect] {
-        let effects = model.handle(event, now: now)
-        take(effects)
-        return effects
-    }
-
-    @discardableResult
-    mutating func ack(_ app: String) -> [Effect] {
-        guard let id = inFlight(app)?.id else {
-            Issue.record("\(app) has no callback in flight to acknowledge")
-            return []
-        }
-        return event(.ack(app: app, id: id))
-    }
-
-    mutating func advance(by duration: Duration) { now += duration }
-
-    @discardableResult
-    mutating func cooperating<T>(_ body: (inout PostingHarness) throws -> T) rethrows -> T {
-        let previous = cooperative
-        cooperative = true
-        defer { cooperative = previous }
-        return try body(&self)
-    }
-
-    func state(_ app: String) -> AppState { model.apps[app]!.state }
-    func record(of app: String) -> AppRecord { model.apps[app]! }
-    func inFlight(_ app: String) -> Delivery? { model.apps[app]!.awaiting }
-
-    private mutating func take(_ effects: [Effect]) {
-        log += effects
-        guard cooperative else { return }
-        for effect in effects {
-            switch effect {
-            case .spawn(let app, _) where model.apps[app]!.policy.speaksProtocol: event(.hello(app: app))
-            case .send(let app, let delivery): event(.ack(app: app, id: delivery.id))
-            case .signal(let app, .terminate): event(.exited(app: app, .exited(0)))
-            case .signal(let app, .kill): event(.exited(app: app, .signaled(9)))
-            default: break
-            }
-        }
-    }
-}
 
 extension Harness {
     /// The client says which notification types it observes (replacing the earlier set).
