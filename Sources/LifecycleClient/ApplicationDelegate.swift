@@ -29,6 +29,13 @@ public protocol ApplicationDelegate: AnyObject {
     /// Memory is short: free caches and anything that can be rebuilt. Suspended apps are terminated
     /// first when pressure persists, least recently used first.
     func applicationDidReceiveMemoryWarning(_ application: LifecycleApplication)
+    /// Scenes (apps with `[Scenes]`): which configuration the connecting scene uses. Return nil for the
+    /// one the daemon proposes (`session.configuration`: the one asked for, or the role's default).
+    func application(_ application: LifecycleApplication, configurationForConnecting session: SceneSession,
+                     options: JSONValue) -> String?
+    /// Scene sessions were discarded (by `lifectl scene discard`, or your own request): free what you
+    /// kept for them. Sessions discarded while the app was not running are reported after it launches.
+    func application(_ application: LifecycleApplication, didDiscardSceneSessions sessions: [String])
 }
 
 extension ApplicationDelegate {
@@ -39,4 +46,7 @@ extension ApplicationDelegate {
     public func applicationWillEnterForeground(_ application: LifecycleApplication) {}
     public func applicationWillTerminate(_ application: LifecycleApplication) {}
     public func applicationDidReceiveMemoryWarning(_ application: LifecycleApplication) {}
+    public func application(_ application: LifecycleApplication, configurationForConnecting session: SceneSession,
+                            options: JSONValue) -> String? { nil }
+    public func application(_ application: LifecycleApplication, didDiscardSceneSessions sessions: [String]) {}
 }

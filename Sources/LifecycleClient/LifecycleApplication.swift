@@ -125,6 +125,17 @@ public final class LifecycleApplication {
                 for task in tasks { backgroundTasks[task.id]?.expiration?() }
             case .postFailed(let name, let message):
                 _ = "lifecycle: posting \(name) failed: \(message)\n".withCString { write(2, $0, strlen($0)) }
+            case .requestFailed(let request, let message):
+                _ = "lifecycle: \(request) refused: \(message)\n".withCString { write(2, $0, strlen($0)) }
+            case .configurationForConnecting(let id, _, let scene, let role, let proposed, let options):
+                let session = SceneSession(persistentIdentifier: scene, role: role, configuration: proposed)
+                let chosen = delegate?.application(self, configurationForConnecting: session, options: options)
+                send(ClientMessage.ack(id: id, configuration: chosen))
+            case .didDiscardSceneSessions(let id, _, let scenes):
+                delegate?.application(self, didDiscardSceneSessions: scenes)
+                send(ClientMessage.ack(id: id))
+            case .sceneCallback(let callback, let id, _, let scene, let connection):
+                deliver(callback, id: id, scene: scene, connection: connection)
             }
         }
     }
@@ -152,6 +163,60 @@ public final class LifecycleApplication {
     }
 
     private var observedTypes: Set<String> { notificationCenter.observedNames.subtracting(Self.lifecycleNames) }
+
+    // MARK: Scenes
+
+    /// The connected scenes by session identifier (UIApplication.connectedScenes).
+    public private(set) var connectedScenes: [String: Scene] = [:]
+    private var sceneDelegateTypes: [String: any SceneDelegate.Type] = [:]
+
+    /// The delegate type for scenes that connect with `configuration` (UIKit's Info.plist
+    /// `UISceneDelegateClassName`). Register in `main`'s `configure`, before any scene connects.
+    public func register(_ type: any SceneDelegate.Type, forConfiguration configuration: String) {
+        sceneDelegateTypes[configuration] = type
+    }
+
+    /// UIKit's requestSceneSessionActivation: bring an existing session to focus (reconnecting it), or
+    /// with `session` nil, open a new scene with `role` and `configuration` (nil: the daemon's defaults).
+    /// A refusal (unknown session, no multiple scenes) is reported on stderr.
+    public func requestSceneSessionActivation(_ session: String?, role: String? = nil, configuration: String? = nil,
+                                              options: JSONValue? = nil) {
+        send(ClientMessage.requestSceneActivation(scene: session, role: role, configuration: configuration, options: options))
+    }
+
+    /// UIKit's requestSceneSessionDestruction: disconnect the scene and discard its session.
+    public func requestSceneSessionDestruction(_ session: String) {
+        send(ClientMessage.requestSceneDestruction(scene: session))
+    }
+
+    /// Run the scene's delegate for one callback, then acknowledge it (with the state to keep, after
+    /// sceneDidEnterBackground).
+    private func deliver(_ callback: SceneCallback, id: Int, scene id_: String, connection: SceneConnection?) {
+        var savedState: JSONValue?
+        if callback == .sceneWillConnect, let connection {
+            let session = SceneSession(persistentIdentifier: id_, role: connection.role, configuration: connection.configuration)
+            let scene = Scene(session: session, delegate: sceneDelegateTypes[connection.configuration]?.init(),
+                              restoredState: connection.savedState, connectionOptions: connection.options)
+            connectedScenes[id_] = scene
+            scene.delegate?.scene(scene, willConnectTo: session, options: connection.options)
+        } else if let scene = connectedScenes[id_] {
+            if callback.changesStateOnSend, let next = callback.resultingState, let next { scene.activationState = next }
+            switch callback {
+            case .sceneWillConnect: break
+            case .sceneWillEnterForeground: scene.delegate?.sceneWillEnterForeground(scene)
+            case .sceneDidBecomeActive: scene.delegate?.sceneDidBecomeActive(scene)
+            case .sceneWillResignActive: scene.delegate?.sceneWillResignActive(scene)
+            case .sceneDidEnterBackground:
+                scene.delegate?.sceneDidEnterBackground(scene)
+                savedState = scene.delegate?.stateRestorationActivity(for: scene)
+            case .sceneDidDisconnect:
+                scene.delegate?.sceneDidDisconnect(scene)
+                connectedScenes[id_] = nil
+            }
+            if !callback.changesStateOnSend, let next = callback.resultingState, let next { scene.activationState = next }
+        }
+        send(ClientMessage.ack(id: id, state: savedState))
+    }
 
     // MARK: Background tasks and posting
 

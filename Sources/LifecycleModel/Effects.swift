@@ -40,24 +40,76 @@ public enum TerminationSignal: String, Sendable, Equatable {
     case kill = "SIGKILL"
 }
 
-/// One callback to deliver, with its deadline.
+/// One message to deliver, with its deadline: the client acknowledges each one.
 public struct Delivery: Sendable, Equatable {
     public var id: Int
-    public var callback: LifecycleCallback
+    public var message: Message
     public var deadline: Duration
-    public var launchOptions: LaunchOptions?
 
-    public init(id: Int, callback: LifecycleCallback, deadline: Duration, launchOptions: LaunchOptions? = nil) {
+    /// What is delivered.
+    public enum Message: Sendable, Equatable {
+        /// An application-delegate callback.
+        case app(LifecycleCallback, LaunchOptions?)
+        /// A scene-delegate callback for session `scene`; `sceneWillConnect` carries the connection.
+        case scene(SceneCallback, scene: String, connection: SceneConnection?)
+        /// `application(_:configurationForConnecting:options:)`: the ack names the configuration;
+        /// `proposed` is the one used without an answer (asked for, used last time, or the role's default).
+        case configurationForConnecting(scene: String, role: String, proposed: String, options: JSONValue)
+        /// `application(_:didDiscardSceneSessions:)`.
+        case didDiscardSceneSessions([String])
+    }
+
+    public init(id: Int, message: Message, deadline: Duration) {
         self.id = id
-        self.callback = callback
+        self.message = message
         self.deadline = deadline
-        self.launchOptions = launchOptions
+    }
+
+    /// An application-delegate callback.
+    public init(id: Int, callback: LifecycleCallback, deadline: Duration, launchOptions: LaunchOptions? = nil) {
+        self.init(id: id, message: .app(callback, launchOptions), deadline: deadline)
+    }
+
+    /// The application-delegate callback, nil for the scene messages.
+    public var callback: LifecycleCallback? {
+        if case .app(let callback, _) = message { callback } else { nil }
+    }
+
+    public var launchOptions: LaunchOptions? {
+        if case .app(_, let options) = message { options } else { nil }
+    }
+
+    /// The message's wire name (`didBecomeActive`, `sceneWillConnect`, `configurationForConnecting`, …).
+    public var name: String {
+        switch message {
+        case .app(let callback, _): callback.rawValue
+        case .scene(let callback, _, _): callback.rawValue
+        case .configurationForConnecting: "configurationForConnecting"
+        case .didDiscardSceneSessions: "didDiscardSceneSessions"
+        }
+    }
+}
+
+/// What `sceneWillConnect` hands the scene: its session's role and configuration, the options of the
+/// connection, and the state saved at its last `sceneDidEnterBackground`.
+public struct SceneConnection: Sendable, Equatable {
+    public var role: String
+    public var configuration: String
+    public var options: JSONValue
+    public var savedState: JSONValue?
+    public init(role: String, configuration: String, options: JSONValue, savedState: JSONValue?) {
+        self.role = role
+        self.configuration = configuration
+        self.options = options
+        self.savedState = savedState
     }
 }
 
 /// Noteworthy things that are not transitions; the daemon logs them (and later, journals them).
 public enum Note: Sendable, Equatable {
     case deadlineMissed(LifecycleCallback, id: Int)
+    /// A scene message or a question (configurationForConnecting) was not acknowledged in time.
+    case messageDeadlineMissed(String, id: Int)
     /// didFinishLaunching was not acknowledged in time: killed, as iOS's launch watchdog does.
     case launchWatchdog
     /// No hello within the launch timeout: managed from now on without messages.
@@ -78,6 +130,14 @@ public enum Note: Sendable, Equatable {
     case terminatedForMemory(residentBytes: UInt64?)
     /// Memory pressure persisted, and no suspended app was left to terminate.
     case nothingToTerminate
+    /// A scene moved: logged like an app transition (nil: disconnected).
+    case sceneTransition(scene: String, from: SceneActivationState?, to: SceneActivationState?, reason: String)
+    /// configurationForConnecting named a configuration the app does not declare for the role: the default is used.
+    case unknownSceneConfiguration(scene: String, asked: String, used: String)
+    /// Sessions forgotten (discarded); the app is told when it next runs, if it is not running.
+    case scenesDiscarded([String])
+    /// A new scene session (lifectl scene open, a client's request, or a focus with no session to reuse).
+    case sceneSessionCreated(scene: String, role: String)
 }
 
 /// A background task as the client named it.
@@ -118,7 +178,8 @@ public enum Effect: Sendable, Equatable {
 /// Inputs from the world: the client, the timers and the kernel.
 public enum Event: Sendable, Equatable {
     case hello(app: String)
-    case ack(app: String, id: Int)
+    /// The client acknowledged message `id`; `reply` carries its answer to messages that ask something.
+    case ack(app: String, id: Int, reply: AckReply = AckReply())
     case timerFired(app: String, TimerKind)
     case exited(app: String, ExitStatus)
     case spawnFailed(app: String, reason: String)
@@ -148,9 +209,26 @@ public enum Request: Sendable, Equatable, CustomStringConvertible {
     case suspend
     case resume
     case terminate
+    /// A new scene session, connected and brought to focus (UIKit's requestSceneSessionActivation with no
+    /// session). `role` nil: `window`; `configuration`: the one asked for (the app still chooses).
+    case openScene(role: String?, configuration: String?, options: JSONValue)
+    /// Bring one scene to focus: reconnected first if its session is disconnected.
+    case focusScene(String)
+    /// One scene to the background (the app follows when it was the last one in the foreground).
+    case backgroundScene(String)
+    /// Disconnect a scene and keep its session (UIKit releases scenes to free resources).
+    case closeScene(String)
+    /// Disconnect the scene if connected, forget its session, tell the app with didDiscardSceneSessions
+    /// (UIKit's requestSceneSessionDestruction).
+    case discardScene(String)
 
     public var description: String {
         switch self {
+        case .openScene: "open a scene of"
+        case .focusScene(let scene): "focus scene \(scene) of"
+        case .backgroundScene(let scene): "move scene \(scene) to the background in"
+        case .closeScene(let scene): "close scene \(scene) of"
+        case .discardScene(let scene): "discard scene \(scene) of"
         case .launch(let background): background ? "launch --background" : "launch"
         case .focus: "focus"
         case .deactivate: "deactivate"
@@ -167,6 +245,9 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
     public enum Reason: Sendable, Equatable {
         case unknownApp
         case notAllowed(hint: String?)
+        /// A scene request for an app that does not declare `[Scenes]`.
+        case noScenes
+        case unknownScene(String)
     }
     public var app: String
     /// The app's state when the request came.
@@ -188,6 +269,10 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
         switch reason {
         case .unknownApp:
             return "cannot \(request) '\(app)': no such app"
+        case .noScenes:
+            return "cannot \(request) '\(app)': it does not use scenes (declare them in its [Scenes] section)"
+        case .unknownScene(let scene):
+            return "cannot \(request) '\(app)': it has no scene session '\(scene)' (lifectl scenes \(app) lists them)"
         case .notAllowed(let hint):
             var base = "cannot \(request) '\(app)': it is \(state?.rawValue ?? "unknown")"
             if let becoming { base += ", becoming \(becoming.rawValue)" }

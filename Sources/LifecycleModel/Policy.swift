@@ -39,6 +39,8 @@ public struct AppPolicy: Sendable, Equatable {
     public var backgroundModes: Set<String> = []
     /// `QueueLimit=`: the most payloads a `none` notification type keeps for the app while it sleeps.
     public var queueLimit = 64
+    /// `[Scenes]`: the app uses UIKit's scene lifecycle; nil keeps the app-level lifecycle alone.
+    public var scenes: ScenePolicy?
 
     public init() {}
 }

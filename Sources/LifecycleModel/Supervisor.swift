@@ -5,6 +5,12 @@ enum Step: Sendable, Equatable {
     /// Wait for the client's hello (or the launch timeout, after which it is managed without messages).
     case awaitHello
     case deliver(LifecycleCallback, LaunchOptions?)
+    /// A scene-delegate callback to one scene (its session may be discarded meanwhile: then skipped).
+    case deliverScene(SceneCallback, scene: String)
+    /// Ask the app which configuration the connecting scene uses (configurationForConnecting).
+    case configureScene(String)
+    /// Forget these sessions and tell the app (didDiscardSceneSessions).
+    case discardSessions([String])
     /// Wait until this app is first in the focus queue and no other app is active.
     case awaitFocus
     case stop(reason: String)
@@ -62,6 +68,12 @@ public struct AppRecord: Sendable {
     public internal(set) var lastForeground: MonotonicTime = .zero
     /// Terminations while suspended, under memory pressure.
     public internal(set) var memoryTerminations = 0
+    /// Scene sessions (apps with `[Scenes]`), in creation order. They outlive connections and processes.
+    public internal(set) var sessions: [SceneSession] = []
+    var nextSceneNumber = 1
+    var activations = 0
+    /// Sessions discarded while the app could not hear it: told when it next runs (UIKit does the same).
+    var discardedUntold: [String] = []
 
     init(name: String, policy: AppPolicy) {
         self.name = name
@@ -90,19 +102,61 @@ public struct AppRecord: Sendable {
     var projectedState: AppState {
         if terminating || dying { return .notRunning }
         var state = self.state
-        if let awaiting, !awaiting.callback.changesStateOnSend, let next = awaiting.callback.resultingState {
-            state = next
+        var scenes = sessions.map(\.state)
+        /// A scene app's state follows its scenes (once none is half-connected).
+        func follow(_ callback: SceneCallback, _ scene: String) {
+            guard let index = sessions.firstIndex(where: { $0.id == scene }), let next = callback.resultingState else { return }
+            scenes[index] = next
+            guard state == .inactive || state == .active || state == .background,
+                  !scenes.contains(.unattached) else { return }
+            state = AppState.derived(fromScenes: scenes.compactMap { $0 })
+        }
+        switch awaiting?.message {
+        case .app(let callback, _)? where !callback.changesStateOnSend:
+            if let next = callback.resultingState { state = next }
+        case .scene(let callback, let scene, _)? where !callback.changesStateOnSend:
+            follow(callback, scene)
+        default: break
         }
         for step in pending {
             switch step {
             case .deliver(let callback, _): if let next = callback.resultingState { state = next }
+            case .deliverScene(let callback, let scene): follow(callback, scene)
             case .stop: state = .suspended
             case .resume: state = .background
             case .terminate: return .notRunning
-            case .awaitHello, .awaitFocus: break
+            case .awaitHello, .awaitFocus, .configureScene, .discardSessions: break
             }
         }
         return state
+    }
+
+    public var usesScenes: Bool { policy.scenes != nil }
+
+    func sessionIndex(_ id: String) -> Int? { sessions.firstIndex { $0.id == id } }
+
+    /// Each session's scene state once queued work is done (nil: disconnected), in `sessions` order.
+    var projectedSceneStates: [SceneActivationState?] {
+        var states = sessions.map(\.state)
+        func apply(_ callback: SceneCallback, _ scene: String) {
+            if let index = sessionIndex(scene), let next = callback.resultingState { states[index] = next }
+        }
+        if case .scene(let callback, let scene, _)? = awaiting?.message, !callback.changesStateOnSend { apply(callback, scene) }
+        for case .deliverScene(let callback, let scene) in pending { apply(callback, scene) }
+        return states
+    }
+
+    /// Focus moves between two scenes of this app: the one that holds it resigns, then the other activates
+    /// (a pending activation not behind a wait for focus). The app stays active through the move.
+    var focusHandingOver: Bool {
+        for step in pending {
+            switch step {
+            case .awaitFocus: return false
+            case .deliverScene(.sceneDidBecomeActive, _): return true
+            default: continue
+            }
+        }
+        return false
     }
 }
 
@@ -110,7 +164,7 @@ public struct AppRecord: Sendable {
 /// requests and events in, effects out. No I/O, no clock: time comes in with each call.
 public struct Supervisor: Sendable {
     /// Every app's record, mutated in place.
-    private var table = AppTable()
+    var table = AppTable()
 
     /// Every app's record by name (a fresh dictionary: for tests and rare reads; use `app(_:)` for one).
     public var apps: [String: AppRecord] {
@@ -128,7 +182,7 @@ public struct Supervisor: Sendable {
     /// The app in state `active`, if any: exactly one app holds focus in the domain.
     public private(set) var activeApp: String?
     /// Apps waiting to become active, in request order.
-    private var focusQueue: [String] = []
+    var focusQueue: [String] = []
     /// Apps in the foreground (inactive or active). One focus domain is one screen: when an app takes
     /// focus, every other foreground app goes to the background.
     private var foregroundApps: Set<String> = []
@@ -143,7 +197,7 @@ public struct Supervisor: Sendable {
     private var effects: [Effect] = []
     /// Apps whose queue ran during the current call, in order: each is reported when settled.
     private var touched: [String] = []
-    private var now: MonotonicTime = .zero
+    var now: MonotonicTime = .zero
 
     public init() {}
 
@@ -187,6 +241,10 @@ public struct Supervisor: Sendable {
                          request: request, reason: .notAllowed(hint: hint))
         }
 
+        if app.usesScenes || request.isSceneRequest {
+            try handleScenes(request, for: name, origin: origin, projected: projected)
+            return finish(name)
+        }
         switch request {
         case .launch(let background):
             guard !projected.isRunning else { throw refuse("it is already running") }
@@ -247,6 +305,8 @@ public struct Supervisor: Sendable {
 
         case .terminate:
             terminate(name)
+        case .openScene, .focusScene, .backgroundScene, .closeScene, .discardScene:
+            preconditionFailure("scene requests are handled by handleScenes")
         }
         return finish(name)
     }
@@ -266,9 +326,9 @@ public struct Supervisor: Sendable {
             flushNotifications(name)
             return finish(name)
 
-        case .ack(let name, let id):
+        case .ack(let name, let id, let reply):
             guard let awaiting = table.record(name)?.awaiting, awaiting.id == id else { return [] }
-            complete(name, awaiting.callback, reason: "\(awaiting.callback.rawValue) acknowledged")
+            complete(name, awaiting, reply: reply, reason: "\(awaiting.name) acknowledged")
             return finish(name)
 
         case .timerFired(let name, let kind):
@@ -306,7 +366,7 @@ public struct Supervisor: Sendable {
             table[name].connected = false
             table[name].muted = true
             if let awaiting = app.awaiting {
-                complete(name, awaiting.callback, reason: "client disconnected")
+                complete(name, awaiting, reply: nil, reason: "client disconnected")
             }
             // Nobody to deliver to any more; background tasks die with the connection.
             table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
@@ -489,7 +549,11 @@ public struct Supervisor: Sendable {
         case .ack:
             guard let awaiting = app.awaiting else { return }
             table[name].deadlineMisses += 1
-            emit(.note(app: name, .deadlineMissed(awaiting.callback, id: awaiting.id)))
+            if let callback = awaiting.callback {
+                emit(.note(app: name, .deadlineMissed(callback, id: awaiting.id)))
+            } else {
+                emit(.note(app: name, .messageDeadlineMissed(awaiting.name, id: awaiting.id)))
+            }
             if awaiting.callback == .didFinishLaunching {
                 // iOS's launch watchdog: an app that does not finish launching in time is killed.
                 // Its queue stays until the exit, which judges the crash (and whether it held focus).
@@ -498,7 +562,7 @@ public struct Supervisor: Sendable {
                 table[name].dying = true
                 emit(.signal(app: name, .kill))
             } else {
-                complete(name, awaiting.callback, reason: "\(awaiting.callback.rawValue) deadline passed")
+                complete(name, awaiting, reply: nil, reason: "\(awaiting.name) deadline passed")
             }
         case .hello:
             guard app.state.isRunning, !app.connected, !app.muted else { return }
@@ -562,6 +626,10 @@ public struct Supervisor: Sendable {
         table[name].tasks = []
         cancelTaskTimers(name)
         setState(name, .notRunning, reason: requested ? "terminated, \(status)" : "\(status)")
+        // Its scenes go with the process; their sessions (and saved states) stay for the next launch.
+        for session in app.sessions where session.isConnected {
+            setSceneState(name, session.id, nil, reason: "process ended")
+        }
 
         let policy = app.policy
         let restart = !requested && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
@@ -584,7 +652,7 @@ public struct Supervisor: Sendable {
         emit(.armTimer(app: name, .restart, after: delay))
     }
 
-    private mutating func launch(_ name: String, _ options: LaunchOptions) {
+    mutating func launch(_ name: String, _ options: LaunchOptions) {
         let app = table[name]
         if app.restartScheduled {
             table[name].restartScheduled = false
@@ -603,6 +671,7 @@ public struct Supervisor: Sendable {
         if app.policy.speaksProtocol { emit(.armTimer(app: name, .hello, after: app.policy.launchTimeout)) }
         append(name, .awaitHello)
         append(name, .deliver(.didFinishLaunching, options))
+        announceDiscardedSessions(name)
     }
 
     /// The daemon is stopping: every running app is terminated, and every one gets willTerminate with its
@@ -620,7 +689,7 @@ public struct Supervisor: Sendable {
         return effects
     }
 
-    private mutating func terminate(_ name: String, wakeSuspended: Bool = false) {
+    mutating func terminate(_ name: String, wakeSuspended: Bool = false) {
         let app = table[name]
         guard !app.isTerminating else { return }
         guard app.state.isRunning else {
@@ -638,7 +707,7 @@ public struct Supervisor: Sendable {
         // Termination supersedes queued work; a callback already in flight still gets its ack or deadline.
         dropPendingWork(name)
         table[name].terminationRequested = true
-        let stateAfterInFlight = app.awaiting.flatMap { $0.callback.changesStateOnSend ? nil : $0.callback.resultingState }
+        let stateAfterInFlight = app.awaiting?.callback.flatMap { $0.changesStateOnSend ? nil : $0.resultingState }
             ?? app.state
         // A suspended app is terminated without a message (UIKit: suspended apps get no notice), except when
         // the daemon stops: then it is continued first and told like the others.
@@ -648,15 +717,20 @@ public struct Supervisor: Sendable {
     }
 
     /// Queued work of the app loses its meaning (exit, termination, watchdog): drop it, with its focus claims.
-    private mutating func dropPendingWork(_ name: String) {
+    mutating func dropPendingWork(_ name: String) {
         table[name].pending = []
         focusQueue.removeAll { $0 == name }
     }
 
     /// Every other app in (or on its way to) the foreground leaves it: an active one resigns, then
     /// enters the background; an inactive one enters the background.
-    private mutating func demoteOthers(than name: String) {
+    mutating func demoteOthers(than name: String) {
         for other in Set(focusQueue).union(foregroundApps).sorted() where other != name {
+            if table[other].usesScenes {
+                sendScenesToBackground(other)
+                advance(other)
+                continue
+            }
             switch table.record(other)?.projectedState {
             case .active:
                 append(other, .deliver(.willResignActive, nil))
@@ -673,24 +747,41 @@ public struct Supervisor: Sendable {
     /// The app joins the focus queue. It comes to the foreground only once the previous holder has
     /// resigned (so the daemon sends: A willResignActive, A didEnterBackground, B willEnterForeground,
     /// B didBecomeActive), and leaves the queue when didBecomeActive is sent.
-    private mutating func enqueueFocus(_ name: String, enteringForeground: Bool) {
+    mutating func enqueueFocus(_ name: String, enteringForeground: Bool) {
         focusQueue.append(name)
         append(name, .awaitFocus)
+        if table[name].usesScenes {
+            // The app comes forward with its scene; its own callbacks follow the scene's.
+            bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: "restart"),
+                              activate: true)
+            return
+        }
         if enteringForeground { append(name, .deliver(.willEnterForeground, nil)) }
         append(name, .deliver(.didBecomeActive, nil))
     }
 
-    private mutating func complete(_ name: String, _ callback: LifecycleCallback, reason: String) {
+    /// The message in flight was acknowledged (or its deadline passed, or the client left: `reply` nil).
+    mutating func complete(_ name: String, _ delivery: Delivery, reply: AckReply?, reason: String) {
         table[name].awaiting = nil
         emit(.cancelTimer(app: name, .ack))
         // Stopped by someone else meanwhile: it stays suspended until continued.
-        if !callback.changesStateOnSend, let next = callback.resultingState, table[name].state != .suspended {
-            setState(name, next, reason: reason)
+        let stopped = table[name].state == .suspended
+        switch delivery.message {
+        case .app(let callback, _):
+            if !callback.changesStateOnSend, let next = callback.resultingState, !stopped {
+                setState(name, next, reason: reason)
+            }
+        case .scene(let callback, let scene, _):
+            sceneAcknowledged(name, callback, scene: scene, reply: reply, stopped: stopped, reason: reason)
+        case .configurationForConnecting(let scene, _, _, _):
+            chooseConfiguration(name, scene: scene, answer: reply?.configuration)
+        case .didDiscardSceneSessions:
+            break
         }
     }
 
     /// Run the app's queued steps until one has to wait.
-    private mutating func advance(_ name: String) {
+    mutating func advance(_ name: String) {
         if !touched.contains(name) { touched.append(name) }
         while let app = table.record(name), app.awaiting == nil, !app.terminating, !app.dying, let step = app.pending.first {
             switch step {
@@ -715,12 +806,50 @@ public struct Supervisor: Sendable {
                     setState(name, next, reason: callback.rawValue)
                 }
                 let deadline = callback == .didFinishLaunching ? app.policy.launchTimeout : app.policy.ackTimeout
-                let delivery = Delivery(id: app.nextMessageID, callback: callback, deadline: deadline,
-                                        launchOptions: options)
-                table[name].nextMessageID += 1
-                table[name].awaiting = delivery
-                emit(.send(app: name, delivery))
-                emit(.armTimer(app: name, .ack, after: deadline))
+                deliver(name, .app(callback, options), deadline: deadline)
+                return
+            case .deliverScene(let callback, let scene):
+                guard app.state != .suspended else { return }
+                table[name].pending.removeFirst()
+                guard app.sessionIndex(scene) != nil else { continue }
+                guard app.canMessage else {
+                    if let next = callback.resultingState { setSceneState(name, scene, next, reason: callback.rawValue) }
+                    continue
+                }
+                var connection: SceneConnection?
+                if callback == .sceneWillConnect, let session = app.sessions.first(where: { $0.id == scene }) {
+                    connection = SceneConnection(role: session.role, configuration: session.configuration,
+                                                 options: session.connectionOptions, savedState: session.savedState)
+                }
+                if callback.changesStateOnSend, let next = callback.resultingState {
+                    setSceneState(name, scene, next, reason: callback.rawValue)
+                }
+                deliver(name, .scene(callback, scene: scene, connection: connection), deadline: app.policy.ackTimeout)
+                return
+            case .configureScene(let scene):
+                guard app.state != .suspended else { return }
+                table[name].pending.removeFirst()
+                guard let session = app.sessions.first(where: { $0.id == scene }) else { continue }
+                guard app.canMessage else {
+                    chooseConfiguration(name, scene: scene, answer: nil)
+                    continue
+                }
+                deliver(name, .configurationForConnecting(scene: scene, role: session.role, proposed: session.configuration,
+                                                          options: session.connectionOptions),
+                        deadline: app.policy.ackTimeout)
+                return
+            case .discardSessions(let scenes):
+                guard app.state != .suspended else { return }
+                table[name].pending.removeFirst()
+                let forgotten = scenes.filter { app.sessionIndex($0) != nil }
+                table[name].sessions.removeAll { scenes.contains($0.id) }
+                if !forgotten.isEmpty { emit(.note(app: name, .scenesDiscarded(forgotten))) }
+                guard app.canMessage else {
+                    // Nobody to tell now: told at the next launch.
+                    table[name].discardedUntold += scenes
+                    continue
+                }
+                deliver(name, .didDiscardSceneSessions(scenes), deadline: app.policy.ackTimeout)
                 return
             case .stop(let reason):
                 table[name].pending.removeFirst()
@@ -732,6 +861,10 @@ public struct Supervisor: Sendable {
                 emit(.continueProcess(app: name))
                 // First the process runs again, then it hears what it missed, then the lifecycle goes on.
                 flushNotifications(name)
+                if !table[name].discardedUntold.isEmpty {
+                    table[name].pending.insert(.discardSessions(table[name].discardedUntold), at: 0)
+                    table[name].discardedUntold = []
+                }
             case .terminate:
                 table[name].pending.removeFirst()
                 table[name].terminating = true
@@ -760,11 +893,20 @@ public struct Supervisor: Sendable {
         return effects
     }
 
-    private mutating func append(_ name: String, _ step: Step) {
+    mutating func append(_ name: String, _ step: Step) {
         table[name].pending.append(step)
     }
 
-    private mutating func setState(_ name: String, _ state: AppState, reason: String) {
+    /// Send one message and arm its deadline; the queue waits for the ack.
+    mutating func deliver(_ name: String, _ message: Delivery.Message, deadline: Duration) {
+        let delivery = Delivery(id: table[name].nextMessageID, message: message, deadline: deadline)
+        table[name].nextMessageID += 1
+        table[name].awaiting = delivery
+        emit(.send(app: name, delivery))
+        emit(.armTimer(app: name, .ack, after: deadline))
+    }
+
+    mutating func setState(_ name: String, _ state: AppState, reason: String) {
         let from = table[name].state
         guard from != state else { return }
         table[name].state = state
@@ -789,7 +931,7 @@ public struct Supervisor: Sendable {
         emit(.transition(app: name, from: from, to: state, reason: reason))
     }
 
-    private mutating func emit(_ effect: Effect) { effects.append(effect) }
+    mutating func emit(_ effect: Effect) { effects.append(effect) }
 }
 
 /// The notification type of memory warnings, which every app gets without observing it.

@@ -7,8 +7,9 @@ import LifecycleModel
 public enum ClientMessage: Sendable, Equatable {
     /// The first message: the protocol version the client speaks, and the notification types it observes.
     case hello(protocol: Int, observe: [String]?)
-    /// The handler of message `id` has returned.
-    case ack(id: Int)
+    /// The handler of message `id` has returned. Answers ride on the ack: `configuration` for
+    /// configurationForConnecting, `state` (the scene's state to keep) for sceneDidEnterBackground.
+    case ack(id: Int, configuration: String? = nil, state: JSONValue? = nil)
     /// Replace the set of notification types the client observes.
     case observe([String])
     /// Post a notification to every app that observes it (`app` nil), or to one app.
@@ -16,12 +17,20 @@ public enum ClientMessage: Sendable, Equatable {
     /// UIKit's beginBackgroundTask; the client picks the id, unique on its connection.
     case beginBackgroundTask(task: Int, name: String)
     case endBackgroundTask(task: Int)
+    /// UIKit's requestSceneSessionActivation: bring session `scene` to focus (reconnecting it), or, with no
+    /// `scene`, open a new session with `role` (default `window`) and optionally a `configuration`.
+    case requestSceneActivation(scene: String?, role: String?, configuration: String?, options: JSONValue?)
+    /// UIKit's requestSceneSessionDestruction: disconnect the scene and discard its session.
+    case requestSceneDestruction(scene: String)
 }
 
 extension ClientMessage: Codable {
-    enum CodingKeys: String, CodingKey { case type, `protocol`, id, observe, names, name, payload, app, task }
+    enum CodingKeys: String, CodingKey {
+        case type, `protocol`, id, observe, names, name, payload, app, task, configuration, state, scene, role, options
+    }
 
-    static let types = ["hello", "ack", "observe", "post", "beginBackgroundTask", "endBackgroundTask"]
+    static let types = ["hello", "ack", "observe", "post", "beginBackgroundTask", "endBackgroundTask",
+                        "requestSceneActivation", "requestSceneDestruction"]
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -30,7 +39,10 @@ extension ClientMessage: Codable {
         case "hello":
             self = .hello(protocol: try container.decode(Int.self, forKey: .protocol),
                           observe: try container.decodeIfPresent([String].self, forKey: .observe))
-        case "ack": self = .ack(id: try container.decode(Int.self, forKey: .id))
+        case "ack":
+            self = .ack(id: try container.decode(Int.self, forKey: .id),
+                        configuration: try container.decodeIfPresent(String.self, forKey: .configuration),
+                        state: try container.decodeIfPresent(JSONValue.self, forKey: .state))
         case "observe": self = .observe(try container.decode([String].self, forKey: .names))
         case "post":
             self = .post(name: try container.decode(String.self, forKey: .name),
@@ -40,6 +52,13 @@ extension ClientMessage: Codable {
             self = .beginBackgroundTask(task: try container.decode(Int.self, forKey: .task),
                                         name: try container.decodeIfPresent(String.self, forKey: .name) ?? "")
         case "endBackgroundTask": self = .endBackgroundTask(task: try container.decode(Int.self, forKey: .task))
+        case "requestSceneActivation":
+            self = .requestSceneActivation(scene: try container.decodeIfPresent(String.self, forKey: .scene),
+                                           role: try container.decodeIfPresent(String.self, forKey: .role),
+                                           configuration: try container.decodeIfPresent(String.self, forKey: .configuration),
+                                           options: try container.decodeIfPresent(JSONValue.self, forKey: .options))
+        case "requestSceneDestruction":
+            self = .requestSceneDestruction(scene: try container.decode(String.self, forKey: .scene))
         default:
             throw ProtocolError("unknown message type '\(type)' (expected one of: \(Self.types.joined(separator: ", ")))")
         }
@@ -52,9 +71,11 @@ extension ClientMessage: Codable {
             try container.encode("hello", forKey: .type)
             try container.encode(version, forKey: .protocol)
             try container.encodeIfPresent(observe, forKey: .observe)
-        case .ack(let id):
+        case .ack(let id, let configuration, let state):
             try container.encode("ack", forKey: .type)
             try container.encode(id, forKey: .id)
+            try container.encodeIfPresent(configuration, forKey: .configuration)
+            try container.encodeIfPresent(state, forKey: .state)
         case .observe(let names):
             try container.encode("observe", forKey: .type)
             try container.encode(names, forKey: .names)
@@ -70,6 +91,15 @@ extension ClientMessage: Codable {
         case .endBackgroundTask(let task):
             try container.encode("endBackgroundTask", forKey: .type)
             try container.encode(task, forKey: .task)
+        case .requestSceneActivation(let scene, let role, let configuration, let options):
+            try container.encode("requestSceneActivation", forKey: .type)
+            try container.encodeIfPresent(scene, forKey: .scene)
+            try container.encodeIfPresent(role, forKey: .role)
+            try container.encodeIfPresent(configuration, forKey: .configuration)
+            try container.encodeIfPresent(options, forKey: .options)
+        case .requestSceneDestruction(let scene):
+            try container.encode("requestSceneDestruction", forKey: .type)
+            try container.encode(scene, forKey: .scene)
         }
     }
 }
@@ -91,6 +121,14 @@ public enum ServerMessage: Sendable, Equatable {
     case backgroundTimeWillExpire(tasks: [BackgroundTask], remainingMs: Int)
     /// A post the daemon could not take (unknown type or app); the connection stays.
     case postFailed(name: String, message: String)
+    /// A scene-delegate callback to run and acknowledge; `sceneWillConnect` carries the connection.
+    case sceneCallback(SceneCallback, id: Int, deadlineMs: Int, scene: String, connection: SceneConnection?)
+    /// Which configuration the connecting scene uses: answer with `ack` and `configuration`.
+    case configurationForConnecting(id: Int, deadlineMs: Int, scene: String, role: String, proposed: String, options: JSONValue)
+    /// These sessions were discarded: free what was kept for them.
+    case didDiscardSceneSessions(id: Int, deadlineMs: Int, scenes: [String])
+    /// A scene request the daemon refused (`request` is its type); the connection stays.
+    case requestFailed(request: String, message: String)
 }
 
 /// A background task on the wire: `{"task": 1, "name": "upload"}`.
@@ -103,6 +141,7 @@ extension ServerMessage: Codable {
     enum CodingKeys: String, CodingKey {
         case type, `protocol`, app, state, id, deadlineMs, launchOptions, message
         case name, payload, payloads, posts, dropped, task, tasks, remainingMs
+        case scene, scenes, role, configuration, options, request
     }
 
     public init(from decoder: any Decoder) throws {
@@ -133,6 +172,32 @@ extension ServerMessage: Codable {
         case "postFailed":
             self = .postFailed(name: try container.decode(String.self, forKey: .name),
                                message: try container.decode(String.self, forKey: .message))
+        case "configurationForConnecting":
+            self = .configurationForConnecting(id: try container.decode(Int.self, forKey: .id),
+                                               deadlineMs: try container.decode(Int.self, forKey: .deadlineMs),
+                                               scene: try container.decode(String.self, forKey: .scene),
+                                               role: try container.decode(String.self, forKey: .role),
+                                               proposed: try container.decode(String.self, forKey: .configuration),
+                                               options: try container.decodeIfPresent(JSONValue.self, forKey: .options) ?? .object([:]))
+        case "didDiscardSceneSessions":
+            self = .didDiscardSceneSessions(id: try container.decode(Int.self, forKey: .id),
+                                            deadlineMs: try container.decode(Int.self, forKey: .deadlineMs),
+                                            scenes: try container.decode([String].self, forKey: .scenes))
+        case "requestFailed":
+            self = .requestFailed(request: try container.decode(String.self, forKey: .request),
+                                  message: try container.decode(String.self, forKey: .message))
+        case _ where SceneCallback(rawValue: type) != nil:
+            let callback = SceneCallback(rawValue: type)!
+            var connection: SceneConnection?
+            if callback == .sceneWillConnect {
+                connection = SceneConnection(role: try container.decode(String.self, forKey: .role),
+                                             configuration: try container.decode(String.self, forKey: .configuration),
+                                             options: try container.decodeIfPresent(JSONValue.self, forKey: .options) ?? .object([:]),
+                                             savedState: try container.decodeIfPresent(JSONValue.self, forKey: .state))
+            }
+            self = .sceneCallback(callback, id: try container.decode(Int.self, forKey: .id),
+                                  deadlineMs: try container.decode(Int.self, forKey: .deadlineMs),
+                                  scene: try container.decode(String.self, forKey: .scene), connection: connection)
         default:
             guard let callback = LifecycleCallback(rawValue: type) else {
                 throw ProtocolError("unknown message type '\(type)'")
@@ -180,6 +245,53 @@ extension ServerMessage: Codable {
             try container.encode("postFailed", forKey: .type)
             try container.encode(name, forKey: .name)
             try container.encode(message, forKey: .message)
+        case .sceneCallback(let callback, let id, let deadlineMs, let scene, let connection):
+            try container.encode(callback.rawValue, forKey: .type)
+            try container.encode(id, forKey: .id)
+            try container.encode(deadlineMs, forKey: .deadlineMs)
+            try container.encode(scene, forKey: .scene)
+            if let connection {
+                try container.encode(connection.role, forKey: .role)
+                try container.encode(connection.configuration, forKey: .configuration)
+                try container.encode(connection.options, forKey: .options)
+                // null when nothing was saved: the key is always there, so clients need not guess.
+                try container.encode(connection.savedState ?? .null, forKey: .state)
+            }
+        case .configurationForConnecting(let id, let deadlineMs, let scene, let role, let proposed, let options):
+            try container.encode("configurationForConnecting", forKey: .type)
+            try container.encode(id, forKey: .id)
+            try container.encode(deadlineMs, forKey: .deadlineMs)
+            try container.encode(scene, forKey: .scene)
+            try container.encode(role, forKey: .role)
+            try container.encode(proposed, forKey: .configuration)
+            try container.encode(options, forKey: .options)
+        case .didDiscardSceneSessions(let id, let deadlineMs, let scenes):
+            try container.encode("didDiscardSceneSessions", forKey: .type)
+            try container.encode(id, forKey: .id)
+            try container.encode(deadlineMs, forKey: .deadlineMs)
+            try container.encode(scenes, forKey: .scenes)
+        case .requestFailed(let request, let message):
+            try container.encode("requestFailed", forKey: .type)
+            try container.encode(request, forKey: .request)
+            try container.encode(message, forKey: .message)
+        }
+    }
+}
+
+extension ServerMessage {
+    /// The wire form of a message the model delivers.
+    public init(_ delivery: Delivery) {
+        let deadlineMs = Int(delivery.deadline / .milliseconds(1))
+        switch delivery.message {
+        case .app(let callback, let options):
+            self = .callback(callback, id: delivery.id, deadlineMs: deadlineMs, launchOptions: options)
+        case .scene(let callback, let scene, let connection):
+            self = .sceneCallback(callback, id: delivery.id, deadlineMs: deadlineMs, scene: scene, connection: connection)
+        case .configurationForConnecting(let scene, let role, let proposed, let options):
+            self = .configurationForConnecting(id: delivery.id, deadlineMs: deadlineMs, scene: scene, role: role,
+                                               proposed: proposed, options: options)
+        case .didDiscardSceneSessions(let scenes):
+            self = .didDiscardSceneSessions(id: delivery.id, deadlineMs: deadlineMs, scenes: scenes)
         }
     }
 }

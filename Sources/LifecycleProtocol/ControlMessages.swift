@@ -14,13 +14,21 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     /// For `post`: the notification type and its payload.
     public var name: String?
     public var data: JSONValue?
+    /// For the `scene-*` verbs: the scene session, and for `scene-open` its role and configuration.
+    public var scene: String?
+    public var role: String?
+    public var configuration: String?
 
-    public init(verb: String, app: String? = nil, background: Bool? = nil, name: String? = nil, data: JSONValue? = nil) {
+    public init(verb: String, app: String? = nil, background: Bool? = nil, name: String? = nil, data: JSONValue? = nil,
+                scene: String? = nil, role: String? = nil, configuration: String? = nil) {
         self.verb = verb
         self.app = app
         self.background = background
         self.name = name
         self.data = data
+        self.scene = scene
+        self.role = role
+        self.configuration = configuration
     }
 
     /// The model request for a lifecycle verb, nil for queries and unknown verbs.
@@ -33,15 +41,21 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case "suspend": .suspend
         case "resume": .resume
         case "terminate": .terminate
+        case "scene-open": .openScene(role: role, configuration: configuration, options: .object(["origin": "lifectl"]))
+        case "scene-focus": scene.map(Request.focusScene)
+        case "scene-background": scene.map(Request.backgroundScene)
+        case "scene-close": scene.map(Request.closeScene)
+        case "scene-discard": scene.map(Request.discardScene)
         default: nil
         }
     }
 
-    public static let lifecycleVerbs = ["launch", "focus", "deactivate", "background", "suspend", "resume", "terminate"]
+    public static let lifecycleVerbs = ["launch", "focus", "deactivate", "background", "suspend", "resume", "terminate",
+                                        "scene-open", "scene-focus", "scene-background", "scene-close", "scene-discard"]
     /// Verbs that change something but are not lifecycle requests.
     public static let otherVerbs = ["post", "simulate-memory-pressure"]
     /// Verbs that change nothing; anyone who can reach the socket may use them.
-    public static let queryVerbs = ["list", "status"]
+    public static let queryVerbs = ["list", "status", "scenes"]
 }
 
 /// One app as `lifectl list --json` shows it.
@@ -80,6 +94,8 @@ public struct AppStatus: Codable, Sendable, Equatable {
     public var memoryTerminations = 0
     /// The last run ended in the background (its next launch options say so).
     public var terminatedInBackground = false
+    /// Its scene sessions, for apps with `[Scenes]` (nil for the others).
+    public var scenes: [SceneStatus]?
 
     public init(name: String, state: AppState, pid: Int32?, since: String, sinceSeconds: Double, protocol: String,
                 launches: Int, deadlineMisses: Int, awaiting: String?, suspendMethod: String, cgroup: String?) {
@@ -94,6 +110,25 @@ public struct AppStatus: Codable, Sendable, Equatable {
         self.awaiting = awaiting
         self.suspendMethod = suspendMethod
         self.cgroup = cgroup
+    }
+}
+
+/// One scene session, as `lifectl scenes --json` shows it.
+public struct SceneStatus: Codable, Sendable, Equatable {
+    /// The session's persistent identifier (`s1`, …).
+    public var scene: String
+    public var role: String
+    public var configuration: String
+    /// `unattached`, `foregroundInactive`, `foregroundActive`, `background`, or `disconnected`.
+    public var state: String
+    /// The state the client saved at its last sceneDidEnterBackground (given back at reconnection).
+    public var savedState: JSONValue?
+    public init(scene: String, role: String, configuration: String, state: String, savedState: JSONValue?) {
+        self.scene = scene
+        self.role = role
+        self.configuration = configuration
+        self.state = state
+        self.savedState = savedState
     }
 }
 
@@ -154,14 +189,17 @@ public struct ControlReply: Codable, Sendable, Equatable {
     public var apps: [AppStatus]?
     public var daemon: DaemonStatus?
     public var posted: PostSummary?
+    /// For `scene-open`: the new session's identifier.
+    public var scene: String?
 
     public init(ok: Bool, error: String? = nil, apps: [AppStatus]? = nil, daemon: DaemonStatus? = nil,
-                posted: PostSummary? = nil) {
+                posted: PostSummary? = nil, scene: String? = nil) {
         self.ok = ok
         self.error = error
         self.apps = apps
         self.daemon = daemon
         self.posted = posted
+        self.scene = scene
     }
 
     public static func failure(_ message: String) -> ControlReply { ControlReply(ok: false, error: message) }

@@ -17,6 +17,19 @@ struct Harness {
     private(set) var log: [Effect] = []
     var cooperative = false
     var unresponsive: Set<String> = []
+    /// Scenes: what the cooperative client answers to configurationForConnecting, by scene.
+    var configurationAnswers: [String: String] = [:]
+    /// Scenes: the state the cooperative client saves at sceneDidEnterBackground, by scene.
+    var savedStates: [String: JSONValue] = [:]
+
+    /// The cooperative client's answer riding on its ack.
+    func answer(to delivery: Delivery) -> AckReply {
+        switch delivery.message {
+        case .configurationForConnecting(let scene, _, _, _): AckReply(configuration: configurationAnswers[scene])
+        case .scene(.sceneDidEnterBackground, let scene, _): AckReply(savedState: savedStates[scene])
+        default: AckReply()
+        }
+    }
 
     init(_ apps: [String: AppPolicy]) {
         for (name, policy) in apps.sorted(by: { $0.key < $1.key }) { model.add(name, policy: policy) }
@@ -137,7 +150,7 @@ struct Harness {
     /// The callbacks sent so far, across apps, in order, from `log` index `start` on.
     func sends(from start: Int = 0) -> [Sent] {
         log[start...].compactMap { effect in
-            if case .send(let app, let delivery) = effect { Sent(app, delivery.callback) } else { nil }
+            if case .send(let app, let delivery) = effect { delivery.callback.map { Sent(app, $0) } } else { nil }
         }
     }
 
@@ -195,7 +208,7 @@ struct Harness {
             case .send(let app, _) where unresponsive.contains(app): nil
             case .signal(let app, .terminate) where unresponsive.contains(app): nil
             case .spawn(let app, _) where model.apps[app]!.policy.speaksProtocol: .hello(app: app)
-            case .send(let app, let delivery): .ack(app: app, id: delivery.id)
+            case .send(let app, let delivery): .ack(app: app, id: delivery.id, reply: answer(to: delivery))
             case .signal(let app, .terminate): .exited(app: app, .exited(0))
             default: nil
             }
@@ -261,6 +274,15 @@ extension Sequence where Element == Effect {
 
     var sentCallbacks: [LifecycleCallback] {
         compactMap { if case .send(_, let delivery) = $0 { delivery.callback } else { nil } }
+    }
+
+    /// Every message sent (app callbacks, scene callbacks, questions), as `app.name` or `app.scene.name`.
+    var sentMessages: [String] {
+        compactMap { effect in
+            guard case .send(let app, let delivery) = effect else { return nil }
+            if case .scene(_, let scene, _) = delivery.message { return "\(app).\(scene).\(delivery.name)" }
+            return "\(app).\(delivery.name)"
+        }
     }
 
     func armed(_ kind: TimerKind) -> [Duration] {

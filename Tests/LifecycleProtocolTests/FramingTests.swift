@@ -120,8 +120,43 @@ struct MessageTests {
         #expect(ControlRequest(verb: "terminate", app: "a").lifecycleRequest == .terminate)
         #expect(ControlRequest(verb: "list").lifecycleRequest == nil)
         #expect(ControlRequest(verb: "bogus").lifecycleRequest == nil)
-        let requests = ControlRequest.lifecycleVerbs.compactMap { ControlRequest(verb: $0).lifecycleRequest }
-        #expect(requests.map(\.description) == ["launch", "focus", "deactivate", "background", "suspend", "resume", "terminate"])
+        let requests = ControlRequest.lifecycleVerbs.compactMap { ControlRequest(verb: $0, scene: "s1").lifecycleRequest }
+        #expect(requests.map(\.description) == ["launch", "focus", "deactivate", "background", "suspend", "resume", "terminate",
+                                                "open a scene of", "focus scene s1 of", "move scene s1 to the background in",
+                                                "close scene s1 of", "discard scene s1 of"])
+        #expect(ControlRequest(verb: "scene-focus", app: "a").lifecycleRequest == nil, "a scene verb without a scene maps onto nothing")
+        #expect(ControlRequest(verb: "scene-open", app: "a", role: "externalDisplay", configuration: "Slides").lifecycleRequest
+                == .openScene(role: "externalDisplay", configuration: "Slides", options: ["origin": "lifectl"]))
+    }
+
+    @Test("scene messages and the acks that answer them round-trip, with the documented field names")
+    func sceneMessagesRoundTrip() throws {
+        let coder = LineCoder()
+        let connect = ServerMessage.sceneCallback(.sceneWillConnect, id: 4, deadlineMs: 5000, scene: "s1",
+                                                  connection: SceneConnection(role: "window", configuration: "Main",
+                                                                              options: ["origin": "lifectl"], savedState: ["draft": "hi"]))
+        var line = coder.encode(connect)
+        #expect(String(decoding: line, as: UTF8.self) == #"{"configuration":"Main","deadlineMs":5000,"id":4,"options":{"origin":"lifectl"},"role":"window","scene":"s1","state":{"draft":"hi"},"type":"sceneWillConnect"}"# + "\n")
+        line.removeLast()
+        #expect(try coder.decode(ServerMessage.self, from: line) == connect)
+        let messages: [ServerMessage] = [
+            .sceneCallback(.sceneDidBecomeActive, id: 5, deadlineMs: 5000, scene: "s2", connection: nil),
+            .configurationForConnecting(id: 3, deadlineMs: 5000, scene: "s1", role: "window", proposed: "Main", options: ["origin": "lifectl"]),
+            .didDiscardSceneSessions(id: 9, deadlineMs: 5000, scenes: ["s1", "s2"]),
+            .requestFailed(request: "requestSceneDestruction", message: "no"),
+        ]
+        for message in messages {
+            var encoded = coder.encode(message)
+            encoded.removeLast()
+            #expect(try coder.decode(ServerMessage.self, from: encoded) == message)
+        }
+        let ack = Array(#"{"type":"ack","id":7,"configuration":"Editor","state":{"page":2}}"#.utf8)
+        #expect(try coder.decode(ClientMessage.self, from: ack) == .ack(id: 7, configuration: "Editor", state: ["page": 2]))
+        let open = Array(#"{"type":"requestSceneActivation","role":"window","configuration":"Editor"}"#.utf8)
+        #expect(try coder.decode(ClientMessage.self, from: open)
+                == .requestSceneActivation(scene: nil, role: "window", configuration: "Editor", options: nil))
+        let destroy = Array(#"{"type":"requestSceneDestruction","scene":"s2"}"#.utf8)
+        #expect(try coder.decode(ClientMessage.self, from: destroy) == .requestSceneDestruction(scene: "s2"))
     }
 }
 

@@ -104,6 +104,14 @@ final class ControlServer {
         switch request.verb {
         case "list":
             client.reply(ControlReply(ok: true, apps: daemon.allStatuses()))
+        case "scenes":
+            // The scene sessions ride on the apps' statuses; `lifectl scenes` prints them.
+            if let name = request.app {
+                guard let status = daemon.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
+                client.reply(ControlReply(ok: true, apps: [status]))
+            } else {
+                client.reply(ControlReply(ok: true, apps: daemon.allStatuses().filter { $0.scenes != nil }))
+            }
         case "status":
             if let name = request.app {
                 guard let status = daemon.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
@@ -130,7 +138,9 @@ final class ControlServer {
                 guard let type = request.name, !type.isEmpty else { return client.reply(.failure("post needs a notification type")) }
                 return client.reply(daemon.post(type, payload: request.data ?? .object([:]), to: request.app))
             }
-            guard let lifecycleRequest = request.lifecycleRequest else { return }
+            guard let lifecycleRequest = request.lifecycleRequest else {
+                return client.reply(.failure("\(request.verb) needs a scene session (lifectl scenes lists them)"))
+            }
             guard let name = request.app, !name.isEmpty else {
                 return client.reply(.failure("\(request.verb) needs an app name"))
             }

@@ -41,6 +41,8 @@ public final class Daemon {
     private var retired: [EventSource] = []
     private var retireSource: EventSource?
     private let serviceManager: ServiceManager
+    /// The session a waiting `scene open` created, for its reply.
+    private var openedScenes: [ObjectIdentifier: String] = [:]
 
     public init(options: DaemonOptions) throws(SystemError) {
         self.options = options
@@ -153,7 +155,11 @@ public final class Daemon {
         guard !stopping else { return client.reply(.failure("lifecycled is shutting down")) }
         apps[name]?.waiters.append(client)
         do {
-            perform(try model.handle(request, for: name, origin: "lifectl", now: loop.now))
+            let effects = try model.handle(request, for: name, origin: "lifectl", now: loop.now)
+            for case .note(name, .sceneSessionCreated(let scene, _)) in effects where request.isSceneRequest {
+                openedScenes[ObjectIdentifier(client)] = scene
+            }
+            perform(effects)
         } catch {
             apps[name]?.waiters.removeAll { $0 === client }
             client.reply(.failure(error.description))
@@ -442,10 +448,8 @@ public final class Daemon {
 
     private func send(_ name: String, _ delivery: Delivery) {
         guard let connection = apps[name]?.connection else { return }
-        let millis = Int(delivery.deadline / .milliseconds(1))
-        connection.send(coder.encode(ServerMessage.callback(delivery.callback, id: delivery.id, deadlineMs: millis,
-                                                            launchOptions: delivery.launchOptions)))
-        Log.debug("\(name): sent \(delivery.callback.rawValue) (id \(delivery.id))")
+        connection.send(coder.encode(ServerMessage(delivery)))
+        Log.debug("\(name): sent \(delivery.name) (id \(delivery.id))")
     }
 
     private func clientEvent(_ name: String, _ connection: Connection, _ event: Connection.Event) {
@@ -471,8 +475,14 @@ public final class Daemon {
                 dispatch(.hello(app: name))
             case _ where !app.helloed:
                 protocolViolation(app, "message before hello")
-            case .ack(let id):
-                dispatch(.ack(app: name, id: id))
+            case .ack(let id, let configuration, let state):
+                dispatch(.ack(app: name, id: id, reply: AckReply(configuration: configuration, savedState: state)))
+            case .requestSceneActivation(let scene, let role, let configuration, let options):
+                let request: Request = scene.map(Request.focusScene)
+                    ?? .openScene(role: role, configuration: configuration, options: options ?? .object([:]))
+                sceneRequest(request, from: app, type: "requestSceneActivation")
+            case .requestSceneDestruction(let scene):
+                sceneRequest(.discardScene(scene), from: app, type: "requestSceneDestruction")
             case .observe(let names):
                 dispatch(.observe(app: name, names: Set(names)))
             case .post(let type, let payload, let target):
@@ -503,6 +513,19 @@ public final class Daemon {
             }
             dispatch(.disconnected(app: name))
         }
+    }
+
+    /// A client asks for one of its own scenes (UIKit's requestSceneSessionActivation/Destruction).
+    /// A refusal goes back as `requestFailed`; the connection stays.
+    private func sceneRequest(_ request: Request, from app: AppRuntime, type: String) {
+        do {
+            perform(try model.handle(request, for: app.name, origin: app.name, now: loop.now))
+            Log.info("\(app.name): asked to \(request) itself")
+        } catch {
+            Log.notice("\(app.name): refused its \(type): \(error)")
+            app.connection?.send(coder.encode(ServerMessage.requestFailed(request: type, message: error.description)))
+        }
+        drain()
     }
 
     /// A client broke the protocol: tell it what was wrong, hang up, and manage the app without messages.
@@ -592,6 +615,22 @@ public final class Daemon {
                         + (bytes.map { [("LIFECYCLE_RSS_BYTES", String($0))] } ?? []))
         case .nothingToTerminate:
             Log.warning("Memory pressure persists, and no suspended app is left to terminate")
+        case .messageDeadlineMissed(let message, let id):
+            let misses = model.app(name)?.deadlineMisses ?? 0
+            Log.event(.deadlineMissed, .warning,
+                      "\(name): \(message) (id \(id)) was not acknowledged within \(describe(policy.ackTimeout)); going on (\(misses) missed so far)",
+                      [("LIFECYCLE_APP", name), ("LIFECYCLE_CALLBACK", message), ("LIFECYCLE_MISSES", String(misses))])
+        case .sceneTransition(let scene, let from, let to, let reason):
+            let fromName = from?.rawValue ?? "disconnected", toName = to?.rawValue ?? "disconnected"
+            Log.event(.transition, .info, "\(name)/\(scene): \(fromName) → \(toName) (\(reason))",
+                      [("LIFECYCLE_APP", name), ("LIFECYCLE_SCENE", scene), ("LIFECYCLE_FROM", fromName),
+                       ("LIFECYCLE_TO", toName), ("LIFECYCLE_REASON", reason)])
+        case .unknownSceneConfiguration(let scene, let asked, let used):
+            Log.warning("\(name)/\(scene): configurationForConnecting answered '\(asked)', which its [Scenes] does not declare for the role; using '\(used)'")
+        case .scenesDiscarded(let scenes):
+            Log.info("\(name): discarded scene session\(scenes.count == 1 ? "" : "s") \(scenes.joined(separator: ", "))")
+        case .sceneSessionCreated(let scene, let role):
+            Log.info("\(name)/\(scene): new scene session (role \(role))")
         }
     }
 
@@ -600,7 +639,10 @@ public final class Daemon {
         let waiters = app.waiters
         app.waiters = []
         if !waiters.isEmpty, let status = status(of: name) {
-            for waiter in waiters { waiter.reply(ControlReply(ok: true, apps: [status])) }
+            for waiter in waiters {
+                waiter.reply(ControlReply(ok: true, apps: [status],
+                                          scene: openedScenes.removeValue(forKey: ObjectIdentifier(waiter))))
+            }
         }
         let running = model.app(name)?.state.isRunning ?? false
         if app.removeWhenStopped && !running { forget(name) }
@@ -646,6 +688,12 @@ public final class Daemon {
         status.backgroundModes = record.policy.backgroundModes.sorted()
         status.memoryTerminations = record.memoryTerminations
         status.terminatedInBackground = record.terminatedInBackground
+        if record.usesScenes {
+            status.scenes = record.sessions.map {
+                SceneStatus(scene: $0.id, role: $0.role, configuration: $0.configuration,
+                            state: $0.state?.rawValue ?? "disconnected", savedState: $0.savedState)
+            }
+        }
         return status
     }
 

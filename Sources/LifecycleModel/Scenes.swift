@@ -1,0 +1,99 @@
+// Scenes: UIKit's iOS 13 multi-window lifecycle. An app that declares `[Scenes]` has scene sessions; each
+// connected scene has its own activation state, and the app's state is derived from them
+// (AppState.derived(fromScenes:)). The rules that move scenes live in Supervisor+Scenes.swift.
+
+/// The callbacks the daemon sends to one scene of an app, named after `UISceneDelegate`.
+public enum SceneCallback: String, Sendable, Codable, CaseIterable {
+    /// `scene(_:willConnectTo:options:)`: carries the session, its configuration, the connection options
+    /// and the state the client saved at its last `sceneDidEnterBackground`.
+    case sceneWillConnect
+    case sceneWillEnterForeground
+    case sceneDidBecomeActive
+    case sceneWillResignActive
+    case sceneDidEnterBackground
+    /// The scene is released; its session (and saved state) stays until discarded.
+    case sceneDidDisconnect
+
+    /// The scene's state after this callback; `.some(nil)`: disconnected.
+    public var resultingState: SceneActivationState?? {
+        switch self {
+        case .sceneWillConnect: .some(.unattached)
+        case .sceneWillEnterForeground, .sceneWillResignActive: .some(.foregroundInactive)
+        case .sceneDidBecomeActive: .some(.foregroundActive)
+        case .sceneDidEnterBackground: .some(.background)
+        case .sceneDidDisconnect: .some(nil)
+        }
+    }
+
+    /// UIKit's naming rule, as for the app: "did" moves the scene when sent, "will" when acknowledged.
+    /// `sceneWillConnect` is the exception UIKit makes too: during the callback the scene already exists,
+    /// `unattached`.
+    public var changesStateOnSend: Bool { self == .sceneWillConnect || rawValue.hasPrefix("sceneDid") }
+}
+
+/// One `[Scenes] Configuration=ROLE:NAME` line: a configuration the app offers for a role.
+public struct SceneConfiguration: Sendable, Equatable, Hashable {
+    public var role: String
+    public var name: String
+    public init(role: String, name: String) {
+        self.role = role
+        self.name = name
+    }
+}
+
+/// `[Scenes]`: the app uses the scene lifecycle (UIKit's `UIApplicationSceneManifest`).
+public struct ScenePolicy: Sendable, Equatable {
+    /// `SupportsMultipleScenes=`: more than one session at a time (UIApplicationSupportsMultipleScenes).
+    public var supportsMultipleScenes = false
+    /// The configurations, in config order; the first one of a role is that role's default.
+    public var configurations: [SceneConfiguration] = []
+
+    public init(supportsMultipleScenes: Bool = false, configurations: [SceneConfiguration] = []) {
+        self.supportsMultipleScenes = supportsMultipleScenes
+        self.configurations = configurations
+    }
+
+    /// The role a scene gets when nobody names one: UIKit's application window role.
+    public static let defaultRole = "window"
+
+    public func defaultConfiguration(for role: String) -> String? {
+        configurations.first { $0.role == role }?.name
+    }
+
+    public func offers(_ name: String, for role: String) -> Bool {
+        configurations.contains { $0.role == role && $0.name == name }
+    }
+}
+
+/// A scene session, as `UISceneSession`: it outlives the scene's connection and the app's process,
+/// and is kept until discarded.
+public struct SceneSession: Sendable, Equatable {
+    /// The persistent identifier: `s1`, `s2`, … per app, never reused in the daemon's life.
+    public let id: String
+    public let role: String
+    /// The configuration the app chose when the scene last connected (the role's default before that).
+    public internal(set) var configuration: String
+    /// nil: disconnected (the session exists, no scene is connected to it).
+    public internal(set) var state: SceneActivationState?
+    /// The opaque JSON the client handed over with its last `sceneDidEnterBackground` ack; given back in
+    /// `sceneWillConnect` at the next connection.
+    public internal(set) var savedState: JSONValue?
+    /// The options of the pending or current connection (who asked, what they asked for).
+    public internal(set) var connectionOptions: JSONValue = .object([:])
+    /// Order of the last activation (higher: more recent); 0: never active.
+    public internal(set) var lastActivation = 0
+
+    public var isConnected: Bool { state != nil }
+}
+
+/// What a client answers with its ack, for the messages that ask something.
+public struct AckReply: Sendable, Equatable {
+    /// For `configurationForConnecting`: the configuration name the app chose.
+    public var configuration: String?
+    /// For `sceneDidEnterBackground`: the scene's state to keep with its session.
+    public var savedState: JSONValue?
+    public init(configuration: String? = nil, savedState: JSONValue? = nil) {
+        self.configuration = configuration
+        self.savedState = savedState
+    }
+}
