@@ -56,12 +56,17 @@ public struct ScenePolicy: Sendable, Equatable {
     /// The role a scene gets when nobody names one: UIKit's application window role.
     public static let defaultRole = "window"
 
+    /// The configurations in effect: a `[Scenes]` that names none offers one, `window:Default`.
+    public var effectiveConfigurations: [SceneConfiguration] {
+        configurations.isEmpty ? [SceneConfiguration(role: Self.defaultRole, name: "Default")] : configurations
+    }
+
     public func defaultConfiguration(for role: String) -> String? {
-        configurations.first { $0.role == role }?.name
+        effectiveConfigurations.first { $0.role == role }?.name
     }
 
     public func offers(_ name: String, for role: String) -> Bool {
-        configurations.contains { $0.role == role && $0.name == name }
+        effectiveConfigurations.contains { $0.role == role && $0.name == name }
     }
 }
 

@@ -98,7 +98,7 @@ extension Supervisor {
                 throw refuse("it has no scene configuration for role '\(role)'; declare one in its [Scenes] section (Configuration=\(role):NAME)")
             }
             if let configuration, !scenes.offers(configuration, for: role) {
-                let offered = scenes.configurations.filter { $0.role == role }.map(\.name)
+                let offered = scenes.effectiveConfigurations.filter { $0.role == role }.map(\.name)
                 throw refuse("it has no configuration '\(configuration)' for role '\(role)' (it has: \(offered.joined(separator: ", ")))")
             }
             if !scenes.supportsMultipleScenes, let only = app.sessions.first {
@@ -254,8 +254,10 @@ extension Supervisor {
     mutating func newSession(_ name: String, role: String?, configuration: String?, origin: String,
                              options: JSONValue = .object([:])) -> String {
         let policy = table[name].policy.scenes ?? ScenePolicy()
-        let role = role ?? policy.configurations.first(where: { $0.role == ScenePolicy.defaultRole })?.role
-            ?? policy.configurations.first?.role ?? ScenePolicy.defaultRole
+        // No role named: `window`, unless the app offers no window configuration (then its first role).
+        let configurations = policy.effectiveConfigurations
+        let role = role ?? (configurations.contains { $0.role == ScenePolicy.defaultRole } ? ScenePolicy.defaultRole
+                            : configurations.first?.role ?? ScenePolicy.defaultRole)
         let id = "s\(table[name].nextSceneNumber)"
         table[name].nextSceneNumber += 1
         var connectionOptions: [String: JSONValue] = ["origin": .string(origin)]

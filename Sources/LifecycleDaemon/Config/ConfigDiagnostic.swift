@@ -63,6 +63,8 @@ public enum ConfigSyntaxError: Error, Sendable, Equatable, CustomStringConvertib
     case invalidUserOrGroup(String)
     /// Not a PSI trigger the kernel accepts (`some|full STALL_US WINDOW_US`).
     case invalidPressureTrigger(String)
+    /// A `[Scenes] Configuration=` word that is not `ROLE:NAME`.
+    case invalidSceneConfiguration(String)
 
     public var description: String {
         switch self {
@@ -93,6 +95,9 @@ public enum ConfigSyntaxError: Error, Sendable, Equatable, CustomStringConvertib
         case .invalidPressureTrigger(let text):
             "invalid pressure trigger '\(text)' (expected some or full, a stall and a window in microseconds,"
                 + " the window 500000 to 10000000 and the stall 1 to the window, e.g. 'some 150000 1000000')"
+        case .invalidSceneConfiguration(let text):
+            "invalid scene configuration '\(text)' (expected ROLE:NAME, e.g. window:Main or externalDisplay:Slides;"
+                + " letters, digits, _, . and - only)"
         }
     }
 

@@ -169,7 +169,46 @@ extension ConfigLoader {
         .value("App", "Protocol", \.policy.speaksProtocol, parseProtocol, shown: { $0 ? "lifecycle" : "none" }),
         .value("App", "AutoLaunch", \.autoLaunch, parseChoice, shown: { $0.rawValue }),
         .value("App", "PreferencesFile", \.preferencesFile, { text throws(ConfigSyntaxError) in try parseAbsolutePath(text) }),
-    ] + restartKeys(in: "App") + lifecycleKeys(in: "Lifecycle")
+    ] + restartKeys(in: "App") + lifecycleKeys(in: "Lifecycle") + sceneKeys
+
+    /// `[Scenes]`: any key here makes the app a scene app (UIKit's scene manifest).
+    static let sceneKeys: [Key<AppConfig>] = [
+        Key(section: "Scenes", name: "SupportsMultipleScenes",
+            apply: { value, target, baseline throws(ConfigSyntaxError) in
+                var scenes = target.policy.scenes ?? ScenePolicy()
+                scenes.supportsMultipleScenes = value.isEmpty ? false : try parseBoolean(value)
+                target.policy.scenes = scenes
+            },
+            current: { target in (target.policy.scenes?.supportsMultipleScenes ?? false) ? "yes" : "no" }),
+        // Repeatable, like Environment=: each line adds configurations; an empty value clears the list.
+        Key(section: "Scenes", name: "Configuration",
+            apply: { value, target, baseline throws(ConfigSyntaxError) in
+                var scenes = target.policy.scenes ?? ScenePolicy()
+                if value.isEmpty {
+                    scenes.configurations = []
+                } else {
+                    for configuration in try parseSceneConfigurations(value) where !scenes.configurations.contains(configuration) {
+                        scenes.configurations.append(configuration)
+                    }
+                }
+                target.policy.scenes = scenes
+            },
+            current: { _ in nil }),
+    ]
+
+    /// `ROLE:NAME` words, e.g. `window:Main externalDisplay:Slides`.
+    static func parseSceneConfigurations(_ text: String) throws(ConfigSyntaxError) -> [SceneConfiguration] {
+        func isName(_ part: Substring) -> Bool {
+            !part.isEmpty && part.count <= 64 && part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_.-".contains($0)) }
+        }
+        var configurations: [SceneConfiguration] = []
+        for word in text.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
+            let parts = word.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count == 2, isName(parts[0]), isName(parts[1]) else { throw .invalidSceneConfiguration(String(word)) }
+            configurations.append(SceneConfiguration(role: String(parts[0]), name: String(parts[1])))
+        }
+        return configurations
+    }
 
     /// A duration where `infinity` makes no sense.
     private static func parseFiniteDuration(_ text: String) throws(ConfigSyntaxError) -> Duration {
