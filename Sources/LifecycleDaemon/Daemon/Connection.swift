@@ -3,7 +3,14 @@ import Glibc
 import LifecycleProtocol
 
 /// A non-blocking stream connection on the loop: NDJSON lines in, bytes out through a bounded buffer.
-/// A peer that does not read never blocks the daemon: past `maxOutgoing` buffered bytes it is dropped.
+///
+/// What one peer can cost the daemon is bounded (docs/PROTOCOL.md section 14, docs/RELIABILITY.md):
+/// - a peer that does not read never blocks the daemon: past `maxOutgoing` buffered bytes it is dropped;
+/// - a peer that floods is read `readBudget` bytes per wakeup, then the loop serves every other source before
+///   this one again (sd-event dispatches one source per iteration, the longest pending first, and its I/O
+///   sources are level-triggered), so a flood slows nobody but the flooder, whose writes block on its full socket;
+/// - what is held for a peer is one line in progress (at most the framer's limit) and its outgoing bytes, and
+///   both are released the moment the connection closes.
 final class Connection {
     enum Event {
         case line([UInt8])
@@ -14,16 +21,25 @@ final class Connection {
     }
 
     let fd: Int32
+    /// Names the peer in log lines ("fd 12" unless the owner says better).
+    var label: String
     private var framer = LineFramer()
     private var outgoing: [UInt8] = []
     private var source: EventSource?
-    private let handler: (Event) -> Void
+    /// Dropped on close: owners' handlers capture the connection (or the object that holds it), and that
+    /// cycle would keep the object and its buffers alive for the rest of the daemon's life.
+    private var handler: ((Event) -> Void)?
     private(set) var isOpen = true
+    /// What the daemon buffers for a peer beyond the socket's own buffer before it gives up on it.
     static let maxOutgoing = 1 << 20
+    /// Read at most this much per wakeup, then yield to the loop (fairness under a flood).
+    static let readBudget = 64 * 1024
+    private static let readChunk = 16 * 1024
 
     /// Takes ownership of `fd` (set non-blocking here) and starts reading.
     init(fd: Int32, loop: EventLoop, handler: @escaping (Event) -> Void) throws(SystemError) {
         self.fd = fd
+        self.label = "fd \(fd)"
         self.handler = handler
         _ = cs_set_nonblocking(fd)
         source = try loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] revents in
@@ -39,7 +55,7 @@ final class Connection {
         outgoing.append(contentsOf: bytes)
         flush()
         if outgoing.count > Self.maxOutgoing {
-            Log.warning("Dropping a connection whose peer does not read (\(outgoing.count) bytes unread)")
+            Log.warning("Dropping connection \(label): its peer does not read (\(outgoing.count) bytes unread, the limit is \(Self.maxOutgoing))")
             close()
         }
     }
@@ -47,17 +63,21 @@ final class Connection {
     /// Close and tell the owner (`.closed`), once.
     func close() {
         guard isOpen else { return }
+        let handler = self.handler
         closeQuietly()
-        handler(.closed)
+        handler?(.closed)
     }
 
-    /// Close without telling the owner (it already knows).
+    /// Close without telling the owner (it already knows). Frees the buffers and the handler at once.
     func closeQuietly() {
         guard isOpen else { return }
         isOpen = false
         source?.cancel()
         source = nil
         Glibc.close(fd)
+        handler = nil
+        outgoing = []
+        framer = LineFramer(limit: framer.limit)
     }
 
     private func ready(_ revents: UInt32) {
@@ -66,10 +86,14 @@ final class Connection {
     }
 
     private func readAvailable() {
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        var buffer = [UInt8](repeating: 0, count: Self.readChunk)
+        var budget = Self.readBudget
         while isOpen {
+            // Still readable after the budget: the level-triggered source fires again once the others had their turn.
+            guard budget > 0 else { return }
             let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if count > 0 {
+                budget -= count
                 framer.append(buffer[..<count])
                 deliverLines()
                 continue
@@ -85,9 +109,9 @@ final class Connection {
         while isOpen {
             do {
                 guard let line = try framer.nextLine() else { return }
-                handler(.line(line))
+                handler?(.line(line))
             } catch {
-                handler(.framingError(error.description))
+                handler?(.framingError(error.description))
                 return
             }
         }

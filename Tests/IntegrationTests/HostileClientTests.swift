@@ -1,0 +1,263 @@
+import Foundation
+import Glibc
+import LifecycleModel
+import LifecycleProtocol
+import Testing
+
+/// Misbehaving clients on the app socket (Tests/Fixtures/hostile_client.py writes raw bytes to its LIFECYCLE_FD):
+/// each gets the answer docs/PROTOCOL.md section 14 gives it, a well-behaved app beside it is served as before,
+/// and the daemon's memory and descriptors stay bounded (read from /proc, not from the daemon).
+@Suite("hostile clients on the app socket", .serialized)
+struct HostileClientTests {
+    static let fixture = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/hostile_client.py").path
+    let python = DaemonHarness.pythonClient
+
+    func hostile(_ mode: String, _ extra: String = "", lifecycle: String = "BackgroundTimeSec=infinity") -> String {
+        "[App]\nExec=\(Self.fixture) \(mode) \(extra)\n\n[Lifecycle]\n\(lifecycle)\n"
+    }
+
+    var good: String { "[App]\nExec=\(python)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n" }
+
+    /// A daemon with the hostile app `bad` and the well-behaved `good` (active first), then `body`, then proof that
+    /// `good` is still served: it goes to the background and comes back, with every message.
+    func withHostile(_ bad: String, daemonConfig: String? = nil, _ body: (DaemonHarness) throws -> Void) throws {
+        try DaemonHarness.running(["bad": bad, "good": good], daemonConfig: daemonConfig) { daemon in
+            try daemon.control("focus", "good")
+            try body(daemon)
+            let before = daemon.types("good").count
+            try daemon.control("background", "good")
+            try daemon.control("focus", "good")
+            #expect(Array(daemon.types("good").dropFirst(before))
+                    == ["willResignActive", "didEnterBackground", "willEnterForeground", "didBecomeActive"])
+            #expect(try daemon.status("good").protocol == "lifecycle")
+        }
+    }
+
+    /// Launches `bad`, waits for the daemon's error to it (its message starts with `expected`) and for the
+    /// connection to end; the app is then silent and still managed: suspend stops it (state T), resume continues it.
+    func expectDisconnected(_ daemon: DaemonHarness, error expected: String) throws {
+        try daemon.control("launch", "bad")
+        try daemon.waitUntil("the daemon answers with an error and hangs up") {
+            daemon.types("bad").contains("error") && daemon.types("bad").contains { $0 == "eof" || $0 == "reset" }
+        }
+        let error = try #require(daemon.records("bad").first { $0.type == "error" })
+        #expect(error.message?.hasPrefix(expected) == true, "got \(error.message ?? "no message")")
+        try daemon.waitUntil("bad is silent") { try daemon.status("bad").protocol == "silent" }
+        #expect(daemon.log.contains("bad: protocol error: \(expected)"))
+        try expectManagedWithoutMessages(daemon)
+    }
+
+    func expectManagedWithoutMessages(_ daemon: DaemonHarness) throws {
+        let pid = try #require(try daemon.status("bad").pid)
+        try daemon.control("suspend", "bad")
+        try daemon.waitUntil("bad is stopped") { Kernel.state(pid) == "T" }
+        try daemon.control("resume", "bad")
+        try daemon.waitUntil("bad runs again") { Kernel.state(pid) != "T" }
+        #expect(try daemon.status("bad").pid == pid, "not killed: managed without messages")
+    }
+
+    // MARK: Protocol errors: one error message, then the connection is closed
+
+    @Test("a line over 65536 bytes without its newline: error 'line longer than 65536 bytes', disconnected")
+    func oversizedPartialLineIsRefused() throws {
+        try withHostile(hostile("oversized")) { daemon in
+            try expectDisconnected(daemon, error: "line longer than 65536 bytes")
+        }
+    }
+
+    @Test("a complete line over 65536 bytes: the same error")
+    func oversizedCompleteLineIsRefused() throws {
+        try withHostile(hostile("oversized-line")) { daemon in
+            try expectDisconnected(daemon, error: "line longer than 65536 bytes")
+        }
+    }
+
+    @Test("bytes that are not UTF-8: error 'not a JSON object', disconnected")
+    func invalidUTF8IsRefused() throws {
+        try withHostile(hostile("invalid-utf8")) { daemon in
+            try daemon.control("launch", "bad")
+            try daemon.waitUntil("the daemon hangs up") { daemon.types("bad").contains { $0 == "eof" || $0 == "reset" } }
+            let error = try #require(daemon.records("bad").first { $0.type == "error" })
+            #expect(error.message?.hasPrefix("not a JSON object: ") == true, "\(error.message ?? "")")
+            try daemon.waitUntil("bad is silent") { try daemon.status("bad").protocol == "silent" }
+            try expectManagedWithoutMessages(daemon)
+        }
+    }
+
+    @Test("a line that is not JSON: error 'not a JSON object: …', disconnected")
+    func invalidJSONIsRefused() throws {
+        try withHostile(hostile("invalid-json")) { daemon in
+            try expectDisconnected(daemon, error: #"not a JSON object: '{"type":"ack",'"#)
+        }
+    }
+
+    @Test("JSON that is not an object, or an object without type: an error each, disconnected")
+    func nonObjectsAreRefused() throws {
+        try withHostile(hostile("not-object")) { daemon in
+            try daemon.control("launch", "bad")
+            try daemon.waitUntil("the daemon hangs up") { daemon.types("bad").contains { $0 == "eof" || $0 == "reset" } }
+            let error = try #require(daemon.records("bad").first { $0.type == "error" })
+            #expect(error.message?.isEmpty == false)
+            try expectManagedWithoutMessages(daemon)
+        }
+        try withHostile(hostile("no-type")) { daemon in
+            try expectDisconnected(daemon, error: "missing field 'type'")
+        }
+    }
+
+    @Test("an unknown message type: error naming it and the known ones, disconnected")
+    func unknownTypeIsRefused() throws {
+        try withHostile(hostile("unknown-type")) { daemon in
+            try expectDisconnected(daemon, error: "unknown message type 'selfDestruct' (expected one of: hello, ack, observe, post")
+        }
+    }
+
+    @Test("a field of the wrong type: error 'bad field', disconnected")
+    func badFieldIsRefused() throws {
+        try withHostile(hostile("bad-field")) { daemon in
+            try daemon.control("launch", "bad")
+            try daemon.waitUntil("the daemon hangs up") { daemon.types("bad").contains { $0 == "eof" || $0 == "reset" } }
+            let error = try #require(daemon.records("bad").first { $0.type == "error" })
+            #expect(error.message?.hasPrefix("bad field 'id'") == true, "\(error.message ?? "")")
+        }
+    }
+
+    @Test("a second hello: error 'second hello', disconnected")
+    func secondHelloIsRefused() throws {
+        try withHostile(hostile("second-hello")) { daemon in
+            try expectDisconnected(daemon, error: "second hello")
+        }
+    }
+
+    @Test("a hello for a protocol the daemon does not speak: error, disconnected, never welcomed")
+    func unknownProtocolVersionIsRefused() throws {
+        try withHostile(hostile("bad-version")) { daemon in
+            try expectDisconnected(daemon, error: "protocol 2 is not spoken here (this daemon speaks 1)")
+            #expect(!daemon.types("bad").contains("hello"))
+        }
+    }
+
+    @Test("a message before hello: error 'message before hello', disconnected")
+    func messageBeforeHelloIsRefused() throws {
+        try withHostile(hostile("before-hello")) { daemon in
+            try expectDisconnected(daemon, error: "message before hello")
+        }
+    }
+
+    // MARK: Ignored
+
+    @Test("acks for ids never sent, and a second ack, are ignored: the client stays connected and is served")
+    func unknownAcksAreIgnored() throws {
+        try withHostile(hostile("unknown-ack")) { daemon in
+            try daemon.control("launch", "bad")
+            try daemon.control("background", "bad")
+            #expect(try daemon.status("bad").protocol == "lifecycle")
+            #expect(try daemon.status("bad").deadlineMisses == 0)
+            #expect(daemon.types("bad") == ["hello", "didFinishLaunching", "didEnterBackground"])
+        }
+    }
+
+    @Test("a client that never says hello is managed without messages after LaunchTimeoutSec, not killed")
+    func clientWithoutHelloBecomesSilent() throws {
+        try withHostile(hostile("no-hello", lifecycle: "BackgroundTimeSec=infinity\nLaunchTimeoutSec=1")) { daemon in
+            try daemon.control("launch", "bad")
+            try daemon.waitUntil("bad is silent") { try daemon.status("bad").protocol == "silent" }
+            #expect(try daemon.status("bad").state.rawValue == "inactive")
+            #expect(daemon.types("bad").isEmpty, "no message is sent to a client that did not say hello")
+            try expectManagedWithoutMessages(daemon)
+            try daemon.control("terminate", "bad")
+            #expect(try daemon.status("bad").state.rawValue == "notRunning")
+        }
+    }
+
+    // MARK: Floods and clients that do not read
+
+    @Test("a flood of messages does not starve the daemon: other apps and lifectl are served while it lasts")
+    func floodDoesNotStarveOthers() throws {
+        try withHostile(hostile("flood")) { daemon in
+            let daemonPID = try #require(daemon.daemonPID)
+            try daemon.control("launch", "bad")
+            // The flood runs for as long as the app does; measure the daemon while it runs.
+            let rssBefore = try ProcessMeter.residentKiB(daemonPID)
+            let fdsBefore = try ProcessMeter.descriptorCount(daemonPID)
+            for _ in 0..<5 {
+                try daemon.control("background", "good")
+                try daemon.control("focus", "good")
+                #expect(try daemon.list().count == 2)
+            }
+            #expect(try daemon.status("bad").protocol == "lifecycle", "a flood of valid lines is not an error")
+            #expect(try ProcessMeter.descriptorCount(daemonPID) == fdsBefore)
+            let rssAfter = try ProcessMeter.residentKiB(daemonPID)
+            #expect(rssAfter < rssBefore + 8 * 1024, "RSS \(rssBefore) KiB before, \(rssAfter) KiB after")
+            try daemon.control("terminate", "bad")
+        }
+    }
+
+    @Test("a client that stops reading is dropped when its buffer is full, then managed without messages")
+    func clientThatDoesNotReadIsDropped() throws {
+        let config = "[NotificationTypes]\nblob=none\n"
+        try withHostile(hostile("no-read", "--count 60 --size 60000"), daemonConfig: config) { daemon in
+            let daemonPID = try #require(daemon.daemonPID)
+            try daemon.control("launch", "bad")
+            try daemon.waitUntil("bad is dropped") { try daemon.status("bad").protocol == "silent" }
+            #expect(daemon.log.contains("does not read"))
+            try expectManagedWithoutMessages(daemon)
+            try daemon.control("terminate", "bad")
+            #expect(try ProcessMeter.residentKiB(daemonPID) < 64 * 1024)
+        }
+    }
+
+    // MARK: Memory and descriptors over many hostile clients
+
+    @Test("memory and descriptors stay bounded over rounds of every kind of hostile client")
+    func resourcesStayBoundedAcrossHostileClients() throws {
+        let modes = ["oversized", "invalid-json", "unknown-type", "second-hello", "before-hello", "no-read"]
+        var apps: [String: String] = ["good": good]
+        for mode in modes {
+            apps[mode] = hostile(mode, mode == "no-read" ? "--count 40 --size 60000" : "")
+        }
+        try DaemonHarness.running(apps, daemonConfig: "[NotificationTypes]\nblob=none\n") { daemon in
+            let daemonPID = try #require(daemon.daemonPID)
+            try daemon.control("focus", "good")
+            func round() throws {
+                for mode in modes {
+                    try daemon.control("launch", mode)
+                    try daemon.waitUntil("\(mode) is silent") { try daemon.status(mode).protocol == "silent" }
+                    try daemon.control("terminate", mode)
+                }
+            }
+            try round()
+            try round()
+            let rss = try ProcessMeter.residentKiB(daemonPID)
+            let fds = try ProcessMeter.descriptorCount(daemonPID)
+            for _ in 0..<4 { try round() }
+            let rssAfter = try ProcessMeter.residentKiB(daemonPID)
+            #expect(try ProcessMeter.descriptorCount(daemonPID) == fds, "no descriptor leaks")
+            // Four more rounds drop four 1 MiB buffers of the no-read client; none of it may stay.
+            #expect(rssAfter < rss + 2 * 1024, "RSS \(rss) KiB after two rounds, \(rssAfter) KiB after six")
+        }
+    }
+}
+
+/// What the kernel says about a process's resources (/proc/PID/status and /proc/PID/fd).
+enum ProcessMeter {
+    static func residentKiB(_ pid: pid_t) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else {
+            throw HarnessError("no VmRSS in /proc/\(pid)/status")
+        }
+        return kib
+    }
+
+    static func descriptors(_ pid: pid_t) throws -> [Int32: String] {
+        var result: [Int32: String] = [:]
+        for entry in try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") {
+            guard let fd = Int32(entry) else { continue }
+            result[fd] = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(entry)")) ?? "?"
+        }
+        return result
+    }
+
+    static func descriptorCount(_ pid: pid_t) throws -> Int { try descriptors(pid).count }
+}
