@@ -24,11 +24,12 @@ let package = Package(
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),
         .executableTarget(name: "lifectl", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "notes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Notes"),
+        .executableTarget(name: "scenes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Scenes"),
         .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel"]),
         .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol"]),
         .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport", "lifecycled", "lifectl", "notes-example"]),
+                    dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport", "lifecycled", "lifectl", "notes-example", "scenes-example"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -21,6 +21,14 @@ It is also the test client of the integration tests:
   --exit-on TYPE:CODE     exit with CODE right after acking a TYPE message (repeatable)
   --state-file PATH       demo: count the entries into the background, saved there, restored at launch
   --ignore-sigterm        do not exit on SIGTERM (to test the SIGKILL after TimeoutStopSec)
+  --configuration NAME    scenes: answer configurationForConnecting with NAME (default: the proposed one)
+  --open-scene-on-active CONFIG
+                          scenes: after the first didBecomeActive, ask for a new scene with CONFIG
+                          (requestSceneActivation)
+
+Scenes (apps with [Scenes] in their lifecycled config): each scene keeps a count of its entries into the
+background; it is handed to the daemon with the ack of sceneDidEnterBackground and comes back in
+sceneWillConnect's "state" when the session connects again, even after a relaunch.
 
 Exit: 0 on SIGTERM, 0 after acking willTerminate (on the SIGTERM that follows, or after 2 s).
 When the connection closes it keeps running, idle, until SIGTERM.
@@ -47,6 +55,14 @@ CALLBACKS = (
     "willEnterForeground",
     "willTerminate",
 )
+SCENE_CALLBACKS = (
+    "sceneWillConnect",
+    "sceneWillEnterForeground",
+    "sceneDidBecomeActive",
+    "sceneWillResignActive",
+    "sceneDidEnterBackground",
+    "sceneDidDisconnect",
+)
 # After acking willTerminate, how long to wait for the daemon's SIGTERM before exiting by ourselves.
 TERMINATE_WAIT = 2.0
 
@@ -65,6 +81,7 @@ class App:
         self.name = name
         self.options = options
         self.background_entries = 0
+        self.scenes = {}
 
     def say(self, text):
         try:
@@ -103,6 +120,33 @@ class App:
     def will_terminate(self):
         pass  # save, clean up; SIGTERM follows the ack
 
+    # Scenes (UISceneDelegate): one method per scene message, the scene's session id first.
+
+    def configuration_for_connecting(self, scene, role, proposed, options):
+        # Which configuration the new scene uses: None takes the proposed one.
+        return self.options.configuration
+
+    def scene_will_connect(self, scene, configuration, saved_state):
+        # Build the scene's UI from its configuration; restore what it saved.
+        restored = saved_state if isinstance(saved_state, dict) else {}
+        self.scenes[scene] = {"configuration": configuration,
+                              "backgroundEntries": int(restored.get("backgroundEntries", 0))}
+        self.say(f"scene {scene} ({configuration}) connected"
+                 + (f", restored {restored}" if restored else ""))
+
+    def scene_did_enter_background(self, scene):
+        # Returns the state to keep with the session (UIKit's stateRestorationActivity).
+        kept = self.scenes.setdefault(scene, {"backgroundEntries": 0})
+        kept["backgroundEntries"] += 1
+        return {"scene": scene, "backgroundEntries": kept["backgroundEntries"]}
+
+    def scene_did_disconnect(self, scene):
+        self.scenes.pop(scene, None)
+
+    def did_discard_scene_sessions(self, scenes):
+        for scene in scenes:
+            self.scenes.pop(scene, None)
+
 
 class Recorder:
     """Appends one JSON line per received message to LIFECYCLE_RECORD, with one write() each
@@ -118,7 +162,8 @@ class Recorder:
         entry = {"app": self.app, "type": message.get("type"), "id": message.get("id"),
                  "t": received_ns, "pid": os.getpid()}
         for key in ("launchOptions", "deadlineMs", "state", "message", "name", "payload", "payloads",
-                    "posts", "dropped", "task", "tasks", "remainingMs"):
+                    "posts", "dropped", "task", "tasks", "remainingMs", "scene", "scenes", "role",
+                    "configuration", "options", "request"):
             if key in message:
                 entry[key] = message[key]
         os.write(self.fd, (json.dumps(entry) + "\n").encode())
@@ -240,6 +285,10 @@ def parse_arguments(argv):
                         help="end the open tasks when backgroundTimeWillExpire arrives")
     parser.add_argument("--post-on-active", metavar="TYPE",
                         help="post a notification of TYPE after each didBecomeActive")
+    parser.add_argument("--configuration", metavar="NAME",
+                        help="scenes: answer configurationForConnecting with NAME")
+    parser.add_argument("--open-scene-on-active", metavar="CONFIG",
+                        help="scenes: after the first didBecomeActive, ask for a new scene with CONFIG")
     options = parser.parse_args(argv)
     options.exit_codes = {}
     for spec in options.exit_on:
@@ -275,6 +324,7 @@ def run(app, options, connection):
     connection.send(hello)
     open_tasks = set()
     next_task = 1
+    opened_scene = False
     if options.garbage:
         connection.send_line(b"this is not json")
     while True:
@@ -310,6 +360,33 @@ def run(app, options, connection):
                 connection.wait(options.ack_delay)
             if not options.no_ack and kind not in options.no_ack_for:
                 connection.send({"type": "ack", "id": message.get("id")})
+        elif kind == "configurationForConnecting":
+            chosen = app.configuration_for_connecting(message.get("scene"), message.get("role"),
+                                                      message.get("configuration"), message.get("options"))
+            ack = {"type": "ack", "id": message.get("id")}
+            if chosen:
+                ack["configuration"] = chosen
+            connection.send(ack)
+        elif kind == "didDiscardSceneSessions":
+            app.say(f"scene sessions discarded: {', '.join(message.get('scenes', []))}")
+            app.did_discard_scene_sessions(message.get("scenes", []))
+            connection.send({"type": "ack", "id": message.get("id")})
+        elif kind in SCENE_CALLBACKS:
+            scene = message.get("scene")
+            app.say(f"{kind} {scene}")
+            ack = {"type": "ack", "id": message.get("id")}
+            if kind == "sceneWillConnect":
+                app.scene_will_connect(scene, message.get("configuration"), message.get("state"))
+            elif kind == "sceneDidEnterBackground":
+                ack["state"] = app.scene_did_enter_background(scene)
+            elif kind == "sceneDidDisconnect":
+                app.scene_did_disconnect(scene)
+            if options.ack_delay:
+                connection.wait(options.ack_delay)
+            if not options.no_ack and kind not in options.no_ack_for:
+                connection.send(ack)
+        elif kind == "requestFailed":
+            app.say(f"{message.get('request')} refused: {message.get('message')}")
         else:
             pass  # a later version's notification: ignore, do not ack
         if kind == "didEnterBackground" and options.task_on_background:
@@ -323,6 +400,11 @@ def run(app, options, connection):
                 if task in open_tasks:
                     connection.send({"type": "endBackgroundTask", "task": task})
                     open_tasks.discard(task)
+        if kind == "didBecomeActive" and options.open_scene_on_active and not opened_scene:
+            # UIKit's requestSceneSessionActivation with no session: a new scene, connected and focused.
+            opened_scene = True
+            connection.send({"type": "requestSceneActivation", "configuration": options.open_scene_on_active,
+                             "options": {"reason": "the app asked"}})
         if kind == "didBecomeActive" and options.post_on_active:
             connection.send({"type": "post", "name": options.post_on_active, "payload": {"from": app.name}})
         if kind in options.exit_codes:

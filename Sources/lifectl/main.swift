@@ -27,6 +27,7 @@ let usage = """
       simulate-memory-pressure      act as if the memory-pressure trigger fired (first event: warnings;
                                     later ones: terminate suspended apps), for kernels without PSI
                                     triggers and for testing the policy
+    \(sceneUsage)
     Logs (needs the systemd journal):
       logs [APP] [-f|--follow]      journalctl -u lifecycled [LIFECYCLE_APP=APP] [-f]
 
@@ -80,6 +81,8 @@ var follow = false
 var background = false
 var targetApp: String?
 var data: String?
+var sceneRole: String?
+var sceneConfiguration: String?
 var positional: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
@@ -96,6 +99,12 @@ while let argument = arguments.popFirst() {
     case "--data":
         guard let value = arguments.popFirst() else { fail("--data needs a JSON value", status: ExitStatus.usage) }
         data = value
+    case "--role":
+        guard let value = arguments.popFirst() else { fail("--role needs a scene role", status: ExitStatus.usage) }
+        sceneRole = value
+    case "--config":
+        guard let value = arguments.popFirst() else { fail("--config needs a scene configuration name", status: ExitStatus.usage) }
+        sceneConfiguration = value
     case "--runtime-dir":
         guard let value = arguments.popFirst() else { fail("--runtime-dir needs a directory", status: ExitStatus.usage) }
         runtimeDirectory = value
@@ -114,7 +123,7 @@ while let argument = arguments.popFirst() {
 }
 guard let verb = positional.first else { fail("no verb given\n\n\(usage)", status: ExitStatus.usage) }
 let app = positional.dropFirst().first
-guard positional.count <= 2 else { fail("too many arguments: \(positional.dropFirst(2).joined(separator: " "))", status: ExitStatus.usage) }
+guard positional.count <= 2 || verb == "scene" else { fail("too many arguments: \(positional.dropFirst(2).joined(separator: " "))", status: ExitStatus.usage) }
 guard !follow || verb == "logs" else { fail("--follow goes with logs only", status: ExitStatus.usage) }
 
 // MARK: logs: the journal, not the daemon
@@ -164,6 +173,10 @@ case "list":
     request = ControlRequest(verb: verb)
 case "status":
     request = ControlRequest(verb: verb, app: app)
+case "scenes":
+    request = ControlRequest(verb: verb, app: app)
+case "scene":
+    request = sceneRequest(Array(positional.dropFirst()), role: sceneRole, configuration: sceneConfiguration)
 case "post":
     guard let type = app else { fail("post needs a notification type", status: ExitStatus.usage) }
     var payload: JSONValue?
@@ -299,10 +312,23 @@ func details(_ app: AppStatus) {
     if app.taskOverruns > 0 { output("  task overruns:   \(app.taskOverruns)") }
     if app.memoryTerminations > 0 { output("  memory terminations: \(app.memoryTerminations) (jetsam)") }
     if app.terminatedInBackground { output("  last run:        terminated in the background") }
+    for scene in app.scenes ?? [] {
+        output("  scene \(scene.scene):        \(scene.state) (\(scene.role), \(scene.configuration))"
+               + (scene.savedState == nil ? "" : ", state saved"))
+    }
 }
 
 // -q: a changing verb that succeeded says nothing; the exit status is the answer.
-if quiet && verb != "list" && verb != "status" { exit(0) }
+if quiet && verb != "list" && verb != "status" && verb != "scenes" { exit(0) }
+
+if verb == "scenes" {
+    if json {
+        _ = coder.encode(sceneRows(reply.apps ?? [])).withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    } else {
+        sceneTable(reply.apps ?? [])
+    }
+    exit(0)
+}
 
 if verb == "simulate-memory-pressure" {
     // No data to show; with --json still one JSON document, so that `| jq` never sees an empty stdout.
@@ -358,5 +384,9 @@ case "status":
 default:
     for status in reply.apps ?? [] {
         output("\(status.name): \(paint(status.state.rawValue, status.state.rawValue))" + (status.pid.map { " (pid \($0))" } ?? ""))
+        if verb == "scene", let scenes = status.scenes {
+            if let opened = reply.scene { output("  opened scene \(opened)") }
+            for scene in scenes { output("  \(scene.scene) (\(scene.role), \(scene.configuration)): \(scene.state)") }
+        }
     }
 }

@@ -192,6 +192,11 @@ final class DaemonHarness {
         var posts: Int?
         var dropped: Int?
         var remainingMs: Int?
+        // Scenes: the session, the discarded ones, the configuration, the saved state (or, in the hello, the app's state).
+        var scene: String?
+        var scenes: [String]?
+        var configuration: String?
+        var state: JSONValue?
     }
 
     func records(_ app: String? = nil) -> [Record] {

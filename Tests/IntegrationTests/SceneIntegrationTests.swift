@@ -1,0 +1,211 @@
+import Foundation
+import Glibc
+import LifecycleProtocol
+import Testing
+
+/// Scenes end to end: the real daemon, real clients (the Python example and the Swift scenes example),
+/// lifectl's scene verbs, and the kernel's view of the app's priority.
+@Suite("Scenes end to end", .serialized)
+struct SceneIntegrationTests {
+    let python = DaemonHarness.pythonClient
+    static let scenes = "[Scenes]\nSupportsMultipleScenes=yes\nConfiguration=window:Main window:Editor\n"
+
+    func sceneApp(_ arguments: String = "", lifecycle: String = "BackgroundTimeSec=infinity") -> String {
+        "[App]\nExec=\(python) \(arguments)\n\n[Lifecycle]\n\(lifecycle)\n\n\(Self.scenes)"
+    }
+
+    func plainApp() -> String { "[App]\nExec=\(python)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n" }
+
+    /// The messages an app received from record index `start` on: `type` or `type scene`.
+    func received(_ daemon: DaemonHarness, _ app: String, from start: Int = 0) -> [String] {
+        daemon.records().dropFirst(start).filter { $0.app == app && $0.type != "hello" }
+            .map { record in record.scene.map { "\(record.type) \($0)" } ?? record.type }
+    }
+
+    func oomScoreAdj(_ pid: pid_t) throws -> String {
+        try String(contentsOfFile: "/proc/\(pid)/oom_score_adj", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func scenes(_ daemon: DaemonHarness, _ app: String) throws -> [String: String] {
+        let status = try daemon.status(app)
+        return Dictionary(uniqueKeysWithValues: (status.scenes ?? []).map { ($0.scene, $0.state) })
+    }
+
+    @Test("two scenes of one app: focus moves between them, then to another app, in UIKit's order on every side; state and priority follow")
+    func focusBetweenScenesAndApps() throws {
+        try DaemonHarness.running(["w": sceneApp(), "p": plainApp()]) { daemon in
+            try daemon.control("focus", "w")
+            #expect(received(daemon, "w") == ["didFinishLaunching", "configurationForConnecting s1", "sceneWillConnect s1",
+                                              "sceneWillEnterForeground s1", "sceneDidBecomeActive s1", "didBecomeActive"])
+            let pid = try #require(try daemon.status("w").pid)
+            #expect(try daemon.status("w").state.rawValue == "active")
+            #expect(try oomScoreAdj(pid) == "0")
+
+            var start = daemon.records().count
+            let opened = try daemon.lifectl("scene", "open", "w", "--config", "Editor")
+            #expect(opened.status == 0, "\(opened.stderr)")
+            #expect(opened.stdout.contains("opened scene s2"))
+            #expect(received(daemon, "w", from: start) == ["configurationForConnecting s2", "sceneWillConnect s2",
+                                                           "sceneWillEnterForeground s2", "sceneWillResignActive s1",
+                                                           "sceneDidBecomeActive s2"])
+            #expect(daemon.records("w").last { $0.type == "sceneWillConnect" }?.configuration == "Editor")
+            #expect(try scenes(daemon, "w") == ["s1": "foregroundInactive", "s2": "foregroundActive"])
+            #expect(try daemon.status("w").state.rawValue == "active", "the app held focus while it moved between its scenes")
+
+            start = daemon.records().count
+            try daemon.control("scene", "focus", "w", "s1")
+            #expect(received(daemon, "w", from: start) == ["sceneWillResignActive s2", "sceneDidBecomeActive s1"])
+
+            try daemon.control("launch", "p", "--background")
+            start = daemon.records().count
+            try daemon.control("focus", "p")
+            #expect(received(daemon, "w", from: start) == ["sceneWillResignActive s1", "willResignActive",
+                                                           "sceneDidEnterBackground s1", "sceneDidEnterBackground s2",
+                                                           "didEnterBackground"])
+            #expect(received(daemon, "p", from: start) == ["willEnterForeground", "didBecomeActive"])
+            let order = daemon.records().dropFirst(start).map { "\($0.app).\($0.type)" }
+            let resigned = try #require(order.firstIndex(of: "w.willResignActive"))
+            let forward = try #require(order.firstIndex(of: "p.willEnterForeground"))
+            #expect(resigned < forward, "p comes forward only after w has resigned: \(order)")
+            #expect(try daemon.status("w").state.rawValue == "background")
+            #expect(try daemon.status("p").state.rawValue == "active")
+            #expect(try oomScoreAdj(pid) == "500", "the derived background state brings the background priority")
+            #expect(try scenes(daemon, "w") == ["s1": "background", "s2": "background"])
+
+            start = daemon.records().count
+            try daemon.control("scene", "focus", "w", "s2")
+            #expect(received(daemon, "w", from: start) == ["sceneWillEnterForeground s2", "willEnterForeground",
+                                                           "sceneDidBecomeActive s2", "didBecomeActive"])
+            #expect(try oomScoreAdj(pid) == "0")
+        }
+    }
+
+    @Test("the last foreground scene going to the background takes the app there, and its grace time suspends it")
+    func lastSceneToBackgroundSuspends() throws {
+        try DaemonHarness.running(["w": sceneApp(lifecycle: "BackgroundTimeSec=1")]) { daemon in
+            try daemon.control("focus", "w")
+            try daemon.lifectl("scene", "open", "w")
+            try daemon.control("scene", "background", "w", "s2")
+            #expect(try daemon.status("w").state.rawValue == "inactive", "s1 is still in the foreground, not in focus")
+            #expect(try oomScoreAdj(try #require(try daemon.status("w").pid)) == "0")
+            try daemon.control("scene", "background", "w", "s1")
+            #expect(try daemon.status("w").state.rawValue == "background")
+            let pid = try #require(try daemon.status("w").pid)
+            try daemon.waitForState("w", "suspended")
+            try daemon.waitUntil("the process is stopped") { Kernel.state(pid) == "T" }
+            #expect(try oomScoreAdj(pid) == "900")
+        }
+    }
+
+    @Test("close keeps the session with its saved state; focus reconnects it and hands the state back")
+    func closeAndReconnect() throws {
+        try DaemonHarness.running(["w": sceneApp()]) { daemon in
+            try daemon.control("focus", "w")
+            var start = daemon.records().count
+            try daemon.control("scene", "close", "w", "s1")
+            #expect(received(daemon, "w", from: start) == ["sceneWillResignActive s1", "willResignActive",
+                                                           "sceneDidEnterBackground s1", "didEnterBackground",
+                                                           "sceneDidDisconnect s1"])
+            let listed = try daemon.lifectl("scenes", "w", "--json")
+            let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+            #expect(rows.count == 1)
+            #expect(rows.first?["state"] as? String == "disconnected")
+            #expect((rows.first?["savedState"] as? [String: Any])?["backgroundEntries"] as? Int == 1)
+
+            start = daemon.records().count
+            try daemon.control("scene", "focus", "w", "s1")
+            let connect = try #require(daemon.records("w").dropFirst(0).last { $0.type == "sceneWillConnect" })
+            #expect(connect.state == ["scene": "s1", "backgroundEntries": 1], "the state saved at sceneDidEnterBackground comes back")
+            #expect(received(daemon, "w", from: start) == ["configurationForConnecting s1", "sceneWillConnect s1",
+                                                           "sceneWillEnterForeground s1", "willEnterForeground",
+                                                           "sceneDidBecomeActive s1", "didBecomeActive"])
+        }
+    }
+
+    @Test("discard disconnects the scene, forgets the session and sends didDiscardSceneSessions")
+    func discard() throws {
+        try DaemonHarness.running(["w": sceneApp()]) { daemon in
+            try daemon.control("focus", "w")
+            try daemon.lifectl("scene", "open", "w")
+            let start = daemon.records().count
+            try daemon.control("scene", "discard", "w", "s1")
+            #expect(received(daemon, "w", from: start) == ["sceneDidEnterBackground s1", "sceneDidDisconnect s1", "didDiscardSceneSessions"])
+            #expect(daemon.records("w").last?.scenes == ["s1"])
+            #expect(try scenes(daemon, "w") == ["s2": "foregroundActive"])
+            let refused = try daemon.lifectl("scene", "focus", "w", "s1")
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("it has no scene session 's1'"))
+        }
+    }
+
+    @Test("sessions survive the app's termination: the relaunch reconnects the last active one with its state")
+    func sessionsSurviveRelaunch() throws {
+        try DaemonHarness.running(["w": sceneApp()]) { daemon in
+            try daemon.control("focus", "w")
+            try daemon.lifectl("scene", "open", "w")
+            try daemon.control("background", "w")
+            try daemon.control("terminate", "w")
+            try daemon.waitForState("w", "notRunning")
+            #expect(try scenes(daemon, "w") == ["s1": "disconnected", "s2": "disconnected"])
+
+            let start = daemon.records().count
+            try daemon.control("focus", "w")
+            #expect(received(daemon, "w", from: start) == ["didFinishLaunching", "configurationForConnecting s2", "sceneWillConnect s2",
+                                                           "sceneWillEnterForeground s2", "sceneDidBecomeActive s2", "didBecomeActive"])
+            let connect = try #require(daemon.records("w").last { $0.type == "sceneWillConnect" })
+            #expect(connect.state == ["scene": "s2", "backgroundEntries": 1])
+            #expect(try scenes(daemon, "w") == ["s1": "disconnected", "s2": "foregroundActive"])
+        }
+    }
+
+    @Test("a client asks for its own new scene (requestSceneActivation), and gets it focused")
+    func clientOpensItsOwnScene() throws {
+        try DaemonHarness.running(["w": sceneApp("--open-scene-on-active Editor")]) { daemon in
+            try daemon.control("focus", "w")
+            try daemon.waitUntil("the app's own scene is active") { (try? scenes(daemon, "w")["s2"]) == "foregroundActive" }
+            let connect = try #require(daemon.records("w").last { $0.type == "sceneWillConnect" })
+            #expect(connect.scene == "s2" && connect.configuration == "Editor")
+            let options = try #require(daemon.records("w").last { $0.type == "configurationForConnecting" })
+            #expect(options.scene == "s2")
+            #expect(try scenes(daemon, "w")["s1"] == "foregroundInactive")
+            #expect(daemon.log.contains("w: asked to open a scene of itself") || daemon.log.contains("w/s2: new scene session"))
+        }
+    }
+
+    @Test("an app without [Scenes] keeps the app-level lifecycle, and scene verbs are refused for it")
+    func appWithoutScenesIsUnchanged() throws {
+        try DaemonHarness.running(["p": plainApp()]) { daemon in
+            try daemon.control("focus", "p")
+            #expect(received(daemon, "p") == ["didFinishLaunching", "didBecomeActive"])
+            let refused = try daemon.lifectl("scene", "open", "p")
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("it does not use scenes"))
+            #expect(try daemon.status("p").scenes == nil)
+            let usage = try daemon.lifectl("scene", "focus", "p")
+            #expect(usage.status == 2, "a scene verb without its scene is a usage error")
+        }
+    }
+
+    @Test("the Swift scenes example keeps each scene's state across close and reconnect, per configuration")
+    func swiftExampleKeepsPerSceneState() throws {
+        let example = DaemonHarness.products.appendingPathComponent("scenes-example").path
+        let config = "[App]\nExec=\(example)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n\n"
+            + "[Scenes]\nSupportsMultipleScenes=yes\nConfiguration=window:Document window:Inspector\nConfiguration=externalDisplay:Inspector\n"
+        try DaemonHarness.running(["scenes": config]) { daemon in
+            try daemon.control("focus", "scenes")
+            try daemon.lifectl("scene", "open", "scenes", "--role", "externalDisplay")
+            #expect(daemon.records("scenes").last { $0.type == "sceneWillConnect" }?.configuration == "Inspector",
+                    "the app delegate chose the Inspector for the external display")
+            try daemon.control("scene", "focus", "scenes", "s1")
+            try daemon.control("scene", "close", "scenes", "s1")
+            try daemon.control("scene", "close", "scenes", "s2")
+            try daemon.control("scene", "focus", "scenes", "s1")
+            try daemon.control("scene", "focus", "scenes", "s2")
+
+            let connects = daemon.records("scenes").filter { $0.type == "sceneWillConnect" }
+            #expect(connects.map { $0.scene ?? "?" } == ["s1", "s2", "s1", "s2"])
+            #expect(connects[2].state == ["draft": "draft of s1, edit 2", "edits": 2], "the document came back with its draft")
+            #expect(connects[3].state == ["shown": 1], "the inspector came back with its count")
+        }
+    }
+}
