@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short tour of lifecycled on the demo config (Config/): launch, an app switch, background,
-# suspension with the processes really stopped, resume, terminate, and a clean stop.
+# suspension with the processes really stopped, resume, scenes, terminate, and a clean stop.
 # Run by `make demo` after the build. Everything lives in a temporary runtime directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,6 +88,25 @@ run lifectl resume clock
 news
 run lifectl list
 
+step "Scenes: the scenes app (Swift, two configurations) opens a Document window, then an Inspector beside it"
+run lifectl scene open scenes
+run lifectl scene open scenes --config Inspector
+scenes_pid=$(pid_of scenes)
+news
+run lifectl scenes scenes
+
+step "Scenes: focus moves back to the document; closing it keeps its session and its saved draft"
+run lifectl scene focus scenes s1
+run lifectl scene close scenes s1
+news
+run lifectl scenes scenes
+
+step "Scenes: focus reconnects the document with the state it saved; then another app takes focus"
+run lifectl scene focus scenes s1
+run lifectl focus notes
+news
+run lifectl scenes
+
 step "Terminate: clock (in the background) gets willTerminate, acknowledges, and exits on SIGTERM"
 run lifectl terminate clock
 news
@@ -97,5 +116,5 @@ kill -TERM "$daemon"
 wait "$daemon" || true
 news 0
 trap 'rm -rf "$LIFECYCLED_RUNTIME_DIR"' EXIT
-left=$( (ps -o pid= -g "$notes" -g "$clock" -g "$spinner" 2>/dev/null || true) | wc -l)
+left=$( (ps -o pid= -g "$notes" -g "$clock" -g "$spinner" -g "${scenes_pid:-$notes}" 2>/dev/null || true) | wc -l)
 printf '\n%sTour done: %s processes left behind.%s\n' "$bold" "$left" "$off"

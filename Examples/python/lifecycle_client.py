@@ -25,6 +25,9 @@ It is also the test client of the integration tests:
   --open-scene-on-active CONFIG
                           scenes: after the first didBecomeActive, ask for a new scene with CONFIG
                           (requestSceneActivation)
+  --close-others-on-active
+                          scenes: a single-window kiosk: when a scene becomes active, ask to destroy every
+                          other scene it has connected (requestSceneDestruction)
 
 Scenes (apps with [Scenes] in their lifecycled config): each scene keeps a count of its entries into the
 background; it is handed to the daemon with the ack of sceneDidEnterBackground and comes back in
@@ -289,6 +292,8 @@ def parse_arguments(argv):
                         help="scenes: answer configurationForConnecting with NAME")
     parser.add_argument("--open-scene-on-active", metavar="CONFIG",
                         help="scenes: after the first didBecomeActive, ask for a new scene with CONFIG")
+    parser.add_argument("--close-others-on-active", action="store_true",
+                        help="scenes: when a scene becomes active, destroy the other connected ones")
     options = parser.parse_args(argv)
     options.exit_codes = {}
     for spec in options.exit_on:
@@ -385,6 +390,10 @@ def run(app, options, connection):
                 connection.wait(options.ack_delay)
             if not options.no_ack and kind not in options.no_ack_for:
                 connection.send(ack)
+            if kind == "sceneDidBecomeActive" and options.close_others_on_active:
+                # UIKit's requestSceneSessionDestruction: the daemon disconnects and discards each one.
+                for other in [name for name in app.scenes if name != scene]:
+                    connection.send({"type": "requestSceneDestruction", "scene": other})
         elif kind == "requestFailed":
             app.say(f"{message.get('request')} refused: {message.get('message')}")
         else:

@@ -718,6 +718,11 @@ public struct Supervisor: Sendable {
 
     /// Queued work of the app loses its meaning (exit, termination, watchdog): drop it, with its focus claims.
     mutating func dropPendingWork(_ name: String) {
+        // A discard already granted stands: the sessions go now, and the app hears of it at its next launch.
+        for case .discardSessions(let scenes) in table[name].pending {
+            table[name].sessions.removeAll { scenes.contains($0.id) }
+            table[name].discardedUntold += scenes
+        }
         table[name].pending = []
         focusQueue.removeAll { $0 == name }
     }

@@ -172,6 +172,19 @@ struct SceneIntegrationTests {
         }
     }
 
+    @Test("a client destroys its own other scene (requestSceneDestruction): disconnected, discarded, and told")
+    func clientDestroysItsOwnScene() throws {
+        try DaemonHarness.running(["w": sceneApp("--close-others-on-active")]) { daemon in
+            try daemon.control("focus", "w")
+            let start = daemon.records().count
+            try daemon.lifectl("scene", "open", "w")
+            try daemon.waitUntil("s1 is discarded") { (try? scenes(daemon, "w")) == ["s2": "foregroundActive"] }
+            #expect(received(daemon, "w", from: start).suffix(3) == ["sceneDidEnterBackground s1", "sceneDidDisconnect s1",
+                                                                     "didDiscardSceneSessions"])
+            #expect(daemon.records("w").last?.scenes == ["s1"])
+        }
+    }
+
     @Test("an app without [Scenes] keeps the app-level lifecycle, and scene verbs are refused for it")
     func appWithoutScenesIsUnchanged() throws {
         try DaemonHarness.running(["p": plainApp()]) { daemon in

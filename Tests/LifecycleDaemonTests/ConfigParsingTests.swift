@@ -238,7 +238,7 @@ private func parseApp(_ text: String, name: String = "notes", defaults: AppDefau
             "apps/notes.conf:3: Colour=: unknown key in [App], ignoring",
             "apps/notes.conf:4: exec=: unknown key in [App] (did you mean Exec=?), ignoring",
             "apps/notes.conf:6: Restart=: unknown key in [Lifecycle] (Restart= belongs in [App]), ignoring",
-            "apps/notes.conf:7: unknown section [Service], ignoring it and the keys under it (known: [App], [Lifecycle])",
+            "apps/notes.conf:7: unknown section [Service], ignoring it and the keys under it (known: [App], [Lifecycle], [Scenes])",
         ])
     }
 

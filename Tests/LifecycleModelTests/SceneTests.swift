@@ -190,6 +190,24 @@ struct SceneTests {
         #expect(connection.first?.savedState == ["page": 3])
     }
 
+    @Test("a discard granted but not yet carried out stands when the app is terminated meanwhile, and is told at the next launch")
+    func discardSurvivesTermination() throws {
+        var h = try Self.twoScenes()
+        h.unresponsive = ["w"]
+        try h.request(.discardScene("s1"), "w")
+        try h.request(.terminate, "w")
+        #expect(h.model.app("w")?.sessions.map(\.id) == ["s2"])
+        h.runOutDeadlines()
+        #expect(h.state("w") == .notRunning)
+
+        h.unresponsive = []
+        let start = h.log.count
+        try h.cooperating { h throws in try h.request(.launch(background: true), "w") }
+        #expect(h.log[start...].contains { effect in
+            if case .send("w", let delivery) = effect { delivery.message == .didDiscardSceneSessions(["s1"]) } else { false }
+        })
+    }
+
     @Test("the client's configuration answer is used when the app declares it, else the proposed one")
     func configurationAnswer() throws {
         var h = try Self.focusedSceneApp()
