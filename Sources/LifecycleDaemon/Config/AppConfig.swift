@@ -99,6 +99,9 @@ public struct DaemonConfig: Sendable, Equatable {
     public var notificationTypes: [String: Coalescing] = [:]
     /// `[Memory]`.
     public var memory = MemoryConfig()
+    /// `[Control] Group=`: members of this group (a name or a number) may use the changing verbs of the control
+    /// socket besides root and the daemon's user; nil: nobody else.
+    public var controlGroup: String?
 
     /// All defaults: what an absent `lifecycled.conf` means.
     public init() {

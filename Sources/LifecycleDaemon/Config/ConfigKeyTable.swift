@@ -97,10 +97,16 @@ extension ConfigLoader {
         .value("Memory", "EpisodeGapSec", \.memory.episodeGap, parseFiniteDuration, shown: formatDuration),
     ]
 
+    /// `[Control]` of `lifecycled.conf`: who may change states through the control socket.
+    static let controlKeys: [Key<DaemonConfig>] = [
+        .value("Control", "Group", \.controlGroup, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) },
+               shown: { $0 ?? "" }),
+    ]
+
     /// `lifecycled.conf`. (`[NotificationTypes]` has free-form keys, the type names: see `parseNotificationTypes`.)
     static let daemonKeys: [Key<DaemonConfig>] =
         (restartKeys(in: "Defaults") + lifecycleKeys(in: "Defaults")).map { $0.lifted(\DaemonConfig.defaults) } + sourcesKeys
-        + memoryKeys
+        + memoryKeys + controlKeys
 
     /// UIKit's background modes (UIBackgroundModes), as words: `audio`, `voip`, `location`…; any word of letters,
     /// digits and `-` is taken, since the daemon treats every mode alike (never suspended for its grace time).

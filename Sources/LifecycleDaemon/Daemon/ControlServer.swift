@@ -5,13 +5,16 @@ import LifecycleProtocol
 
 /// One lifectl connection: requests in, one reply per request.
 final class ControlClient {
+    /// The peer's credentials as the kernel gave them at connect time (SO_PEERCRED).
     let uid: uid_t
+    let gid: gid_t
     let pid: pid_t
     var connection: Connection?
     private let coder: LineCoder
 
-    init(uid: uid_t, pid: pid_t, coder: LineCoder) {
+    init(uid: uid_t, gid: gid_t, pid: pid_t, coder: LineCoder) {
         self.uid = uid
+        self.gid = gid
         self.pid = pid
         self.coder = coder
     }
@@ -21,9 +24,61 @@ final class ControlClient {
     }
 }
 
-/// The control socket, RUNTIME_DIR/control.sock. Anyone who can reach it may query (list, status);
-/// only root and the daemon's own user may change app states.
+/// Who may use the changing verbs of the control socket: root, the daemon's own user, and the members of
+/// `[Control] Group=`. Decided from the peer's credentials as the kernel reports them (SO_PEERCRED: its
+/// effective uid and gid at connect time) and the group database's memberships of that uid (getgrouplist),
+/// never from anything the client sends. The group is looked up at each request, so that a membership
+/// change, or a group created after the daemon started, applies to the next request.
+struct ControlAccess {
+    let daemonUID: uid_t
+    /// `[Control] Group=`: a name or a number; nil for none.
+    let group: String?
+
+    enum Decision: Equatable {
+        /// Allowed, and why ("root", "the daemon's user", "member of group 'x' (its gid)"…), for the log.
+        case allowed(String)
+        /// Refused; the sentence names who may.
+        case refused(String)
+    }
+
+    func mayChange(uid: uid_t, gid: gid_t, verb: String) -> Decision {
+        if uid == 0 { return .allowed("root") }
+        if uid == daemonUID { return .allowed("the daemon's user") }
+        let refusal = Decision.refused("permission denied: \(verb) is for \(whoMay) (you are uid \(uid))")
+        guard let group else { return refusal }
+        let groupID: gid_t
+        do {
+            guard let credentials = try lookupCredentials(user: nil, group: group) else { return refusal }
+            groupID = credentials.gid
+        } catch {
+            Log.warning("[Control] Group=\(group): \(error); only root and uid \(daemonUID) may change states")
+            return refusal
+        }
+        if gid == groupID { return .allowed("its group is '\(group)'") }
+        // A uid with no passwd entry has no memberships (lookupCredentials would make its number its group).
+        if let user = try? lookupCredentials(user: String(uid), group: nil), user.userName != nil,
+           user.groups.contains(groupID) {
+            return .allowed("member of group '\(group)'")
+        }
+        return refusal
+    }
+
+    /// "root or uid 1000 (the daemon's user) or members of group 'lifecycle'".
+    var whoMay: String {
+        var who = ["root"]
+        if daemonUID != 0 { who.append("uid \(daemonUID) (the daemon's user)") }
+        if let group { who.append("members of group '\(group)'") }
+        return who.joined(separator: " or ")
+    }
+}
+
+/// The control socket, RUNTIME_DIR/control.sock, mode 0666 in a directory only its owner can write to. Anyone who
+/// can reach it may query (`ControlRequest.queryVerbs`: list, status, scenes); every other verb needs
+/// `ControlAccess`. A user other than root and the daemon's holds at most `maxConnectionsPerUser` connections,
+/// so that nobody can take all of the daemon's descriptors.
 final class ControlServer {
+    /// Enough for any script's parallel lifectl calls; few enough that one user cannot exhaust the daemon's fds.
+    static let maxConnectionsPerUser = 32
     private unowned let daemon: Daemon
     private let path: String
     private let fd: Int32
@@ -41,6 +96,7 @@ final class ControlServer {
             _ = cs_set_nonblocking(passedFD)
             ownsPath = false
         } else {
+            try Self.checkDirectory(of: path)
             let fd = cs_unix_listen(path, 128)
             guard fd >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -fd) }
             self.fd = fd
@@ -52,6 +108,26 @@ final class ControlServer {
             self.acceptAll()
         }
         Log.info(passedFD == nil ? "Listening on \(path)" : "Listening on the control socket passed by the service manager (fd \(fd))")
+    }
+
+    /// The socket's directory must be one only its owner (the daemon's user, or root) can write to: in a directory
+    /// others can write to, they could replace control.sock with their own socket and take the requests of
+    /// lifectl users. Refuse to start rather than listen there.
+    static func checkDirectory(of socketPath: String) throws(SystemError) {
+        let directory = socketPath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        var info = stat()
+        guard stat(directory.isEmpty ? "/" : directory, &info) == 0 else {
+            throw SystemError(operation: "check the runtime directory \(directory)", errno: errno)
+        }
+        let mode = info.st_mode & 0o7777
+        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+            throw SystemError(operation: "listen in \(directory): it belongs to uid \(info.st_uid), not to this daemon's user \(geteuid()) or root",
+                              errno: EPERM)
+        }
+        guard mode & 0o022 == 0 else {
+            throw SystemError(operation: "listen in \(directory): others may write to it (mode 0\(String(mode, radix: 8))); make it 0755 or 0700",
+                              errno: EPERM)
+        }
     }
 
     func close() {
@@ -72,10 +148,19 @@ final class ControlServer {
                 Glibc.close(clientFD)
                 continue
             }
-            let client = ControlClient(uid: uid, pid: pid, coder: daemon.coder)
+            if uid != 0 && uid != geteuid()
+                && clients.values.count(where: { $0.uid == uid && $0.connection?.isOpen == true }) >= Self.maxConnectionsPerUser {
+                Log.notice("Refused a control connection from uid \(uid) (pid \(pid)): it holds \(Self.maxConnectionsPerUser) already")
+                // The socket is new and its buffer empty: the short reply fits; the peer may be gone, ignore errors.
+                let reply = daemon.coder.encode(ControlReply.failure("too many connections from uid \(uid) (at most \(Self.maxConnectionsPerUser))"))
+                _ = reply.withUnsafeBytes { Glibc.send(clientFD, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                Glibc.close(clientFD)
+                continue
+            }
+            let client = ControlClient(uid: uid, gid: gid, pid: pid, coder: daemon.coder)
             let key = ObjectIdentifier(client)
             do {
-                client.connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self] event in
+                let connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self] event in
                     switch event {
                     case .line(let line): self.handle(line, from: client)
                     case .framingError(let message):
@@ -86,6 +171,8 @@ final class ControlServer {
                         self.clients[key] = nil
                     }
                 }
+                connection.label = "control pid \(pid) uid \(uid)"
+                client.connection = connection
                 clients[key] = client
             } catch {
                 Log.warning("Failed to watch a control connection: \(error)")
@@ -124,9 +211,15 @@ final class ControlServer {
             guard verbs.contains(request.verb) else {
                 return client.reply(.failure("unknown verb '\(request.verb)' (expected one of: \(verbs.joined(separator: ", ")))"))
             }
-            guard client.uid == 0 || client.uid == geteuid() else {
-                Log.notice("Refused \(request.verb) from uid \(client.uid) (pid \(client.pid)): not root or uid \(geteuid())")
-                return client.reply(.failure("permission denied: only root or uid \(geteuid()) may \(request.verb) apps"))
+            let access = ControlAccess(daemonUID: geteuid(), group: daemon.config.daemon.controlGroup)
+            switch access.mayChange(uid: client.uid, gid: client.gid, verb: request.verb) {
+            case .refused(let message):
+                Log.notice("Refused \(request.verb)\(request.app.map { " \($0)" } ?? "") from uid \(client.uid) gid \(client.gid) (pid \(client.pid)): not \(access.whoMay)")
+                return client.reply(.failure(message))
+            case .allowed(let why) where client.uid != 0 && client.uid != geteuid():
+                Log.info("Allowed \(request.verb)\(request.app.map { " \($0)" } ?? "") for uid \(client.uid) (pid \(client.pid)): \(why)")
+            case .allowed:
+                break
             }
             if request.verb == "simulate-memory-pressure" {
                 // For machines whose kernel takes no PSI trigger, and for tests: the same path a trigger takes.
