@@ -280,3 +280,24 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 }
+
+extension Effect {
+    /// The app the effect concerns ("" for daemon-wide notes).
+    public var app: String? {
+        switch self {
+        case .spawn(let app, _), .send(let app, _), .stopProcess(let app), .continueProcess(let app), .signal(let app, _),
+             .armTimer(let app, _, _), .cancelTimer(let app, _), .transition(let app, _, _, _), .note(let app, _),
+             .settled(let app), .notify(let app, _), .taskBegan(let app, _, _), .taskExpiring(let app, _, _):
+            app
+        }
+    }
+
+    /// Whether the app's persisted state (AppSnapshot, its pid) may differ after this effect: timers,
+    /// messages in flight and answers to requests are one daemon's business and need no write.
+    public var changesPersistedState: Bool {
+        switch self {
+        case .spawn, .stopProcess, .continueProcess, .transition, .note, .notify: true
+        case .send, .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring: false
+        }
+    }
+}

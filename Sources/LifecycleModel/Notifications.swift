@@ -79,6 +79,15 @@ public struct NotificationQueue: Sendable, Equatable {
 
     public init(limit: Int = 64) { self.limit = max(1, limit) }
 
+    /// The entries as they are (for persisting them).
+    var storedEntries: [Entry] { entries }
+
+    /// Put back an entry persisted earlier.
+    mutating func restore(_ entry: Entry) {
+        index[entry.name] = entries.count
+        entries.append(entry)
+    }
+
     public var isEmpty: Bool { entries.isEmpty }
     /// Entries held: one per type.
     public var count: Int { entries.count }

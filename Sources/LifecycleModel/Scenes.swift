@@ -72,7 +72,7 @@ public struct ScenePolicy: Sendable, Equatable {
 
 /// A scene session, as `UISceneSession`: it outlives the scene's connection and the app's process,
 /// and is kept until discarded.
-public struct SceneSession: Sendable, Equatable {
+public struct SceneSession: Sendable, Equatable, Codable {
     /// The persistent identifier: `s1`, `s2`, … per app, never reused in the daemon's life.
     public let id: String
     public let role: String

@@ -194,9 +194,9 @@ public struct Supervisor: Sendable {
     public var memoryEpisodeGap: Duration = .seconds(30)
     private var lastPressure: MonotonicTime?
     private var episodeWarnedAt: MonotonicTime = .zero
-    private var effects: [Effect] = []
+    var effects: [Effect] = []
     /// Apps whose queue ran during the current call, in order: each is reported when settled.
-    private var touched: [String] = []
+    var touched: [String] = []
     var now: MonotonicTime = .zero
 
     public init() {}
@@ -882,7 +882,7 @@ public struct Supervisor: Sendable {
     }
 
     /// Advance the app, then whoever waits for focus, and report every app that ran and is now settled.
-    private mutating func finish(_ name: String) -> [Effect] {
+    mutating func finish(_ name: String) -> [Effect] {
         advance(name)
         if let head = focusQueue.first, head != name { advance(head) }
         for name in touched {

@@ -67,8 +67,10 @@ final class DaemonHarness {
 
     /// Start the daemon and wait until its control socket answers. `wrapper`: a program and its arguments
     /// that run the daemon (it is given the daemon's command line after them), e.g. the fake service manager.
-    func start(wrapper: [String] = []) throws {
-        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+    func start(wrapper: [String] = [], keepLog: Bool = false) throws {
+        if !keepLog || !FileManager.default.fileExists(atPath: logFile.path) {
+            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        }
         let process = Process()
         let daemonCommand = [Self.products.appendingPathComponent("lifecycled").path,
                              "--config", configDirectory.path, "--log-level", "debug"]
@@ -81,11 +83,19 @@ final class DaemonHarness {
         }
         process.environment = environment
         let log = try FileHandle(forWritingTo: logFile)
+        try log.seekToEnd()
         process.standardOutput = log
         process.standardError = log
         try process.run()
         daemon = process
         try waitUntil("the control socket answers") { (try? self.list()) != nil }
+    }
+
+    /// `kill -9` the daemon and wait until it is gone; its apps live on.
+    func crash() throws {
+        guard let daemon, daemon.isRunning else { throw HarnessError("the daemon is not running") }
+        kill(daemon.processIdentifier, SIGKILL)
+        try waitUntil("the daemon is gone") { !daemon.isRunning }
     }
 
     var daemonPID: pid_t? { daemon?.processIdentifier }

@@ -43,6 +43,11 @@ public final class Daemon {
     private let serviceManager: ServiceManager
     /// The session a waiting `scene open` created, for its reply.
     private var openedScenes: [ObjectIdentifier: String] = [:]
+    /// RUNTIME_DIR/state: what a restarted daemon needs to take its apps back.
+    let stateStore: StateStore
+    /// Apps whose persisted state is out of date; written once per loop iteration.
+    private var dirtyApps: Set<String> = []
+    private var saveSource: EventSource?
 
     public init(options: DaemonOptions) throws(SystemError) {
         self.options = options
@@ -51,6 +56,7 @@ public final class Daemon {
         cgroups = CgroupSupport.detect(groupName: cgroupGroupName(runtimeDirectory: options.runtimeDirectory))
         config = LoadedConfig(daemon: DaemonConfig(), apps: [:], diagnostics: [])
         serviceManager = ServiceManager(environment: options.environment)
+        stateStore = StateStore(runtimeDirectory: options.runtimeDirectory)
     }
 
     /// Start serving: sockets, config, auto-launch, READY=1; then run the loop until stopped.
@@ -79,7 +85,13 @@ public final class Daemon {
         applyDaemonConfig()
         for name in config.apps.keys.sorted() { add(config.apps[name]!) }
         Log.info("\(apps.count) apps configured: \(apps.keys.sorted().joined(separator: ", "))")
-        for name in apps.keys.sorted() { autoLaunch(name) }
+        do {
+            try stateStore.prepare()
+        } catch {
+            Log.error("Failed to prepare the state directory: \(error); a restart of lifecycled will not find its apps")
+        }
+        restorePreviousRun()
+        for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { autoLaunch(name) }
 
         serviceManager.ready(status: statusLine())
         return loop.run()
@@ -126,6 +138,7 @@ public final class Daemon {
         do {
             let outcome = try model.post(type, payload: payload, to: app, now: loop.now)
             perform(outcome.effects)
+            if outcome.queued > 0 { markQueuesDirty(app) }
             drain()
             Log.info("\(type)\(app.map { " for \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
         } catch {
@@ -188,6 +201,7 @@ public final class Daemon {
 
     private func perform(_ effects: [Effect]) {
         for effect in effects {
+            if effect.changesPersistedState, let name = effect.app, !name.isEmpty { markDirty(name) }
             switch effect {
             case .spawn(let name, let options): spawn(name, options)
             case .send(let name, let delivery): send(name, delivery)
@@ -362,6 +376,8 @@ public final class Daemon {
         app.stopCheck?.disarm()
         if let child = app.child { retire(child) }
         app.child = nil
+        if let pidfd = app.pidfd { close(pidfd) }
+        app.pidfd = nil
         app.connection?.closeQuietly()
         app.connection = nil
         dispatch(.exited(app: app.name, status))
@@ -476,6 +492,8 @@ public final class Daemon {
             case _ where !app.helloed:
                 protocolViolation(app, "message before hello")
             case .ack(let id, let configuration, let state):
+                // A scene's saved state (or chosen configuration) rides on the ack: persist it with the session.
+                if configuration != nil || state != nil { markDirty(name) }
                 dispatch(.ack(app: name, id: id, reply: AckReply(configuration: configuration, savedState: state)))
             case .requestSceneActivation(let scene, let role, let configuration, let options):
                 let request: Request = scene.map(Request.focusScene)
@@ -489,6 +507,7 @@ public final class Daemon {
                 do {
                     let outcome = try model.post(type, payload: payload ?? .object([:]), to: target, now: loop.now)
                     perform(outcome.effects)
+                    if outcome.queued > 0 { markQueuesDirty(target) }
                     Log.debug("\(name) posted \(type): \(outcome.delivered) delivered, \(outcome.queued) queued")
                 } catch {
                     connection.send(coder.encode(ServerMessage.postFailed(name: type, message: error.description)))
@@ -656,6 +675,8 @@ public final class Daemon {
         app.cgroup?.remove()
         model.remove(name)
         apps[name] = nil
+        dirtyApps.remove(name)
+        stateStore.remove(name)
         Log.info("\(name): removed")
     }
 
@@ -713,6 +734,7 @@ public final class Daemon {
         do {
             let outcome = try model.post(type, payload: payload, to: app, now: loop.now)
             perform(outcome.effects)
+            if outcome.queued > 0 { markQueuesDirty(app) }
             drain()
             Log.info("posted \(type)\(app.map { " to \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
             return ControlReply(ok: true, posted: PostSummary(delivered: outcome.delivered, queued: outcome.queued))
@@ -749,6 +771,139 @@ public final class Daemon {
             + (queued > 0 ? "; \(queued) notifications queued" : "")
     }
 
+
+    // MARK: Persistence and re-adoption
+
+    private func markDirty(_ name: String) {
+        dirtyApps.insert(name)
+        guard saveSource == nil else { return }
+        saveSource = try? loop.deferred { [unowned self] in
+            self.saveSource = nil
+            self.saveDirtyApps()
+        }
+    }
+
+    /// A post queued something: for one app, or for whichever apps hold queues now.
+    private func markQueuesDirty(_ app: String?) {
+        if let app { return markDirty(app) }
+        for record in model.records where !record.queue.isEmpty { markDirty(record.name) }
+    }
+
+    private func saveDirtyApps() {
+        let names = dirtyApps
+        dirtyApps = []
+        for name in names.sorted() {
+            guard let app = apps[name], let snapshot = model.snapshot(of: name) else { continue }
+            let persisted = PersistedApp(
+                name: name, pid: app.pid, startTime: app.pid.flatMap { ProcessTable.startTime(of: $0) },
+                suspendedWith: app.suspendedWith.map { $0 == .signal ? "signal" : "freezer" }, snapshot: snapshot)
+            do {
+                try stateStore.save(persisted)
+            } catch {
+                Log.warning("\(name): Failed to save its state: \(error); a restart of lifecycled may not take it back")
+            }
+        }
+    }
+
+    /// Take back what a previous daemon left: apps whose process is still there and the same one (pid and
+    /// start time) resume their state; anything else it left running is continued and terminated, so that no
+    /// process stays stopped without a daemon that knows it.
+    private func restorePreviousRun() {
+        let (saved, problems) = stateStore.loadAll()
+        for problem in problems { Log.warning("Ignoring an unreadable state file: \(problem)") }
+        for persisted in saved {
+            let pid = persisted.pid.flatMap { pid in
+                persisted.startTime != nil && ProcessTable.startTime(of: pid) == persisted.startTime ? pid : nil
+            }
+            guard let app = apps[persisted.name] else {
+                if let pid {
+                    release(app: persisted.name, pids: [pid], processGroup: pid, cgroup: try? cgroups.makeAppCgroup(app: persisted.name),
+                            reason: "it is no longer in the configuration")
+                }
+                stateStore.remove(persisted.name)
+                continue
+            }
+            guard let pid, persisted.snapshot.state.isRunning else {
+                if let old = persisted.pid, persisted.snapshot.state.isRunning {
+                    Log.notice("\(app.name): its process \(old) ended while lifecycled was away")
+                }
+                perform(model.adopt(app.name, persisted.snapshot, running: false, now: loop.now))
+                markDirty(app.name)
+                continue
+            }
+            readopt(app, pid: pid, persisted)
+        }
+        // Processes in an app's cgroup that no state file accounts for (the state was lost, or the app's leader
+        // died and left children): never left stopped either.
+        guard cgroups.layout != .none else { return }
+        for name in apps.keys.sorted() {
+            guard let app = apps[name], app.pid == nil, let cgroup = try? cgroups.makeAppCgroup(app: name) else { continue }
+            app.cgroup = cgroup
+            let strays = cgroup.pids()
+            if !strays.isEmpty {
+                release(app: name, pids: strays, processGroup: nil, cgroup: cgroup, reason: "no saved state accounts for them")
+            }
+        }
+        drain()
+    }
+
+    private func readopt(_ app: AppRuntime, pid: pid_t, _ persisted: PersistedApp) {
+        let name = app.name
+        if cgroups.layout != .none { app.cgroup = try? cgroups.makeAppCgroup(app: name) }
+        switch persisted.suspendedWith {
+        case "signal"?: app.suspendedWith = .signal
+        case "freezer"?: app.suspendedWith = app.cgroup?.freezer.map(SuspendMechanism.freezer) ?? .signal
+        default: app.suspendedWith = persisted.snapshot.state == .suspended ? .signal : nil
+        }
+        // Not our child any more (the previous daemon was its parent): its exit comes through a pidfd.
+        let pidfd = cs_pidfd_open(pid)
+        guard pidfd >= 0 else {
+            return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup,
+                           reason: "it cannot be watched (pidfd_open: \(String(cString: strerror(errno))))")
+        }
+        app.pid = pid
+        app.pidfd = pidfd
+        app.helloed = false
+        app.priority = nil
+        do {
+            app.child = try loop.watch(fd: pidfd, events: IOEvents.readable) { [unowned self, unowned app] _ in
+                guard app.pidfd == pidfd else { return }
+                // Not our child: whoever reaps it has its status. It counts as a failure for Restart=.
+                Log.notice("\(name): re-adopted process \(pid) ended (its exit status went to its new parent)")
+                self.exited(app, .exited(255))
+            }
+        } catch {
+            close(pidfd)
+            app.pid = nil
+            app.pidfd = nil
+            return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup, reason: "it cannot be watched: \(error)")
+        }
+        Log.event(.launch, .notice,
+                  "\(name): re-adopted process \(pid) in state \(persisted.snapshot.state.rawValue) from the previous lifecycled",
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "re-adoption")])
+        perform(model.adopt(name, persisted.snapshot, running: true, now: loop.now))
+    }
+
+    /// Processes a previous daemon left that this one cannot take back: thawed and continued, then SIGTERM,
+    /// then SIGKILL for whoever is still there after the app's TimeoutStopSec.
+    private func release(app name: String, pids: [pid_t], processGroup: pid_t?, cgroup: AppCgroup?, reason: String) {
+        Log.event(.exit, .warning,
+                  "\(name): process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")) left by a previous lifecycled cannot be re-adopted (\(reason)); continuing and terminating \(pids.count == 1 ? "it" : "them")",
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_REASON", reason)])
+        do { try cgroup?.thaw() } catch { Log.debug("\(name): Failed to thaw its cgroup: \(error)") }
+        let identities = pids.map { ($0, ProcessTable.startTime(of: $0)) }
+        for pid in pids { kill(pid, SIGCONT); kill(pid, SIGTERM) }
+        if let processGroup { kill(-processGroup, SIGCONT); kill(-processGroup, SIGTERM) }
+        let timeout = apps[name]?.config.policy.stopTimeout ?? AppPolicy().stopTimeout
+        var source: EventSource?
+        source = try? loop.timer { [weak self] in
+            for (pid, start) in identities where start != nil && ProcessTable.startTime(of: pid) == start { kill(pid, SIGKILL) }
+            if let processGroup { kill(-processGroup, SIGKILL) }
+            cgroup?.killAll()
+            if let source { self?.retire(source) }
+        }
+        source?.arm(after: timeout)
+    }
 
     // MARK: Reload and shutdown
 
@@ -813,6 +968,7 @@ public final class Daemon {
         }
         cgroups.removeParent()
         sources?.stop()
+        saveDirtyApps()
         control?.close()
         Log.notice("Stopped")
         loop.exit(code: 0)

@@ -1,0 +1,103 @@
+import Glibc
+import LifecycleModel
+import LifecycleProtocol
+
+/// One app as the daemon persists it: enough to find its process again after the daemon's own restart or
+/// crash (pid and start time, so that a recycled pid is never taken for it), to undo its suspension the way
+/// it was done, and the model's lasting state (`AppSnapshot`).
+struct PersistedApp: Codable, Equatable {
+    var name: String
+    var pid: Int32?
+    /// Field 22 of /proc/PID/stat (clock ticks since boot): with the pid, the identity of the process.
+    var startTime: UInt64?
+    /// `signal` or `freezer`, while suspended.
+    var suspendedWith: String?
+    var snapshot: AppSnapshot
+}
+
+/// RUNTIME_DIR/state/NAME.json, one file per app, each written whole to a temporary file and renamed over
+/// the old one: a reader (the next daemon) sees the old file or the new one, never a torn one.
+///
+/// No fsync: the file outlives the daemon, not the machine. A daemon crash (even `kill -9`) loses nothing the
+/// kernel has accepted with write(); a machine crash also ends every process the file describes, and the
+/// runtime directory is volatile (/run is a tmpfs). Measured on this machine's ext4 (docs/RELIABILITY.md):
+/// write+fsync+rename of a 20 KB file 6.9 ms, write+rename 0.7 ms, per transition.
+struct StateStore {
+    let directory: String
+    private let coder = LineCoder()
+
+    init(runtimeDirectory: String) {
+        directory = runtimeDirectory + "/state"
+    }
+
+    /// Create the directory (0700: the state names processes and holds apps' data).
+    func prepare() throws(SystemError) {
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw SystemError(operation: "create \(directory)", errno: errno)
+        }
+    }
+
+    private func path(_ name: String) -> String { "\(directory)/\(name).json" }
+
+    func save(_ app: PersistedApp) throws(SystemError) {
+        let bytes = coder.encode(app)
+        let temporary = path(app.name) + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw SystemError(operation: "open \(temporary)", errno: errno) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                let error = errno
+                close(fd)
+                unlink(temporary)
+                throw SystemError(operation: "write \(temporary)", errno: error)
+            }
+            written += count
+        }
+        close(fd)
+        guard rename(temporary, path(app.name)) == 0 else {
+            let error = errno
+            unlink(temporary)
+            throw SystemError(operation: "rename \(temporary)", errno: error)
+        }
+    }
+
+    func remove(_ name: String) { unlink(path(name)) }
+
+    /// Every app file, and a sentence for each one that could not be read (it is then ignored).
+    func loadAll() -> (apps: [PersistedApp], problems: [String]) {
+        guard let dir = opendir(directory) else { return ([], []) }
+        defer { closedir(dir) }
+        var apps: [PersistedApp] = [], problems: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name.hasSuffix(".json") else { continue }
+            let file = directory + "/" + name
+            do {
+                var bytes = try readWholeFile(file)
+                if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+                apps.append(try coder.decode(PersistedApp.self, from: bytes))
+            } catch {
+                problems.append("\(file): \(error)")
+            }
+        }
+        return (apps.sorted { $0.name < $1.name }, problems)
+    }
+
+    private func readWholeFile(_ path: String) throws(SystemError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SystemError(operation: "open \(path)", errno: errno) }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw SystemError(operation: "read \(path)", errno: errno) }
+            if count == 0 { return bytes }
+            bytes += buffer[..<count]
+        }
+    }
+}

@@ -1,0 +1,101 @@
+// What the daemon keeps of an app across its own restart or crash (written to the runtime directory, read
+// back at start): the state, the queued notifications, the scene sessions and the counters. Everything else
+// (queued steps, the message in flight, timers) belongs to one daemon's life and starts over.
+
+/// One app's lasting state, as the daemon persists it.
+public struct AppSnapshot: Sendable, Equatable, Codable {
+    public var state: AppState
+    public var launches: Int
+    public var deadlineMisses: Int
+    public var terminatedInBackground: Bool
+    public var memoryTerminations: Int
+    public var observing: [String]
+    public var queue: NotificationQueue
+    public var sessions: [SceneSession]
+    public var nextSceneNumber: Int
+    public var discardedUntold: [String]
+}
+
+extension NotificationQueue: Codable {
+    enum CodingKeys: String, CodingKey { case limit, entries }
+
+    struct StoredEntry: Codable {
+        var name: String
+        var coalescing: Coalescing
+        var payload: JSONValue?
+        /// Oldest first (the ring unrolled).
+        var payloads: [JSONValue]
+        var posts: Int
+        var dropped: Int
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(limit: try container.decode(Int.self, forKey: .limit))
+        for stored in try container.decode([StoredEntry].self, forKey: .entries) {
+            restore(Entry(name: stored.name, coalescing: stored.coalescing, payload: stored.payload,
+                          payloads: Array(stored.payloads.suffix(limit)), oldest: 0, posts: stored.posts, dropped: stored.dropped))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(limit, forKey: .limit)
+        try container.encode(storedEntries.map {
+            StoredEntry(name: $0.name, coalescing: $0.coalescing, payload: $0.payload,
+                        payloads: Array($0.payloads[$0.oldest...] + $0.payloads[..<$0.oldest]), posts: $0.posts, dropped: $0.dropped)
+        }, forKey: .entries)
+    }
+}
+
+extension Supervisor {
+    /// What to persist of `name` now.
+    public func snapshot(of name: String) -> AppSnapshot? {
+        guard let app = table.record(name) else { return nil }
+        return AppSnapshot(state: app.state, launches: app.launches, deadlineMisses: app.deadlineMisses,
+                           terminatedInBackground: app.terminatedInBackground, memoryTerminations: app.memoryTerminations,
+                           observing: app.observing.sorted(), queue: app.queue, sessions: app.sessions,
+                           nextSceneNumber: app.nextSceneNumber, discardedUntold: app.discardedUntold)
+    }
+
+    /// Take back an app from a previous daemon's life. With `running` (its process is still there, the same
+    /// one), the app resumes the state it had, its queue and its scenes, waiting for its client to reconnect
+    /// (or the launch timeout, after which it is managed without messages); work that was in flight is not
+    /// replayed. Without, only what outlives a process is kept: sessions, counters, how the last run ended.
+    public mutating func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, now: MonotonicTime) -> [Effect] {
+        guard table.record(name) != nil else { return [] }
+        self.now = now
+        effects = []
+        touched = []
+        table[name].launches = snapshot.launches
+        table[name].deadlineMisses = snapshot.deadlineMisses
+        table[name].memoryTerminations = snapshot.memoryTerminations
+        table[name].nextSceneNumber = max(table[name].nextSceneNumber, snapshot.nextSceneNumber)
+        table[name].discardedUntold = snapshot.discardedUntold
+        table[name].sessions = snapshot.sessions
+        guard running, snapshot.state.isRunning else {
+            // The process is gone: its scenes went with it, and so did its notifications.
+            for index in table[name].sessions.indices { table[name].sessions[index].state = nil }
+            table[name].terminatedInBackground = snapshot.terminatedInBackground
+                || snapshot.state == .background || snapshot.state == .suspended
+            if snapshot.state == .failed { table[name].state = .failed }
+            return effects
+        }
+        var state = snapshot.state
+        // A scene halfway through connecting is placed in the background; focus is never held twice.
+        for index in table[name].sessions.indices where table[name].sessions[index].state == .unattached {
+            table[name].sessions[index].state = .background
+        }
+        if state == .active, activeApp != nil { state = .inactive }
+        table[name].terminatedInBackground = snapshot.terminatedInBackground
+        table[name].queue = snapshot.queue
+        table[name].observing = Set(snapshot.observing)
+        table[name].connected = false
+        table[name].muted = false
+        setState(name, state, reason: "re-adopted from the previous daemon")
+        if table[name].policy.speaksProtocol {
+            emit(.armTimer(app: name, .hello, after: table[name].policy.launchTimeout))
+        }
+        return finish(name)
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Glibc
+import LifecycleProtocol
+import Testing
+
+/// `kill -9` of the daemon, then a new daemon on the same runtime directory: apps that are still there and
+/// the same processes are re-adopted in their state; anything else is continued and terminated. No process
+/// is left stopped without a daemon that knows it.
+@Suite("the daemon's crash and restart", .serialized)
+struct DaemonCrashTests {
+    let python = DaemonHarness.pythonClient
+
+    func client(_ arguments: String = "", lifecycle: String = "BackgroundTimeSec=infinity", extra: String = "") -> String {
+        "[App]\nExec=\(python) \(arguments)\n\n[Lifecycle]\n\(lifecycle)\n\(extra)"
+    }
+
+    func status(_ daemon: DaemonHarness, _ app: String) throws -> AppStatus { try daemon.status(app) }
+
+    @Test("apps active, in the background and suspended are re-adopted with their pids, states, queues and scenes")
+    func readoptsEveryState() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("a", client())
+        try harness.app("b", client())
+        try harness.app("c", client("--observe batteryLevelDidChange"))
+        try harness.app("w", client(extra: "\n[Scenes]\nSupportsMultipleScenes=yes\n"))
+        try harness.start()
+
+        try harness.control("focus", "w")
+        try harness.lifectl("scene", "open", "w")
+        try harness.control("focus", "a")
+        try harness.control("launch", "b", "--background")
+        try harness.control("launch", "c", "--background")
+        try harness.control("suspend", "c")
+        try harness.lifectl("post", "batteryLevelDidChange", "--data", #"{"level":0.4}"#)
+        let before = try harness.list()
+        let pids = Dictionary(uniqueKeysWithValues: before.compactMap { app in app.pid.map { (app.name, $0) } })
+        let c = try #require(pids["c"])
+        #expect(Kernel.state(c) == "T")
+        #expect(before.first { $0.name == "c" }?.queuedNotifications == 1)
+
+        try harness.crash()
+        #expect(Kernel.state(c) == "T", "still stopped while no daemon runs")
+        try harness.start(keepLog: true)
+
+        let after = try harness.list()
+        for app in ["a", "b", "c", "w"] {
+            #expect(after.first { $0.name == app }?.pid == pids[app], "\(app) keeps its process")
+        }
+        #expect(after.first { $0.name == "a" }?.state.rawValue == "active")
+        #expect(after.first { $0.name == "b" }?.state.rawValue == "background")
+        #expect(after.first { $0.name == "c" }?.state.rawValue == "suspended")
+        #expect(after.first { $0.name == "w" }?.state.rawValue == "background")
+        #expect(after.first { $0.name == "c" }?.queuedNotifications == 1, "the queued notification survived")
+        #expect(after.first { $0.name == "w" }?.scenes?.map(\.scene) == ["s1", "s2"], "the scene sessions survived")
+        #expect(Kernel.state(c) == "T", "a suspended app stays suspended")
+        #expect(harness.log.contains("c: re-adopted process \(c) in state suspended"))
+
+        try harness.control("resume", "c")
+        try harness.waitUntil("c runs again") { Kernel.state(c) != "T" }
+        let a = try #require(pids["a"])
+        try harness.control("terminate", "a")
+        try harness.waitUntil("a's process is gone") { !Kernel.exists(a) || Kernel.state(a) == "Z" }
+        try harness.waitForState("a", "notRunning")
+    }
+
+    @Test("a suspended app whose config is gone after the crash is continued and terminated, not left stopped")
+    func unconfiguredProcessIsReleased() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("gone", client())
+        try harness.start()
+        try harness.control("launch", "gone", "--background")
+        try harness.control("suspend", "gone")
+        let pid = try #require(try harness.status("gone").pid)
+        #expect(Kernel.state(pid) == "T")
+
+        try harness.crash()
+        try harness.removeApp("gone")
+        try harness.start(keepLog: true)
+
+        try harness.waitUntil("the stopped process is continued and ends") { !Kernel.exists(pid) || Kernel.state(pid) == "Z" }
+        #expect(harness.log.contains("cannot be re-adopted (it is no longer in the configuration)"))
+    }
+
+    @Test("processes in an app's cgroup that no state file accounts for are continued and terminated")
+    func straysInTheCgroupAreReleased() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("a", client())
+        try harness.start()
+        try harness.control("launch", "a", "--background")
+        try harness.control("suspend", "a")
+        let status = try harness.status("a")
+        let pid = try #require(status.pid)
+        try #require(status.cgroup != nil, "this test needs the app's cgroup (a hybrid or cgroup2 host, as root)")
+
+        try harness.crash()
+        try FileManager.default.removeItem(at: harness.runtimeDirectory.appendingPathComponent("state/a.json"))
+        try harness.start(keepLog: true)
+
+        try harness.waitUntil("the stray is continued and ends") { !Kernel.exists(pid) || Kernel.state(pid) == "Z" }
+        #expect(harness.log.contains("no saved state accounts for them"))
+        #expect(try harness.status("a").state.rawValue == "notRunning")
+    }
+
+    @Test("a saved pid that now belongs to another process (start time differs) is neither adopted nor signalled")
+    func recycledPidIsLeftAlone() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("a", client())
+        let stranger = Process()
+        stranger.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        stranger.arguments = ["30"]
+        try stranger.run()
+        // SIGKILL: the test runner blocks SIGTERM in its threads, and its children inherit the mask.
+        defer { kill(stranger.processIdentifier, SIGKILL); stranger.waitUntilExit() }
+        let state = harness.runtimeDirectory.appendingPathComponent("state")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        // What a previous daemon would have written for an app whose pid was since reused by `stranger`.
+        let persisted = #"{"name":"a","pid":\#(stranger.processIdentifier),"startTime":1,"snapshot":{"state":"suspended","launches":1,"deadlineMisses":0,"terminatedInBackground":false,"memoryTerminations":0,"observing":[],"queue":{"limit":64,"entries":[]},"sessions":[],"nextSceneNumber":1,"discardedUntold":[]}}"#
+        try persisted.write(to: state.appendingPathComponent("a.json"), atomically: true, encoding: .utf8)
+
+        try harness.start()
+
+        #expect(try harness.status("a").state.rawValue == "notRunning")
+        #expect(stranger.isRunning && Kernel.state(stranger.processIdentifier) != "T")
+        #expect(try harness.status("a").terminatedInBackground, "the previous run ended suspended, as the file says")
+    }
+
+    @Test("a state file that cannot be read is reported and ignored; the daemon starts")
+    func unreadableStateIsIgnored() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("a", client())
+        let state = harness.runtimeDirectory.appendingPathComponent("state")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        try "{not json".write(to: state.appendingPathComponent("a.json"), atomically: true, encoding: .utf8)
+        try harness.start()
+        #expect(harness.log.contains("Ignoring an unreadable state file"))
+        try harness.control("focus", "a")
+        #expect(try harness.status("a").state.rawValue == "active")
+    }
+}
