@@ -20,7 +20,7 @@ let package = Package(
         // Supervision: event loop, processes, cgroups, sockets, config.
         .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport"]),
         // The library Swift apps import to adopt the protocol.
-        .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol"]),
+        .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),
         .executableTarget(name: "lifectl", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "notes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Notes"),

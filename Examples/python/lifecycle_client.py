@@ -34,7 +34,9 @@ background; it is handed to the daemon with the ack of sceneDidEnterBackground a
 sceneWillConnect's "state" when the session connects again, even after a relaunch.
 
 Exit: 0 on SIGTERM, 0 after acking willTerminate (on the SIGTERM that follows, or after 2 s).
-When the connection closes it keeps running, idle, until SIGTERM.
+When the daemon goes away (a restart, a crash), it reconnects through LIFECYCLE_SOCKET with the token of
+the daemon's hello, for up to 60 s (docs/PROTOCOL.md, reconnection); after an error message from the
+daemon, or when that fails, it keeps running, idle, until SIGTERM.
 """
 
 import argparse
@@ -184,6 +186,10 @@ class Connection:
         self.queue = deque()
         self.open = True
         self.writable = True
+        # Called when the daemon hangs up: returns a new socket (hello sent) or None.
+        self.reconnector = None
+        # The daemon sent an error: it meant to hang up, so no reconnection.
+        self.refused = False
 
     def send_line(self, data):
         if not self.open or not self.writable:
@@ -203,6 +209,11 @@ class Connection:
         if self.open:
             self.open = False
             self.sock.close()
+            if self.reconnector and not self.refused:
+                sock = self.reconnector()
+                if sock is not None:
+                    self.sock, self.open, self.writable, self.buffer = sock, True, True, b""
+                    return
             self.say("connection closed: running without messages")
 
     def pump(self, timeout):
@@ -249,6 +260,8 @@ class Connection:
             self.say(f"ignoring a line that is not a message: {line[:80]!r}")
             return
         self.recorder.record(message, received_ns)
+        if message["type"] == "error":
+            self.refused = True
         self.queue.append(message)
 
     def next_message(self):
@@ -321,7 +334,7 @@ def run_standalone(app):
         raise SystemExit(0)
 
 
-def run(app, options, connection):
+def run(app, options, connection, socket_path=None):
     hello = {"type": "hello", "protocol": PROTOCOL_VERSION}
     observe = [name for name in options.observe.split(",") if name]
     if observe:
@@ -332,6 +345,28 @@ def run(app, options, connection):
     opened_scene = False
     if options.garbage:
         connection.send_line(b"this is not json")
+    token = None
+
+    def reconnect():
+        # The daemon restarted: its hello gave a token; the app socket takes it back (for up to 60 s).
+        if not socket_path or not token:
+            return None
+        app.say(f"lifecycled went away: reconnecting through {socket_path}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(socket_path)
+                again = dict(hello, app=app.name, token=token)
+                sock.sendall(json.dumps(again, separators=(",", ":")).encode() + b"\n")
+                app.say("reconnected")
+                return sock
+            except OSError:
+                sock.close()
+                time.sleep(0.2)
+        return None
+
+    connection.reconnector = reconnect
     while True:
         message = connection.next_message()
         kind = message["type"]
@@ -339,6 +374,7 @@ def run(app, options, connection):
             if message.get("protocol") != PROTOCOL_VERSION:
                 app.say(f"the daemon speaks protocol {message.get('protocol')!r}, not {PROTOCOL_VERSION}")
             app.say(f"connected as {message.get('app')!r}, state {message.get('state')}")
+            token = message.get("token") or token
         elif kind == "error":
             app.say(f"error from lifecycled: {message.get('message')}")
         elif kind == "notification":
@@ -437,6 +473,7 @@ def main(argv):
 
     # Read the variables, then keep them from the programs we start.
     fd_text = os.environ.pop("LIFECYCLE_FD", None)
+    socket_path = os.environ.pop("LIFECYCLE_SOCKET", None)
     name = os.environ.pop("LIFECYCLE_APP", None) or os.path.basename(sys.argv[0])
     app = App(name, options)
 
@@ -453,7 +490,7 @@ def main(argv):
             app.say(f"LIFECYCLE_FD={fd_text!r} is not a usable socket: {error}")
             return 2
         recorder = Recorder(os.environ.get("LIFECYCLE_RECORD"), name)
-        run(app, options, Connection(sock, recorder, app.say))
+        run(app, options, Connection(sock, recorder, app.say), socket_path)
         return 0
     except SystemExit as exit_request:
         return exit_request.code if isinstance(exit_request.code, int) else 0

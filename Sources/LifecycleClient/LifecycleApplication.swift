@@ -1,3 +1,4 @@
+import CSupport
 import Dispatch
 import Glibc
 import LifecycleModel
@@ -22,7 +23,12 @@ public final class LifecycleApplication {
 
     /// Held strongly, as UIApplicationMain's delegate lives as long as the app.
     private let delegate: (any ApplicationDelegate)?
-    private let fd: Int32?
+    private var fd: Int32?
+    /// LIFECYCLE_SOCKET: where to reconnect if the daemon restarts, with the token of its hello.
+    private let socketPath = ProcessEnvironment.get("LIFECYCLE_SOCKET")
+    private var reconnectToken: String?
+    /// How long to keep trying to reconnect after the daemon went away.
+    private static let reconnectWindow: Double = 60
     private var framer = LineFramer()
     private let coder = LineCoder()
     private var readSource: (any DispatchSourceRead)?
@@ -53,7 +59,7 @@ public final class LifecycleApplication {
         dispatchMain()
     }
 
-    private func start() {
+    private func start(helloApp app: String? = nil, token: String? = nil) {
         guard let fd else {
             // Standalone: behave as a freshly launched, focused app.
             deliver(.didFinishLaunching, id: nil, options: LaunchOptions(launchedBy: "standalone"))
@@ -63,7 +69,7 @@ public final class LifecycleApplication {
         let flags = fcntl(fd, F_GETFL)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
         isConnected = true
-        send(ClientMessage.hello(protocol: protocolVersion, observe: observedTypes.sorted()))
+        send(ClientMessage.hello(protocol: protocolVersion, observe: observedTypes.sorted(), app: app, token: token))
         notificationCenter.namesChanged = { [weak self] _ in
             guard let self else { return }
             self.send(ClientMessage.observe(self.observedTypes.sorted()))
@@ -72,6 +78,7 @@ public final class LifecycleApplication {
         source.setEventHandler { [weak self] in
             MainActor.assumeIsolated { self?.readAvailable() }
         }
+        source.setCancelHandler { close(fd) }
         source.resume()
         readSource = source
     }
@@ -89,7 +96,7 @@ public final class LifecycleApplication {
             } else if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
                 return
             } else {
-                disconnect("lifecycled closed the connection")
+                disconnect("lifecycled closed the connection", reconnect: true)
                 return
             }
         }
@@ -107,8 +114,9 @@ public final class LifecycleApplication {
             // Messages of types this version does not know are skipped, as the protocol asks.
             guard let message = try? coder.decode(ServerMessage.self, from: line) else { continue }
             switch message {
-            case .welcome(_, _, let state):
+            case .welcome(_, _, let state, let token):
                 applicationState = state
+                if let token { reconnectToken = token }
             case .callback(let callback, let id, _, let options):
                 deliver(callback, id: id, options: options)
             case .error(let text):
@@ -261,17 +269,45 @@ public final class LifecycleApplication {
                 var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
                 _ = poll(&descriptor, 1, 1000)
             } else {
-                return disconnect("lost the connection to lifecycled")
+                return disconnect("lost the connection to lifecycled", reconnect: true)
             }
         }
     }
 
-    private func disconnect(_ reason: String) {
+    /// `reconnect`: the daemon went away (a restart, a crash): try the app socket with the token. Not after
+    /// the daemon reported an error: then it meant to hang up.
+    private func disconnect(_ reason: String, reconnect: Bool = false) {
         guard isConnected else { return }
         isConnected = false
+        // The read source's cancel handler closes the descriptor (closing it under a live source is unsafe).
         readSource?.cancel()
         readSource = nil
-        _ = "lifecycle: \(reason); running on without lifecycle messages\n".withCString { write(2, $0, strlen($0)) }
+        fd = nil
+        framer = LineFramer()
+        guard reconnect, let socketPath, reconnectToken != nil else {
+            _ = "lifecycle: \(reason); running on without lifecycle messages\n".withCString { write(2, $0, strlen($0)) }
+            return
+        }
+        _ = "lifecycle: \(reason); reconnecting through \(socketPath)\n".withCString { write(2, $0, strlen($0)) }
+        tryReconnect(path: socketPath, until: DispatchTime.now() + Self.reconnectWindow)
+    }
+
+    /// Every 200 ms until the restarted daemon listens again (or the window closes): connect, then a hello
+    /// naming the app with the token; the daemon answers with a fresh hello and goes on.
+    private func tryReconnect(path: String, until deadline: DispatchTime) {
+        let socket = cs_unix_connect(path)
+        if socket >= 0 {
+            fd = socket
+            start(helloApp: name, token: reconnectToken)
+            return
+        }
+        guard DispatchTime.now() < deadline else {
+            _ = "lifecycle: could not reconnect to lifecycled; running on without lifecycle messages\n".withCString { write(2, $0, strlen($0)) }
+            return
+        }
+        DispatchQueue.main.asyncAfter(deadline: .now() + .milliseconds(200)) { [weak self] in
+            MainActor.assumeIsolated { self?.tryReconnect(path: path, until: deadline) }
+        }
     }
 }
 

@@ -6,7 +6,9 @@ import LifecycleModel
 /// A message from a client (an app) to the daemon.
 public enum ClientMessage: Sendable, Equatable {
     /// The first message: the protocol version the client speaks, and the notification types it observes.
-    case hello(protocol: Int, observe: [String]?)
+    /// On the app socket (a reconnection after the daemon's restart), also the app's name and the token the
+    /// daemon gave in its hello.
+    case hello(protocol: Int, observe: [String]?, app: String? = nil, token: String? = nil)
     /// The handler of message `id` has returned. Answers ride on the ack: `configuration` for
     /// configurationForConnecting, `state` (the scene's state to keep) for sceneDidEnterBackground.
     case ack(id: Int, configuration: String? = nil, state: JSONValue? = nil)
@@ -26,7 +28,7 @@ public enum ClientMessage: Sendable, Equatable {
 
 extension ClientMessage: Codable {
     enum CodingKeys: String, CodingKey {
-        case type, `protocol`, id, observe, names, name, payload, app, task, configuration, state, scene, role, options
+        case type, `protocol`, id, observe, names, name, payload, app, task, configuration, state, scene, role, options, token
     }
 
     static let types = ["hello", "ack", "observe", "post", "beginBackgroundTask", "endBackgroundTask",
@@ -38,7 +40,9 @@ extension ClientMessage: Codable {
         switch type {
         case "hello":
             self = .hello(protocol: try container.decode(Int.self, forKey: .protocol),
-                          observe: try container.decodeIfPresent([String].self, forKey: .observe))
+                          observe: try container.decodeIfPresent([String].self, forKey: .observe),
+                          app: try container.decodeIfPresent(String.self, forKey: .app),
+                          token: try container.decodeIfPresent(String.self, forKey: .token))
         case "ack":
             self = .ack(id: try container.decode(Int.self, forKey: .id),
                         configuration: try container.decodeIfPresent(String.self, forKey: .configuration),
@@ -67,10 +71,12 @@ extension ClientMessage: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch self {
-        case .hello(let version, let observe):
+        case .hello(let version, let observe, let app, let token):
             try container.encode("hello", forKey: .type)
             try container.encode(version, forKey: .protocol)
             try container.encodeIfPresent(observe, forKey: .observe)
+            try container.encodeIfPresent(app, forKey: .app)
+            try container.encodeIfPresent(token, forKey: .token)
         case .ack(let id, let configuration, let state):
             try container.encode("ack", forKey: .type)
             try container.encode(id, forKey: .id)
@@ -106,8 +112,9 @@ extension ClientMessage: Codable {
 
 /// A message from the daemon to a client.
 public enum ServerMessage: Sendable, Equatable {
-    /// The answer to the client's hello.
-    case welcome(protocol: Int, app: String, state: AppState)
+    /// The answer to the client's hello. `token` lets the client reconnect through the app socket
+    /// (LIFECYCLE_SOCKET) if the daemon restarts; keep it secret.
+    case welcome(protocol: Int, app: String, state: AppState, token: String? = nil)
     /// A lifecycle callback to run and acknowledge.
     case callback(LifecycleCallback, id: Int, deadlineMs: Int, launchOptions: LaunchOptions?)
     /// What the client did wrong; the daemon closes the connection after it.
@@ -139,7 +146,7 @@ struct WireTask: Codable {
 
 extension ServerMessage: Codable {
     enum CodingKeys: String, CodingKey {
-        case type, `protocol`, app, state, id, deadlineMs, launchOptions, message
+        case type, `protocol`, app, state, id, deadlineMs, launchOptions, message, token
         case name, payload, payloads, posts, dropped, task, tasks, remainingMs
         case scene, scenes, role, configuration, options, request
     }
@@ -151,7 +158,8 @@ extension ServerMessage: Codable {
         case "hello":
             self = .welcome(protocol: try container.decode(Int.self, forKey: .protocol),
                             app: try container.decode(String.self, forKey: .app),
-                            state: try container.decode(AppState.self, forKey: .state))
+                            state: try container.decode(AppState.self, forKey: .state),
+                            token: try container.decodeIfPresent(String.self, forKey: .token))
         case "error":
             self = .error(try container.decode(String.self, forKey: .message))
         case "notification":
@@ -211,11 +219,12 @@ extension ServerMessage: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch self {
-        case .welcome(let version, let app, let state):
+        case .welcome(let version, let app, let state, let token):
             try container.encode("hello", forKey: .type)
             try container.encode(version, forKey: .protocol)
             try container.encode(app, forKey: .app)
             try container.encode(state, forKey: .state)
+            try container.encodeIfPresent(token, forKey: .token)
         case .callback(let callback, let id, let deadlineMs, let options):
             try container.encode(callback.rawValue, forKey: .type)
             try container.encode(id, forKey: .id)

@@ -10,4 +10,6 @@ public enum RuntimeDirectory {
     }
 
     public static func controlSocket(in directory: String) -> String { directory + "/control.sock" }
+    /// Where a client reconnects after a restart of the daemon (LIFECYCLE_SOCKET).
+    public static func appSocket(in directory: String) -> String { directory + "/app.sock" }
 }

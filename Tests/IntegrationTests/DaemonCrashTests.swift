@@ -141,4 +141,80 @@ struct DaemonCrashTests {
         try harness.control("focus", "a")
         #expect(try harness.status("a").state.rawValue == "active")
     }
+
+    @Test("without a service manager, clients reconnect with their token: queued notifications arrive once, lifecycle goes on")
+    func clientsReconnect() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("a", client())
+        try harness.app("c", client("--observe batteryLevelDidChange"))
+        let notes = DaemonHarness.products.appendingPathComponent("notes-example").path
+        try harness.app("notes", "[App]\nExec=\(notes)\nEnvironment=NOTES_STATE_FILE=\(harness.root.path)/notes.json\n[Lifecycle]\nBackgroundTimeSec=infinity\n")
+        try harness.start()
+        try harness.control("launch", "notes", "--background")
+        try harness.control("launch", "c", "--background")
+        try harness.control("suspend", "c")
+        try harness.control("focus", "a")
+        try harness.lifectl("post", "batteryLevelDidChange", "--data", #"{"level":0.4}"#)
+        #expect(try harness.status("c").queuedNotifications == 1)
+
+        try harness.crash()
+        try harness.start(keepLog: true)
+
+        try harness.waitUntil("a reconnected") { harness.types("a").filter { $0 == "hello" }.count == 2 }
+        try harness.waitUntil("notes reconnected") { harness.log.contains("notes: its client reconnected") }
+        #expect(try harness.status("a").protocol == "lifecycle")
+        #expect(harness.log.contains("a: its client reconnected"))
+
+        try harness.control("resume", "c")
+        try harness.waitUntil("c reconnected and got what was queued") { harness.types("c").contains("notification") }
+        let notifications = harness.records("c").filter { $0.type == "notification" }
+        #expect(notifications.count == 1, "delivered once")
+        #expect(notifications.first?.payload == ["level": 0.4])
+
+        let start = harness.records().count
+        try harness.control("focus", "c")
+        #expect(harness.records().dropFirst(start).map { "\($0.app).\($0.type)" }
+                == ["a.willResignActive", "a.didEnterBackground", "c.willEnterForeground", "c.didBecomeActive"]
+                || harness.records().dropFirst(start).map { "\($0.app).\($0.type)" }
+                == ["a.willResignActive", "c.willEnterForeground", "a.didEnterBackground", "c.didBecomeActive"],
+                "lifecycle messages flow on the new connections")
+        try harness.control("focus", "notes")
+        #expect(harness.types("notes").suffix(2) == ["willEnterForeground", "didBecomeActive"], "the Swift library reconnected too")
+    }
+
+    @Test("the app socket refuses a wrong token, a process outside the app, and a first message that is not a hello")
+    func appSocketRefusesStrangers() throws {
+        try DaemonHarness.running(["a": client()]) { harness in
+            try harness.control("focus", "a")
+            let socket = harness.runtimeDirectory.appendingPathComponent("app.sock").path
+            let statePath = harness.runtimeDirectory.appendingPathComponent("state/a.json")
+            try harness.waitUntil("a's state is saved") { FileManager.default.fileExists(atPath: statePath.path) }
+            let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: statePath)) as? [String: Any]
+            let token = try #require(saved?["token"] as? String)
+            #expect(token.count == 32)
+
+            func attempt(_ line: String) throws -> String {
+                let script = """
+                    import socket,sys
+                    s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode()+b"\\n")
+                    print(s.makefile().readline().strip())
+                    """
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+                process.arguments = ["-c", script, socket, line]
+                let out = Pipe()
+                process.standardOutput = out
+                try process.run()
+                let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                return text
+            }
+            #expect(try attempt(#"{"type":"hello","protocol":1,"app":"a","token":"0000"}"#).contains("wrong token"))
+            #expect(try attempt(#"{"type":"hello","protocol":1,"app":"a","token":"\#(token)"}"#).contains("is not one of its processes"),
+                    "the right token from a process outside the app is refused")
+            #expect(try attempt(#"{"type":"ack","id":1}"#).contains("must be a hello with the app's name and its token"))
+            #expect(try harness.status("a").protocol == "lifecycle", "a's own connection is untouched")
+        }
+    }
 }

@@ -16,6 +16,8 @@ final class AppRuntime {
     /// The app's stdout and stderr, when they come through the daemon (no journal).
     var output: OutputReader?
     var helloed = false
+    /// The secret a client presents to reconnect on the app socket after a restart of the daemon.
+    var token: String?
     var timers: [TimerKind: EventSource] = [:]
     var cgroup: AppCgroup?
     /// The priority class applied to the running process.

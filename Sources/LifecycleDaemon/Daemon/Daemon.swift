@@ -31,6 +31,8 @@ public final class Daemon {
     let coder = LineCoder()
     let startedAt: Duration
     var control: ControlServer?
+    /// RUNTIME_DIR/app.sock, where clients reconnect after a restart of the daemon.
+    var appSocket: AppSocketServer?
     /// The real system sources of notifications (clock, time zone, locale, battery, memory pressure, preferences).
     var sources: SystemSources?
     var stopping = false
@@ -71,6 +73,11 @@ public final class Daemon {
         if passed["control"] == nil { try makeDirectory(options.runtimeDirectory) }
         control = try ControlServer(daemon: self, path: RuntimeDirectory.controlSocket(in: options.runtimeDirectory),
                                     passedFD: passed["control"])
+        do {
+            appSocket = try AppSocketServer(daemon: self, path: RuntimeDirectory.appSocket(in: options.runtimeDirectory))
+        } catch {
+            Log.error("Failed to open the app socket: \(error); clients cannot reconnect after a restart of lifecycled")
+        }
         for (name, fd) in passed where name != "control" {
             Log.warning("Ignoring the passed socket '\(name)' (fd \(fd)): only 'control' is used")
         }
@@ -288,7 +295,10 @@ public final class Daemon {
         }
         var environment = baseEnvironment(for: config, credentials: credentials)
         environment.append("LIFECYCLE_APP=\(name)")
-        if pair != nil { environment.append("LIFECYCLE_FD=3") }
+        if pair != nil {
+            environment.append("LIFECYCLE_FD=3")
+            if let appSocket { environment.append("LIFECYCLE_SOCKET=\(appSocket.path)") }
+        }
 
         let request = SpawnRequest(executable: executable, argv: config.exec, environment: environment,
                                    workingDirectory: config.workingDirectory, credentials: credentials,
@@ -311,6 +321,7 @@ public final class Daemon {
         app.pid = pid
         app.helloed = false
         app.priority = nil
+        app.token = makeToken()
         do {
             app.child = try loop.watchChild(pid: pid) { [unowned self] code, status in
                 self.childChanged(name, pid: pid, code: code, status: status)
@@ -468,7 +479,7 @@ public final class Daemon {
         Log.debug("\(name): sent \(delivery.name) (id \(delivery.id))")
     }
 
-    private func clientEvent(_ name: String, _ connection: Connection, _ event: Connection.Event) {
+    func clientEvent(_ name: String, _ connection: Connection, _ event: Connection.Event) {
         guard let app = apps[name], app.connection === connection else { return }
         switch event {
         case .line(let line):
@@ -479,14 +490,15 @@ public final class Daemon {
                 return protocolViolation(app, ProtocolError(decoding: error, line: line).message)
             }
             switch message {
-            case .hello(let version, let observe):
+            case .hello(let version, let observe, _, _):
                 guard !app.helloed else { return protocolViolation(app, "second hello") }
                 guard version == protocolVersion else {
                     return protocolViolation(app, "protocol \(version) is not spoken here (this daemon speaks \(protocolVersion))")
                 }
                 app.helloed = true
                 let state = model.app(name)?.state ?? .notRunning
-                connection.send(coder.encode(ServerMessage.welcome(protocol: protocolVersion, app: name, state: state)))
+                connection.send(coder.encode(ServerMessage.welcome(protocol: protocolVersion, app: name, state: state,
+                                                                   token: app.token)))
                 if let observe { dispatch(.observe(app: name, names: Set(observe))) }
                 dispatch(.hello(app: name))
             case _ where !app.helloed:
@@ -796,7 +808,8 @@ public final class Daemon {
             guard let app = apps[name], let snapshot = model.snapshot(of: name) else { continue }
             let persisted = PersistedApp(
                 name: name, pid: app.pid, startTime: app.pid.flatMap { ProcessTable.startTime(of: $0) },
-                suspendedWith: app.suspendedWith.map { $0 == .signal ? "signal" : "freezer" }, snapshot: snapshot)
+                suspendedWith: app.suspendedWith.map { $0 == .signal ? "signal" : "freezer" },
+                token: app.pid == nil ? nil : app.token, snapshot: snapshot)
             do {
                 try stateStore.save(persisted)
             } catch {
@@ -865,6 +878,7 @@ public final class Daemon {
         app.pidfd = pidfd
         app.helloed = false
         app.priority = nil
+        app.token = persisted.token
         do {
             app.child = try loop.watch(fd: pidfd, events: IOEvents.readable) { [unowned self, unowned app] _ in
                 guard app.pidfd == pidfd else { return }
@@ -882,6 +896,22 @@ public final class Daemon {
                   "\(name): re-adopted process \(pid) in state \(persisted.snapshot.state.rawValue) from the previous lifecycled",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "re-adoption")])
         perform(model.adopt(name, persisted.snapshot, running: true, now: loop.now))
+    }
+
+    /// A client reconnects on the app socket: the right token, from one of the app's own processes, for a
+    /// running app that has no connection. Returns why not, or nil once `connection` is the app's.
+    func reattach(_ name: String, token: String, peer pid: pid_t, connection: Connection) -> String? {
+        guard let app = apps[name], let leader = app.pid else { return "no such app is running" }
+        guard let expected = app.token, constantTimeEqual(token, expected) else { return "wrong token" }
+        guard getpgid(pid) == leader || app.cgroup?.pids().contains(pid) == true else {
+            return "pid \(pid) is not one of its processes"
+        }
+        guard app.connection == nil else { return "it is connected already" }
+        guard model.app(name)?.isTerminating != true else { return "it is terminating" }
+        app.connection = connection
+        app.helloed = false
+        Log.notice("\(name): its client reconnected (pid \(pid))")
+        return nil
     }
 
     /// Processes a previous daemon left that this one cannot take back: thawed and continued, then SIGTERM,
@@ -970,6 +1000,7 @@ public final class Daemon {
         sources?.stop()
         saveDirtyApps()
         control?.close()
+        appSocket?.close()
         Log.notice("Stopped")
         loop.exit(code: 0)
     }
@@ -997,6 +1028,24 @@ func cgroupGroupName(runtimeDirectory: String) -> String {
 }
 
 func milliseconds(_ duration: Duration) -> Int { Int(duration / .milliseconds(1)) }
+
+/// 128 random bits in hex (the system's CSPRNG, getrandom): an app's reconnection token.
+func makeToken() -> String {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<2).map { _ in
+        let text = String(generator.next() as UInt64, radix: 16)
+        return String(repeating: "0", count: 16 - text.count) + text
+    }.joined()
+}
+
+/// Compares without stopping at the first difference, so that timing does not reveal a token's prefix.
+func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    let (x, y) = (Array(a.utf8), Array(b.utf8))
+    guard x.count == y.count else { return false }
+    var difference: UInt8 = 0
+    for index in x.indices { difference |= x[index] ^ y[index] }
+    return difference == 0
+}
 
 /// mkdir -p with mode 0755.
 func makeDirectory(_ path: String) throws(SystemError) {

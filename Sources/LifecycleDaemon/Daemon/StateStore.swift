@@ -12,6 +12,8 @@ struct PersistedApp: Codable, Equatable {
     var startTime: UInt64?
     /// `signal` or `freezer`, while suspended.
     var suspendedWith: String?
+    /// The client's reconnection token (given in the daemon's hello).
+    var token: String?
     var snapshot: AppSnapshot
 }
 

@@ -1,0 +1,125 @@
+import CSupport
+import Glibc
+import LifecycleModel
+import LifecycleProtocol
+
+/// RUNTIME_DIR/app.sock: where an app's client reconnects after the daemon restarted (its socketpair died
+/// with the old daemon). Daemon-spawned apps are told the path in LIFECYCLE_SOCKET and a token in the daemon's
+/// hello. A connection here must say hello first, naming its app and that token, from one of the app's own
+/// processes (its process group or its cgroup, by SO_PEERCRED); anything else gets an error and is closed.
+/// Once attached, the connection is the app's, exactly as its socketpair was.
+final class AppSocketServer {
+    private unowned let daemon: Daemon
+    let path: String
+    private let fd: Int32
+    private var source: EventSource?
+    private var pending: [ObjectIdentifier: Pending] = [:]
+    /// How long a connection may stay without its hello.
+    static let helloTimeout: Duration = .seconds(5)
+    /// At most this many connections waiting for their hello at once (a connect flood cannot grow memory).
+    static let pendingLimit = 64
+
+    final class Pending {
+        let pid: pid_t
+        let uid: uid_t
+        /// Held while the hello is awaited; once attached the app holds the connection (and the
+        /// connection's handler holds this entry, for its app's name).
+        var connection: Connection?
+        weak var attached: Connection?
+        var timer: EventSource?
+        /// Set once the hello is accepted: from then on the connection is this app's.
+        var app: String?
+        init(pid: pid_t, uid: uid_t) {
+            self.pid = pid
+            self.uid = uid
+        }
+    }
+
+    init(daemon: Daemon, path: String) throws(SystemError) {
+        self.daemon = daemon
+        self.path = path
+        let fd = cs_unix_listen(path, 128)
+        guard fd >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -fd) }
+        self.fd = fd
+        // Apps may run as other users (User=); what lets one in is its token and its pid, not the file mode.
+        chmod(path, 0o666)
+        source = try daemon.loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.acceptAll() }
+        Log.info("Listening for reconnecting apps on \(path)")
+    }
+
+    func close() {
+        source?.cancel()
+        source = nil
+        Glibc.close(fd)
+        unlink(path)
+        for entry in pending.values where entry.app == nil { entry.connection?.closeQuietly() }
+        pending = [:]
+    }
+
+    private func acceptAll() {
+        while true {
+            let clientFD = cs_accept_cloexec_nonblock(fd)
+            guard clientFD >= 0 else { return }
+            var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+            guard pending.count < Self.pendingLimit, cs_peer_credentials(clientFD, &pid, &uid, &gid) == 0 else {
+                Glibc.close(clientFD)
+                continue
+            }
+            let entry = Pending(pid: pid, uid: uid)
+            let key = ObjectIdentifier(entry)
+            do {
+                entry.connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self, entry] event in
+                    if let app = entry.app, let connection = entry.attached { return self.daemon.clientEvent(app, connection, event) }
+                    guard entry.app == nil else { return }
+                    switch event {
+                    case .line(let line): self.firstLine(line, from: entry, key: key)
+                    case .framingError(let message): self.refuse(entry, key: key, message)
+                    case .closed: self.drop(key)
+                    }
+                }
+                entry.timer = try daemon.loop.timer { [unowned self, weak entry] in
+                    guard let entry else { return }
+                    self.refuse(entry, key: key, "no hello within \(Int(Self.helloTimeout / .seconds(1)))s")
+                }
+                entry.timer?.arm(after: Self.helloTimeout)
+                pending[key] = entry
+            } catch {
+                Log.warning("Failed to watch a connection on \(path): \(error)")
+                Glibc.close(clientFD)
+            }
+        }
+    }
+
+    private func firstLine(_ line: [UInt8], from entry: Pending, key: ObjectIdentifier) {
+        guard case .hello(_, _, let app?, let token?)? = try? daemon.coder.decode(ClientMessage.self, from: line) else {
+            return refuse(entry, key: key, "the first message on the app socket must be a hello with the app's name and its token")
+        }
+        if let reason = daemon.reattach(app, token: token, peer: entry.pid, connection: entry.connection!) {
+            Log.event(.protocolError, .warning, "Refused a reconnection as \(app) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
+                      [("LIFECYCLE_APP", app), ("LIFECYCLE_REASON", reason)])
+            return refuse(entry, key: key, "cannot reconnect as '\(app)': \(reason)")
+        }
+        let connection = entry.connection!
+        entry.app = app
+        entry.attached = connection
+        entry.connection = nil
+        entry.timer?.cancel()
+        entry.timer = nil
+        pending[key] = nil
+        // The hello itself is the app's first message on its new connection: answered as any hello.
+        daemon.clientEvent(app, connection, .line(line))
+    }
+
+    private func refuse(_ entry: Pending, key: ObjectIdentifier, _ message: String) {
+        entry.connection?.send(daemon.coder.encode(ServerMessage.error(message)))
+        entry.connection?.closeQuietly()
+        drop(key)
+    }
+
+    private func drop(_ key: ObjectIdentifier) {
+        guard let entry = pending.removeValue(forKey: key) else { return }
+        entry.timer?.cancel()
+        entry.timer = nil
+        if entry.app == nil { entry.connection = nil }
+    }
+}
