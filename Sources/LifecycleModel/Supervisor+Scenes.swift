@@ -52,7 +52,7 @@ extension Supervisor {
                 append(name, .deliver(.didEnterBackground, nil))
             } else {
                 bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: origin),
-                                  activate: false)
+                                  activate: false, origin: origin)
             }
 
         case .focus:
@@ -171,27 +171,28 @@ extension Supervisor {
         let states = table[name].projectedSceneStates
         let current = states.firstIndex(of: .foregroundActive).map { table[name].sessions[$0].id }
         if projected == .active, current == scene { return }
-        if let index = table[name].sessionIndex(scene), states[index] == nil {
-            table[name].sessions[index].connectionOptions = ["origin": .string(origin)]
-        }
         demoteOthers(than: name)
         if projected == .active, let current {
             // Focus moves inside the app, which stays active: the scene comes forward (connecting if it
             // must), the one in focus resigns, and it takes focus.
-            bringSceneForward(name, scene, activate: false)
+            bringSceneForward(name, scene, activate: false, origin: origin)
             append(name, .deliverScene(.sceneWillResignActive, scene: current))
             append(name, .deliverScene(.sceneDidBecomeActive, scene: scene))
         } else {
             focusQueue.append(name)
             append(name, .awaitFocus)
-            bringSceneForward(name, scene, activate: true)
+            bringSceneForward(name, scene, activate: true, origin: origin)
         }
     }
 
     /// The steps that take a scene from where its queued work leaves it to the foreground (and focus).
-    mutating func bringSceneForward(_ name: String, _ scene: String, activate: Bool) {
+    /// `origin`: who asks, for the options of a (re)connection; a new session's own options are kept.
+    mutating func bringSceneForward(_ name: String, _ scene: String, activate: Bool, origin: String) {
         guard let index = table[name].sessionIndex(scene) else { return }
         let state = table[name].projectedSceneStates[index]
+        if state == nil, table[name].sessions[index].connectionOptions == .object([:]) {
+            table[name].sessions[index].connectionOptions = ["origin": .string(origin)]
+        }
         if state == nil {
             append(name, .configureScene(scene))
             append(name, .deliverScene(.sceneWillConnect, scene: scene))

@@ -600,7 +600,13 @@ public struct Supervisor: Sendable {
             table[name].restartScheduled = false
             guard app.state == .notRunning else { return }
             launch(name, LaunchOptions(launchedBy: "restart", terminatedInBackground: app.terminatedInBackground))
-            if app.refocusOnRestart && activeApp == nil && focusQueue.isEmpty { enqueueFocus(name, enteringForeground: false) }
+            if app.refocusOnRestart && activeApp == nil && focusQueue.isEmpty {
+                enqueueFocus(name, enteringForeground: false)
+            } else if app.usesScenes {
+                // Like a plain launch: a scene comes to the foreground, so the app is not inactive with nothing shown.
+                bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: "restart"),
+                                  activate: false, origin: "restart")
+            }
         case .kill:
             guard app.terminating, app.state.isRunning else { return }
             emit(.note(app: name, .killTimeout))
@@ -758,7 +764,7 @@ public struct Supervisor: Sendable {
         if table[name].usesScenes {
             // The app comes forward with its scene; its own callbacks follow the scene's.
             bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: "restart"),
-                              activate: true)
+                              activate: true, origin: "restart")
             return
         }
         if enteringForeground { append(name, .deliver(.willEnterForeground, nil)) }

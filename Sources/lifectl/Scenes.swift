@@ -4,7 +4,7 @@ import LifecycleProtocol
 // lifectl's scene verbs: `scene open|focus|background|close|discard APP [SCENE]` and `scenes [APP]`.
 
 let sceneUsage = """
-    Scenes (apps with [Scenes]; root or the daemon's user):
+    Scenes (apps with [Scenes]; changes as for lifecycle verbs):
       scene open APP [--role ROLE] [--config NAME]
                                     a new scene session, connected and focused (prints its id)
       scene focus APP SCENE         focus that scene (reconnecting it); focus moves between scenes and apps

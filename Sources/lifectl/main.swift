@@ -12,7 +12,7 @@ let usage = """
     Queries (anyone):
       list                          every app with its state
       status [APP]                  the daemon, or one app, in detail
-    Lifecycle (root or the daemon's user); each waits until the app has settled and prints its state:
+    Lifecycle (root, the daemon's user, [Control] Group=): each waits until the app settles, then prints its state:
       launch APP [--background]     notRunning → inactive (or straight into the background)
       focus APP                     make APP active (launching it if needed); the active app goes to the background
       deactivate APP                interruption: active → inactive
@@ -20,7 +20,7 @@ let usage = """
       suspend APP                   → suspended now
       resume APP                    suspended → background
       terminate APP                 willTerminate, SIGTERM, SIGKILL
-    Notifications (root or the daemon's user):
+    Notifications (as lifecycle verbs):
       post TYPE [--app APP] [--data JSON]
                                     deliver to every app observing TYPE (or to APP); queued and
                                     coalesced for apps that are suspended
@@ -191,7 +191,7 @@ case "post":
 case "simulate-memory-pressure":
     guard app == nil else { fail("\(verb) takes no app", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb)
-case _ where ControlRequest.lifecycleVerbs.contains(verb):
+case _ where ControlRequest.lifecycleVerbs.contains(verb) && !verb.hasPrefix("scene-"):
     guard let app else { fail("\(verb) needs an app name", status: ExitStatus.usage) }
     guard !background || verb == "launch" else { fail("--background goes with launch only", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb, app: app, background: background ? true : nil)
@@ -352,6 +352,10 @@ if json {
         struct Status: Encodable { var daemon: DaemonStatus?; var apps: [AppStatus] }
         let value = app == nil ? Status(daemon: reply.daemon, apps: reply.apps ?? []) : Status(daemon: nil, apps: reply.apps ?? [])
         _ = coder.encode(value).withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    } else if verb == "scene" {
+        // An object, so that `scene open` can say which session it made.
+        struct SceneReply: Encodable { var scene: String?; var apps: [AppStatus] }
+        _ = coder.encode(SceneReply(scene: reply.scene, apps: reply.apps ?? [])).withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     } else {
         _ = coder.encode(reply.apps ?? []).withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     }

@@ -94,9 +94,13 @@ struct ServiceFilesTests {
     func manPagesFollowTheHelp() throws {
         let lifectl = try page("lifectl.1")
         let help = try Tool.run(DaemonHarness.products.appendingPathComponent("lifectl").path, ["--help"]).stdout
-        for verb in ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs + ControlRequest.otherVerbs + ["logs"] {
+        // The wire's `scene-open` is `scene open` on the command line.
+        let verbs = (ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs + ControlRequest.otherVerbs + ["logs"])
+            .map { $0.hasPrefix("scene-") ? "scene " + $0.dropFirst("scene-".count) : $0 }
+        for verb in verbs {
             #expect(help.contains("  \(verb)"), "lifectl --help lacks \(verb)")
-            #expect(lifectl.contains(".B \(verb)") || lifectl.contains(".BR \(verb)") || lifectl.contains(".BI \(verb)"),
+            #expect(lifectl.contains(".B \(verb)") || lifectl.contains(".BR \(verb)") || lifectl.contains(".BI \(verb)")
+                    || lifectl.contains(".BR \"\(verb)\""),
                     "lifectl.1 does not document \(verb)")
         }
         for option in options(in: help) {

@@ -29,6 +29,9 @@ struct ConfigSceneTests {
     @Test("no [Scenes] keeps the app-level lifecycle; [Scenes] without configurations offers window:Default")
     func absentAndBare() throws {
         #expect(parse("").0?.policy.scenes == nil)
+        let header = try #require(parse("[Scenes]\n").0?.policy.scenes, "the section alone declares scenes")
+        #expect(header == ScenePolicy())
+        #expect(header.defaultConfiguration(for: "window") == "Default")
         let scenes = try #require(parse("[Scenes]\nSupportsMultipleScenes=no\n").0?.policy.scenes)
         #expect(!scenes.supportsMultipleScenes)
         #expect(scenes.defaultConfiguration(for: "window") == "Default")

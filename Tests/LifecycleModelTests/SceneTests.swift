@@ -222,6 +222,42 @@ struct SceneTests {
         #expect(scene(h, "w", "s2")?.connectionOptions == ["origin": "w"], "a client's own request names it as the origin")
     }
 
+    @Test("the options of a request reach sceneWillConnect with its origin; a reconnection says who asked")
+    func connectionOptions() throws {
+        var h = try Self.focusedSceneApp()
+        let start = h.log.count
+        try h.cooperating { h throws in
+            try h.request(.openScene(role: nil, configuration: "Editor", options: ["reason": "compose"]), "w", origin: "w")
+        }
+        let options = h.log[start...].compactMap { effect -> JSONValue? in
+            if case .send("w", let delivery) = effect, case .scene(.sceneWillConnect, _, let connection?) = delivery.message {
+                return connection.options
+            }
+            return nil
+        }
+        #expect(options == [["origin": "w", "reason": "compose", "requestedConfiguration": "Editor"]])
+
+        try h.cooperating { h throws in try h.request(.closeScene("s2"), "w") }
+        #expect(scene(h, "w", "s2")?.connectionOptions == [:], "a disconnected session keeps no options")
+        try h.cooperating { h throws in try h.request(.focusScene("s2"), "w") }
+        #expect(scene(h, "w", "s2")?.connectionOptions == ["origin": "lifectl"])
+    }
+
+    @Test("a scene app restarted without focus connects a scene in the foreground, as a plain launch does")
+    func restartWithoutFocusConnectsAScene() throws {
+        var h = Harness(["w": AppPolicy.with {
+            $0.scenes = Self.multi.scenes
+            $0.restart = .always
+        }])
+        try h.cooperating { h throws in try h.request(.launch(background: false), "w") }
+        h.exit("w", .exited(1))
+        h.cooperating { h in h.fire(.restart, "w") }
+
+        #expect(h.state("w") == .inactive)
+        #expect(scene(h, "w", "s1")?.state == .foregroundInactive)
+        #expect(scene(h, "w", "s1")?.connectionOptions == ["origin": "restart"])
+    }
+
     @Test("requests the app's [Scenes] cannot take are refused, saying why")
     func refusals() throws {
         var h = Harness(["one": Self.single, "plain": AppPolicy(), "w": Self.multi])

@@ -1,3 +1,4 @@
+import LifecycleModel
 /// Reads lifecycled's configuration: `DIR/lifecycled.conf` and one `DIR/apps/NAME.conf` per app, in systemd's
 /// key-file syntax (docs/CONFIG.md). Nothing here throws for bad content or logs: every problem becomes a
 /// `ConfigDiagnostic`, and the result holds everything that could be loaded. `lifecycled` calls `load(directory:)`
@@ -91,6 +92,10 @@ public enum ConfigLoader {
         let (items, syntaxDiagnostics) = readKeyFile(text, file: file)
         var app = AppConfig(name: name, defaults: defaults)
         var diagnostics = sortedByLine(syntaxDiagnostics + apply(items, keys: appKeys, to: &app, file: file))
+        // The section itself declares the scene lifecycle, as UIKit's scene manifest does, keys or not.
+        if app.policy.scenes == nil, items.contains(where: { if case .section("Scenes"?, _) = $0 { true } else { false } }) {
+            app.policy.scenes = ScenePolicy()
+        }
         guard !app.exec.isEmpty else {
             diagnostics.append(ConfigDiagnostic(
                 severity: .error, file: file, message: "no valid Exec= in [App], app '\(name)' not loaded"))
