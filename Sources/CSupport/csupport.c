@@ -69,10 +69,29 @@ static int spawn_child(void *p) {
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < _NSIG; sig++) (void)sigaction(sig, &dfl, NULL);
+    // Except SIGPIPE, ignored as systemd does for services (IgnoreSIGPIPE=yes): an app's output may be a
+    // pipe to the daemon, and when the daemon dies (a crash, kill -9) the next write must fail with EPIPE,
+    // not kill an app the next daemon is about to re-adopt.
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    (void)sigaction(SIGPIPE, &ign, NULL);
 
     // Join the cgroups before execve, so the program never runs outside them.
     for (int i = 0; i < a->ncgroup_fds; i++) {
         if (write(a->cgroup_fds[i], "0", 1) != 1) goto fail;
+    }
+
+    // stdin is /dev/null, as systemd gives services (StandardInput=null): never the daemon's own stdin, which
+    // may be a terminal or a pipe of whoever started it. The new descriptor takes the lowest free number, so it
+    // is none of the descriptors placed below.
+    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd < 0) goto fail;
+    if (null_fd != 0) {
+        if (dup2(null_fd, 0) < 0) goto fail;
+        close(null_fd);
+    } else if (fcntl(0, F_SETFD, 0) < 0) {
+        goto fail;
     }
 
     // stdout and stderr first: the descriptor moved to 3 below is never 1 or 2.

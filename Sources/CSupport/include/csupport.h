@@ -12,6 +12,7 @@
 /// - `has_ids`: when nonzero, the child drops to `uid`/`gid` with `groups` as supplementary groups.
 /// - `inherit_fd`: -1 for none, else it becomes fd 3 in the child. Every other fd above 2 is closed.
 /// - `cgroup_procs_fds`: open cgroup.procs files (v2 and v1) the child joins before execve.
+/// - stdin is always /dev/null.
 /// - `output_fd`: -1 to inherit stdout and stderr, else it becomes both (a journal stream, or a pipe).
 /// Returns 0 and sets *out_pid, or returns an errno value (the child that failed has been reaped).
 int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,

@@ -20,8 +20,8 @@ public struct Credentials: Sendable, Equatable {
 }
 
 /// Everything a child is started with. The child always gets its own session and process
-/// group, default signal dispositions and an empty signal mask; fds 0–2 are inherited,
-/// `inheritedFD` becomes fd 3, and no other descriptor crosses.
+/// group, default signal dispositions and an empty signal mask; fd 0 is /dev/null, fds 1 and 2 are
+/// inherited (or `outputFD`), `inheritedFD` becomes fd 3, and no other descriptor crosses.
 public struct SpawnRequest: Sendable {
     /// An absolute path (see `resolveExecutable`): it is executed after the change of directory.
     public var executable: String
