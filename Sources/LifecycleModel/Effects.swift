@@ -296,8 +296,9 @@ extension Effect {
     /// messages in flight and answers to requests are one daemon's business and need no write.
     public var changesPersistedState: Bool {
         switch self {
-        case .spawn, .stopProcess, .continueProcess, .transition, .note, .notify: true
-        case .send, .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring: false
+        // .send: the next message id moves on.
+        case .spawn, .stopProcess, .continueProcess, .transition, .note, .notify, .send: true
+        case .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring: false
         }
     }
 }

@@ -14,6 +14,8 @@ public struct AppSnapshot: Sendable, Equatable, Codable {
     public var sessions: [SceneSession]
     public var nextSceneNumber: Int
     public var discardedUntold: [String]
+    /// The next message id: a connection kept through the daemon's restart goes on counting.
+    public var nextMessageID: Int?
 }
 
 extension NotificationQueue: Codable {
@@ -55,7 +57,8 @@ extension Supervisor {
         return AppSnapshot(state: app.state, launches: app.launches, deadlineMisses: app.deadlineMisses,
                            terminatedInBackground: app.terminatedInBackground, memoryTerminations: app.memoryTerminations,
                            observing: app.observing.sorted(), queue: app.queue, sessions: app.sessions,
-                           nextSceneNumber: app.nextSceneNumber, discardedUntold: app.discardedUntold)
+                           nextSceneNumber: app.nextSceneNumber, discardedUntold: app.discardedUntold,
+                           nextMessageID: app.nextMessageID)
     }
 
     /// Take back an app from a previous daemon's life. With `running` (its process is still there, the same
@@ -92,6 +95,9 @@ extension Supervisor {
         table[name].observing = Set(snapshot.observing)
         table[name].connected = false
         table[name].muted = false
+        // Ids go on past any the previous daemon may have sent after its last save, so that a late ack for one
+        // of its messages (read from a connection kept in the service manager's store) never matches a new one.
+        table[name].nextMessageID = (snapshot.nextMessageID ?? 1) + 1000
         setState(name, state, reason: "re-adopted from the previous daemon")
         if table[name].policy.speaksProtocol {
             emit(.armTimer(app: name, .hello, after: table[name].policy.launchTimeout))

@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """Plays systemd's part for one service, for the tests: a NOTIFY_SOCKET whose datagrams are recorded,
-an optional watchdog (WATCHDOG_USEC), and a listening socket passed in with LISTEN_FDS/LISTEN_FDNAMES
-(socket activation). Forwards SIGTERM and SIGHUP to the service and exits with its status.
+an optional watchdog (WATCHDOG_USEC), a listening socket passed in with LISTEN_FDS/LISTEN_FDNAMES
+(socket activation), and the file-descriptor store (FDSTORE=1 with FDNAME=, FDSTOREREMOVE=1).
+Forwards SIGTERM and SIGHUP to the service and exits with its status.
 
-usage: fake_service_manager.py --record FILE [--watchdog-usec N] [--listen PATH] -- COMMAND ARGS...
-Each received notification is one JSON line: {"t": monotonic ns, "message": "READY=1\\nSTATUS=..."}.
+With --restart-on-failure, a service that dies by a signal or exits non-zero is started again, as
+Restart=on-failure does, with the stored descriptors passed back (LISTEN_FDS/LISTEN_FDNAMES, after the
+listening socket). Like KillMode=process, the service's other processes (its apps) are left alone.
+
+usage: fake_service_manager.py --record FILE [--watchdog-usec N] [--listen PATH] [--restart-on-failure]
+                               -- COMMAND ARGS...
+Each received notification is one JSON line: {"t": monotonic ns, "message": "READY=1\\nSTATUS=...",
+"fds": N (descriptors that came with it, if any)}; each restart is {"t": ..., "restart": N, "fds": [names]}.
 """
-import argparse, json, os, select, signal, socket, sys, tempfile, time
+import argparse, array, json, os, select, signal, socket, sys, tempfile, time
 
 # Started from a test runner's worker thread, this process inherits a signal mask that blocks nearly
 # everything (libdispatch's workers block signals): unblock, or SIGTERM and SIGHUP are never forwarded.
@@ -16,6 +23,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--record", required=True)
 parser.add_argument("--watchdog-usec", type=int)
 parser.add_argument("--listen")
+parser.add_argument("--restart-on-failure", action="store_true")
 parser.add_argument("command", nargs=argparse.REMAINDER)
 options = parser.parse_args()
 command = options.command[1:] if options.command[:1] == ["--"] else options.command
@@ -24,6 +32,7 @@ directory = tempfile.mkdtemp(prefix="fake-systemd-")
 notify_path = os.path.join(directory, "notify")
 notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 notify.bind(notify_path)
+notify.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
 
 listener = None
 if options.listen:
@@ -35,22 +44,60 @@ if options.listen:
     os.chmod(options.listen, 0o666)
     listener.listen(128)
 
-pid = os.fork()
-if pid == 0:
-    environment = dict(os.environ, NOTIFY_SOCKET=notify_path)
-    if options.watchdog_usec:
-        environment["WATCHDOG_USEC"] = str(options.watchdog_usec)
-        environment["WATCHDOG_PID"] = str(os.getpid())
-    if listener:
-        os.dup2(listener.fileno(), 3)
-        os.set_inheritable(3, True)
-        environment.update(LISTEN_FDS="1", LISTEN_FDNAMES="control", LISTEN_PID=str(os.getpid()))
-    os.execvpe(command[0], command, environment)
+# The file-descriptor store: (name, fd) in the order stored; systemd allows a name more than once.
+store = []
 
+
+def start():
+    passed = ([("control", listener.fileno())] if listener else []) + store
+    child = os.fork()
+    if child == 0:
+        environment = dict(os.environ, NOTIFY_SOCKET=notify_path)
+        if options.watchdog_usec:
+            environment["WATCHDOG_USEC"] = str(options.watchdog_usec)
+            environment["WATCHDOG_PID"] = str(os.getpid())
+        if passed:
+            # Move them out of the way first, then to 3, 4, ... in order.
+            moved = [os.dup(fd) for _, fd in passed]
+            for index, fd in enumerate(moved):
+                os.dup2(fd, 3 + index)
+                os.set_inheritable(3 + index, True)
+            environment.update(LISTEN_FDS=str(len(passed)), LISTEN_FDNAMES=":".join(name for name, _ in passed),
+                               LISTEN_PID=str(os.getpid()))
+        os.execvpe(command[0], command, environment)
+    return child
+
+
+def receive(record):
+    data, ancillary, _, _ = notify.recvmsg(65536, socket.CMSG_SPACE(253 * 4))
+    fds = array.array("i")
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+    message = data.decode()
+    fields = dict(line.split("=", 1) for line in message.split("\n") if "=" in line)
+    if fields.get("FDSTORE") == "1":
+        for fd in fds:
+            store.append((fields.get("FDNAME", "stored"), fd))
+    else:
+        for fd in fds:
+            os.close(fd)
+    if fields.get("FDSTOREREMOVE") == "1":
+        for entry in [entry for entry in store if entry[0] == fields.get("FDNAME")]:
+            store.remove(entry)
+            os.close(entry[1])
+    entry = {"t": time.monotonic_ns(), "message": message}
+    if fds:
+        entry["fds"] = len(fds)
+    record.write(json.dumps(entry) + "\n")
+
+
+pid = start()
 for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
     signal.signal(number, lambda signum, frame: os.kill(pid, signum))
 
 record = open(options.record, "a", buffering=1)
+restarts = 0
 status = None
 while status is None:
     try:
@@ -58,16 +105,22 @@ while status is None:
     except InterruptedError:
         continue
     if ready:
-        data = notify.recv(65536)
-        record.write(json.dumps({"t": time.monotonic_ns(), "message": data.decode()}) + "\n")
+        receive(record)
     done, code = os.waitpid(pid, os.WNOHANG)
     if done:
-        status = code
+        failed = os.WIFSIGNALED(code) or os.waitstatus_to_exitcode(code) != 0
+        if options.restart_on_failure and failed:
+            restarts += 1
+            record.write(json.dumps({"t": time.monotonic_ns(), "restart": restarts,
+                                     "fds": [name for name, _ in store]}) + "\n")
+            pid = start()
+        else:
+            status = code
 # Whatever the service sent just before it exited.
 notify.setblocking(False)
 try:
     while True:
-        record.write(json.dumps({"t": time.monotonic_ns(), "message": notify.recv(65536).decode()}) + "\n")
+        receive(record)
 except BlockingIOError:
     pass
 os.unlink(notify_path)

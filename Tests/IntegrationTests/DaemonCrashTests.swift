@@ -217,4 +217,50 @@ struct DaemonCrashTests {
             #expect(try harness.status("a").protocol == "lifecycle", "a's own connection is untouched")
         }
     }
+
+    @Test("under a service manager the connections wait in its fd store: after a crash the clients are taken back without reconnecting")
+    func fdStoreKeepsClientsConnected() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let fixture = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_service_manager.py").path
+        let notifications = harness.root.appendingPathComponent("notify.jsonl")
+        try harness.app("a", client())
+        try harness.app("c", client("--observe batteryLevelDidChange"))
+        try harness.start(wrapper: ["/usr/bin/python3", fixture, "--record", notifications.path, "--restart-on-failure", "--"])
+        try harness.control("focus", "a")
+        try harness.control("launch", "c", "--background")
+        try harness.control("suspend", "c")
+        try harness.lifectl("post", "batteryLevelDidChange", "--data", #"{"level":0.3}"#)
+        func notified() -> [[String: Any]] {
+            let text = (try? String(contentsOf: notifications, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        let stored = notified().filter { ($0["message"] as? String)?.contains("FDSTORE=1") == true }
+        #expect(stored.count == 2 && stored.allSatisfy { $0["fds"] as? Int == 1 }, "each app's connection went into the store")
+        func daemonPID() throws -> pid_t {
+            let output = try harness.lifectl("status", "--json")
+            let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
+            return try #require((object?["daemon"] as? [String: Any])?["pid"] as? Int).map { pid_t($0) }!
+        }
+        let first = try daemonPID()
+
+        kill(first, SIGKILL)
+        try harness.waitUntil("the service manager restarted the daemon") { (try? daemonPID()).map { $0 != first } ?? false }
+        let restart = try #require(notified().first { $0["restart"] != nil })
+        #expect((restart["fds"] as? [String])?.sorted() == ["app-a", "app-c"], "the stored connections were passed back")
+        try harness.waitUntil("a took its connection back") { harness.log.contains("a: took back its client connection") }
+        #expect(harness.types("a").filter { $0 == "hello" }.count == 1, "the client never had to reconnect")
+        #expect(!harness.log.contains("reconnecting through"))
+        #expect(try harness.status("a").protocol == "lifecycle")
+
+        try harness.control("resume", "c")
+        try harness.waitUntil("c got what was queued") { harness.types("c").contains("notification") }
+        #expect(harness.records("c").filter { $0.type == "notification" }.count == 1)
+        try harness.control("focus", "c")
+        #expect(harness.types("c").suffix(2) == ["willEnterForeground", "didBecomeActive"])
+        #expect(harness.types("a").suffix(2) == ["willResignActive", "didEnterBackground"])
+        let ids = harness.records("c").compactMap(\.id)
+        #expect(ids.last! > 1000, "message ids went on past the previous daemon's")
+    }
 }
+

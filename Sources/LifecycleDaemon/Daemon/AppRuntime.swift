@@ -10,6 +10,8 @@ final class AppRuntime {
     /// The process group leader (pgid == pid: every app runs in its own session).
     var pid: pid_t?
     var child: EventSource?
+    /// The service manager keeps a copy of the client connection (FDSTORE=1, FDNAME=app-NAME).
+    var fdStored = false
     /// For a process re-adopted from a previous daemon (not our child): its pidfd, watched for the exit.
     var pidfd: Int32?
     var connection: Connection?

@@ -78,7 +78,9 @@ public final class Daemon {
         } catch {
             Log.error("Failed to open the app socket: \(error); clients cannot reconnect after a restart of lifecycled")
         }
-        for (name, fd) in passed where name != "control" {
+        // Client connections the service manager kept for us (FDSTORE=1) while the previous daemon died.
+        let storedConnections = passed.filter { $0.key.hasPrefix(Self.storedConnectionPrefix) }
+        for (name, fd) in passed where name != "control" && !name.hasPrefix(Self.storedConnectionPrefix) {
             Log.warning("Ignoring the passed socket '\(name)' (fd \(fd)): only 'control' is used")
         }
 
@@ -98,6 +100,7 @@ public final class Daemon {
             Log.error("Failed to prepare the state directory: \(error); a restart of lifecycled will not find its apps")
         }
         restorePreviousRun()
+        attachStoredConnections(storedConnections)
         for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { autoLaunch(name) }
 
         serviceManager.ready(status: statusLine())
@@ -333,6 +336,8 @@ public final class Daemon {
                     self.clientEvent(name, connection, event)
                 }
                 app.connection = connection
+                // Kept by the service manager too, so that the client stays connected through a crash of ours.
+                app.fdStored = serviceManager.storeFD(pair.daemon, name: Self.storedConnectionPrefix + name)
             }
         } catch {
             Log.error("Failed to watch \(name) (pid \(pid)): \(error); killing it")
@@ -389,6 +394,7 @@ public final class Daemon {
         app.child = nil
         if let pidfd = app.pidfd { close(pidfd) }
         app.pidfd = nil
+        releaseStoredConnection(app)
         app.connection?.closeQuietly()
         app.connection = nil
         dispatch(.exited(app: app.name, status))
@@ -537,6 +543,7 @@ public final class Daemon {
             protocolViolation(app, message)
         case .closed:
             app.connection = nil
+            releaseStoredConnection(app)
             if model.app(name)?.isTerminating == true {
                 Log.debug("\(name): the client closed its connection while terminating")
             } else {
@@ -567,6 +574,7 @@ public final class Daemon {
         app.connection?.send(coder.encode(ServerMessage.error(message)))
         app.connection?.closeQuietly()
         app.connection = nil
+        releaseStoredConnection(app)
         dispatch(.disconnected(app: app.name))
     }
 
@@ -910,8 +918,53 @@ public final class Daemon {
         guard model.app(name)?.isTerminating != true else { return "it is terminating" }
         app.connection = connection
         app.helloed = false
+        releaseStoredConnection(app)
+        app.fdStored = serviceManager.storeFD(connection.fd, name: Self.storedConnectionPrefix + name)
         Log.notice("\(name): its client reconnected (pid \(pid))")
         return nil
+    }
+
+    /// LISTEN_FDNAMES of the client connections in the service manager's file-descriptor store.
+    static let storedConnectionPrefix = "app-"
+
+    /// The app's connection is gone: the service manager need not keep it any longer.
+    private func releaseStoredConnection(_ app: AppRuntime) {
+        guard app.fdStored else { return }
+        app.fdStored = false
+        serviceManager.removeStoredFDs(name: Self.storedConnectionPrefix + app.name)
+    }
+
+    /// The connections the service manager passed back: each re-adopted app takes its own at once, and its
+    /// client never notices that the daemon changed (what it sent meanwhile waits in the socket). The others
+    /// are closed and dropped from the store.
+    private func attachStoredConnections(_ stored: [String: Int32]) {
+        for (fdName, fd) in stored.sorted(by: { $0.key < $1.key }) {
+            let name = String(fdName.dropFirst(Self.storedConnectionPrefix.count))
+            guard let app = apps[name], app.pid != nil, app.connection == nil,
+                  model.app(name)?.state.isRunning == true else {
+                Log.info("\(name): dropping its stored connection (fd \(fd)): the app was not re-adopted")
+                close(fd)
+                serviceManager.removeStoredFDs(name: fdName)
+                continue
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            do {
+                var connection: Connection?
+                connection = try Connection(fd: fd, loop: loop) { [unowned self] event in
+                    guard let connection else { return }
+                    self.clientEvent(name, connection, event)
+                }
+                app.connection = connection
+                app.helloed = true
+                app.fdStored = true
+                Log.notice("\(name): took back its client connection from the service manager's store")
+                dispatch(.hello(app: name))
+            } catch {
+                Log.warning("\(name): Failed to watch its stored connection: \(error)")
+                close(fd)
+                serviceManager.removeStoredFDs(name: fdName)
+            }
+        }
     }
 
     /// Processes a previous daemon left that this one cannot take back: thawed and continued, then SIGTERM,

@@ -60,6 +60,19 @@ final class ServiceManager {
         send("STATUS=\(line)")
     }
 
+    /// FDSTORE=1: the service manager keeps a copy of `fd` under `name` and passes it back when the daemon is
+    /// started again (LISTEN_FDS/LISTEN_FDNAMES), so that a client's connection outlives a crash of the
+    /// daemon. False without a service manager, or when it refused (FileDescriptorStoreMax= reached).
+    @discardableResult
+    func storeFD(_ fd: Int32, name: String) -> Bool {
+        guard enabled else { return false }
+        var descriptor = fd
+        return sd_pid_notify_with_fds(0, 0, "FDSTORE=1\nFDNAME=\(name)", &descriptor, 1) > 0
+    }
+
+    /// FDSTOREREMOVE=1: the stored descriptors named `name` are closed by the service manager.
+    func removeStoredFDs(name: String) { send("FDSTOREREMOVE=1\nFDNAME=\(name)") }
+
     private func send(_ message: String) {
         guard enabled else { return }
         _ = sd_notify(0, message)
