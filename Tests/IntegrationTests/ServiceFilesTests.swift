@@ -48,14 +48,16 @@ struct ServiceFilesTests {
         #expect(result.stderr.isEmpty, "systemd-analyze verify warned: \(result.stderr)")
     }
 
-    @Test("the service is a notify service with watchdog, delegation, mixed kill mode, reload by SIGHUP; the socket passes 'control'")
+    @Test("the service is a notify service with watchdog, delegation, process kill mode with an fd store, reload by SIGHUP; the socket passes 'control'")
     func unitsSayWhatTheDaemonNeeds() throws {
         let service = try keys(of: "systemd/lifecycled.service")
         #expect(service["Type"] == ["notify"])
         #expect(service["NotifyAccess"] == ["main"])
         #expect(service["WatchdogSec"]?.isEmpty == false)
         #expect(service["Delegate"] == ["yes"])
-        #expect(service["KillMode"] == ["mixed"])
+        #expect(service["KillMode"] == ["process"], "a crashed daemon's apps live on, to be re-adopted")
+        #expect(service["FileDescriptorStoreMax"].map { $0.compactMap(Int.init) }?.first ?? 0 >= 1024,
+                "the clients' connections are kept in the fd store")
         #expect(service["ExecReload"] == ["/bin/sh -c 'kill -HUP $MAINPID'"], "kill is the shell's builtin: minimal images have no /bin/kill")
         #expect(service["RuntimeDirectory"] == ["lifecycled"])
         #expect(service["RuntimeDirectoryPreserve"] == ["yes"], "the socket unit's file lives in the runtime directory")
