@@ -331,6 +331,12 @@ public struct AppCgroup: Sendable, Equatable {
     public var freezer: FreezerKind?
     /// The controllers of the cgroup2 group (its cgroup.controllers).
     public let controllers: Set<String>
+    /// Which weight files the groups have, found once: the controllers are enabled for the children
+    /// before any app group is made (at start-up), so they do not change under a group. Checking
+    /// them on each priority change cost four access(2) calls per transition.
+    private let hasCPUWeight: Bool
+    private let hasIOWeight: Bool
+    private let hasCPUShares: Bool
 
     init(app: String, unifiedPath: String?, cpuPath: String?, freezerPath: String?) {
         self.app = app
@@ -343,14 +349,14 @@ public struct AppCgroup: Sendable, Equatable {
             freezer = .v1
         }
         controllers = unifiedPath.map { cgroupFileWords($0 + "/cgroup.controllers") } ?? []
+        hasCPUWeight = unifiedPath.map { fileExists($0 + "/cpu.weight") } ?? false
+        hasIOWeight = unifiedPath.map { fileExists($0 + "/io.weight") } ?? false
+        hasCPUShares = cpuPath.map { fileExists($0 + "/cpu.shares") } ?? false
     }
 
     /// Whether `setPriority` weighs the CPU (cpu.weight or cpu.shares exists); without it,
     /// fall back to nice.
-    public var controlsCPU: Bool {
-        (unifiedPath.map { fileExists($0 + "/cpu.weight") } ?? false)
-            || (cpuPath.map { fileExists($0 + "/cpu.shares") } ?? false)
-    }
+    public var controlsCPU: Bool { hasCPUWeight || hasCPUShares }
 
     /// Every cgroup.procs the child joins (`SpawnRequest.cgroupProcsFiles`).
     public var procsFiles: [String] {
@@ -366,16 +372,12 @@ public struct AppCgroup: Sendable, Equatable {
     /// cpu.shares exist.
     public func setPriority(_ cls: PriorityClass) throws(SystemError) {
         if let unifiedPath {
-            try writeIfPresent(unifiedPath + "/cpu.weight", String(cls.cgroupWeight))
-            try writeIfPresent(unifiedPath + "/io.weight", "default \(cls.cgroupWeight)")
+            if hasCPUWeight { try writeKernelFile(unifiedPath + "/cpu.weight", String(cls.cgroupWeight)) }
+            if hasIOWeight { try writeKernelFile(unifiedPath + "/io.weight", "default \(cls.cgroupWeight)") }
         }
-        if let cpuPath {
-            try writeIfPresent(cpuPath + "/cpu.shares", String(cls.cpuShares))
+        if let cpuPath, hasCPUShares {
+            try writeKernelFile(cpuPath + "/cpu.shares", String(cls.cpuShares))
         }
-    }
-
-    private func writeIfPresent(_ path: String, _ value: String) throws(SystemError) {
-        if fileExists(path) { try writeKernelFile(path, value) }
     }
 
     /// Starts freezing. The kernel finishes asynchronously (tens of µs): poll `isFrozen()`.
@@ -417,9 +419,11 @@ public struct AppCgroup: Sendable, Equatable {
     /// The processes in the app's group.
     public func pids() -> [pid_t] {
         guard let path = unifiedPath ?? cpuPath ?? freezerPath,
-              let text = try? readKernelFile(path + "/cgroup.procs")
+              let pids = try? withKernelFileBytes(path + "/cgroup.procs", { bytes in
+                  bytes.split(separator: UInt8(ascii: "\n")).compactMap { ProcessTable.decimal($0).map { pid_t($0) } }
+              })
         else { return [] }
-        return text.split(separator: "\n").compactMap { pid_t(String($0)) }
+        return pids
     }
 
     /// SIGKILL to every process in the group (cgroup.kill where it exists: it also catches

@@ -4,26 +4,29 @@ import Glibc
 /// tree. A process that vanishes while being read is simply absent (or nil).
 public enum ProcessTable {
     /// The processes whose process group is `pgid`, zombies included, in pid order.
+    /// A scan of every process on the machine: only for apps without a cgroup (the others read their
+    /// cgroup.procs). Parsed as bytes, as `state(of:)` is.
     public static func members(ofProcessGroup pgid: pid_t, procRoot: String = "/proc") -> [pid_t] {
         guard let directory = opendir(procRoot) else { return [] }
         defer { closedir(directory) }
         var pids: [pid_t] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
-                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            guard let pid = pid_t(name), pid > 0,
-                  let fields = statFields(of: pid, procRoot: procRoot), fields.count > 2,
-                  pid_t(fields[2]) == pgid
+            let pid = withUnsafeBytes(of: entry.pointee.d_name) { decimal($0.prefix { $0 != 0 }) }
+            guard let pid, pid > 0,
+                  let group = try? withKernelFileBytes("\(procRoot)/\(pid)/stat", { statField(2, of: $0) }),
+                  group == Int(pgid)
             else { continue }
-            pids.append(pid)
+            pids.append(pid_t(pid))
         }
         return pids.sorted()
     }
 
     /// The state letter of /proc/PID/stat: R, S, D, T (stopped), t (traced), Z, X, I…
+    /// Read as bytes, not split into Strings: it runs on every suspend confirmation and every stop or
+    /// continue event (callgrind: the String version was a third of a suspend/resume's instructions).
     public static func state(of pid: pid_t, procRoot: String = "/proc") -> Character? {
-        statFields(of: pid, procRoot: procRoot)?.first?.first
+        guard let byte = try? withKernelFileBytes("\(procRoot)/\(pid)/stat", { stateByte($0) }) else { return nil }
+        return Character(Unicode.Scalar(byte))
     }
 
     /// Whether every live process in `pids` is stopped (T or t). Processes that have exited
@@ -64,6 +67,41 @@ public enum ProcessTable {
         guard let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(whereSeparator: { $0 == " " || $0 == "\n" })
         return fields.isEmpty ? nil : fields
+    }
+
+    /// The state byte of a /proc/PID/stat text: the first after the last ')' and its space.
+    static func stateByte(_ stat: UnsafeBufferPointer<UInt8>) -> UInt8? {
+        guard let close = stat.lastIndex(of: UInt8(ascii: ")")), close + 2 < stat.count else { return nil }
+        return stat[close + 2]
+    }
+
+    /// Field `index` (0 is the state, as in `statFields`) of a /proc/PID/stat text as a number, nil if absent.
+    static func statField(_ index: Int, of stat: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard let close = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        var field = -1, start = close + 1, position = close + 1
+        while position <= stat.count {
+            let atSeparator = position == stat.count || stat[position] == UInt8(ascii: " ") || stat[position] == UInt8(ascii: "\n")
+            if atSeparator {
+                if position > start {
+                    field += 1
+                    if field == index { return decimal(UnsafeBufferPointer(rebasing: stat[start..<position])) }
+                }
+                start = position + 1
+            }
+            position += 1
+        }
+        return nil
+    }
+
+    /// A non-negative decimal number, nil for anything else (or too long to be a pid or a field of stat).
+    static func decimal(_ bytes: some Collection<UInt8>) -> Int? {
+        guard !bytes.isEmpty, bytes.count < 19 else { return nil }
+        var value = 0
+        for byte in bytes {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
     }
 
     private static func isStopped(_ state: Character) -> Bool { state == "T" || state == "t" }

@@ -35,18 +35,32 @@ func retryingEINTR<Result: SignedInteger>(
 /// Reads a whole (small) file with plain read(2): /proc and cgroup files report a size of 0,
 /// so read until end of file.
 func readKernelFile(_ path: String) throws(SystemError) -> String {
+    try withKernelFileBytes(path) { String(decoding: $0, as: UTF8.self) }
+}
+
+/// Calls `body` with the bytes of a whole (small) kernel file. The first 4 KiB are read into a buffer on the
+/// stack and handed over without a copy (a /proc/PID/stat, a cgroup.procs of a few hundred pids); longer
+/// files are gathered into an array. This runs on every transition (priorities, suspend confirmations), so
+/// it allocates nothing in the common case: the earlier version zero-filled a 4 KiB array per read.
+func withKernelFileBytes<Result>(_ path: String, _ body: (UnsafeBufferPointer<UInt8>) -> Result) throws(SystemError) -> Result {
     let fd = try retryingEINTR("open \(path)") { open(path, O_RDONLY | O_CLOEXEC) }
     defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = try retryingEINTR("read \(path)") {
-            chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4096) { (chunk) throws(SystemError) -> Result in
+        var used = 0
+        while used < chunk.count {
+            let count = try retryingEINTR("read \(path)") { read(fd, chunk.baseAddress! + used, chunk.count - used) }
+            if count == 0 { return body(UnsafeBufferPointer(rebasing: chunk[..<used])) }
+            used += count
         }
-        if count == 0 { break }
-        bytes.append(contentsOf: chunk[0..<count])
+        // More than the buffer holds: gather the rest.
+        var bytes = Array(chunk)
+        while true {
+            let count = try retryingEINTR("read \(path)") { read(fd, chunk.baseAddress, chunk.count) }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+        return bytes.withUnsafeBufferPointer(body)
     }
-    return String(decoding: bytes, as: UTF8.self)
 }
 
 /// Writes `value` with a single write(2): cgroup and /proc control files take one value per write.
