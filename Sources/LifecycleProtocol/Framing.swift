@@ -18,30 +18,47 @@ public struct LineFramer: Sendable {
     }
 
     private var buffer: [UInt8] = []
+    /// Where the bytes not yet returned begin: lines are consumed by moving this, and the buffer is compacted
+    /// only once that prefix is large. Removing each line from the front moved the whole rest every time,
+    /// quadratic in a read full of short lines (a poster's burst).
+    private var start = 0
+    /// Where the search for the next newline resumes (bytes before it hold none).
     private var scanned = 0
     public let limit: Int
 
     public init(limit: Int = maxLineLength) { self.limit = limit }
 
-    public mutating func append(_ bytes: some Sequence<UInt8>) { buffer.append(contentsOf: bytes) }
+    public mutating func append(_ bytes: some Sequence<UInt8>) {
+        if start > 0 && start >= buffer.count - start {
+            buffer.removeSubrange(..<start)
+            scanned -= start
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
 
     /// The next complete line without its newline, or nil when none is complete yet.
     /// Throws when the line in progress is already longer than the limit.
     public mutating func nextLine() throws(Failure) -> [UInt8]? {
         if let end = buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
-            guard end <= limit else { throw .lineTooLong(limit: limit) }
-            let line = Array(buffer[..<end])
-            buffer.removeSubrange(...end)
-            scanned = 0
+            guard end - start <= limit else { throw .lineTooLong(limit: limit) }
+            let line = Array(buffer[start..<end])
+            start = end + 1
+            scanned = start
+            if start == buffer.count {
+                buffer.removeAll(keepingCapacity: true)
+                start = 0
+                scanned = 0
+            }
             return line
         }
         scanned = buffer.count
-        if buffer.count > limit { throw .lineTooLong(limit: limit) }
+        if buffer.count - start > limit { throw .lineTooLong(limit: limit) }
         return nil
     }
 
     /// Bytes received that do not yet end a line.
-    public var pendingByteCount: Int { buffer.count }
+    public var pendingByteCount: Int { buffer.count - start }
 }
 
 /// One encoder and decoder per side, reused: making new ones per message halves throughput.
@@ -56,15 +73,25 @@ public struct LineCoder {
     }
 
     /// The value as one JSON line, newline included.
+    /// The same bytes as JSONEncoder's, written by `FastJSONEncoder` (LineCoderJSON.swift: the coders' generic
+    /// machinery was a third of an app switch's instructions); JSONEncoder writes what it does not mirror.
     public func encode(_ value: some Encodable) -> [UInt8] {
-        // Encoding our own message types cannot fail: they hold only strings, numbers and bools.
-        var bytes = [UInt8]((try? encoder.encode(value)) ?? Data("{}".utf8))
+        var bytes: [UInt8]
+        if let fast = try? FastJSONEncoder.encode(value) {
+            bytes = fast
+        } else {
+            // Encoding our own message types cannot fail: they hold only strings, numbers and bools.
+            bytes = [UInt8]((try? encoder.encode(value)) ?? Data("{}".utf8))
+        }
         bytes.append(UInt8(ascii: "\n"))
         return bytes
     }
 
+    /// Decodes one line. `FastJSONDecoder` takes the lines it reads exactly as JSONDecoder would; any other
+    /// line, and every failure, goes through JSONDecoder, so that errors say what JSONDecoder says.
     public func decode<T: Decodable>(_ type: T.Type, from line: [UInt8]) throws -> T {
-        try decoder.decode(type, from: Data(line))
+        if let value = try? FastJSONDecoder.decode(type, from: line) { return value }
+        return try decoder.decode(type, from: Data(line))
     }
 }
 
