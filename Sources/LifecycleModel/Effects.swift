@@ -292,6 +292,25 @@ extension Effect {
         }
     }
 
+    /// The effect's case name (`spawn`, `send`, `stopProcess`, …), for logs and test hooks.
+    public var kindName: String {
+        switch self {
+        case .spawn: "spawn"
+        case .send: "send"
+        case .stopProcess: "stopProcess"
+        case .continueProcess: "continueProcess"
+        case .signal: "signal"
+        case .armTimer: "armTimer"
+        case .cancelTimer: "cancelTimer"
+        case .transition: "transition"
+        case .note: "note"
+        case .settled: "settled"
+        case .notify: "notify"
+        case .taskBegan: "taskBegan"
+        case .taskExpiring: "taskExpiring"
+        }
+    }
+
     /// Whether the app's persisted state (AppSnapshot, its pid) may differ after this effect: timers,
     /// messages in flight and answers to requests are one daemon's business and need no write.
     public var changesPersistedState: Bool {

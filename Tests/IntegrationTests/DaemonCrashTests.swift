@@ -262,5 +262,66 @@ struct DaemonCrashTests {
         let ids = harness.records("c").compactMap(\.id)
         #expect(ids.last! > 1000, "message ids went on past the previous daemon's")
     }
+
+    @Test("kill -9 in the middle of a suspension (stopped, not yet saved): the next daemon continues the process")
+    func crashMidSuspension() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("c", client())
+        try harness.start(extraEnvironment: ["LIFECYCLED_TEST_PAUSE_AFTER": "stopProcess:c"])
+        try harness.control("launch", "c", "--background")
+        let pid = try #require(try harness.status("c").pid)
+        let daemon = try #require(harness.daemonPID)
+        let suspend = Process()
+        suspend.executableURL = DaemonHarness.products.appendingPathComponent("lifectl")
+        suspend.arguments = ["suspend", "c"]
+        suspend.environment = harness.environment
+        suspend.standardError = FileHandle.nullDevice
+        try suspend.run()
+        try harness.waitUntil("the daemon paused right after stopping c") { Kernel.state(daemon) == "T" && Kernel.state(pid) == "T" }
+
+        try harness.crash()
+        suspend.waitUntilExit()
+        try harness.start(keepLog: true)
+
+        let state = try harness.status("c").state.rawValue
+        #expect(state == "background", "the file was saved before the stop: c is taken back in the background")
+        try harness.waitUntil("c runs again") { Kernel.state(pid) != "T" }
+        #expect(harness.log.contains("died mid-suspension"))
+        try harness.control("suspend", "c")
+        #expect(Kernel.state(pid) == "T", "and it can be suspended as usual")
+    }
+
+    @Test("kill -9 in the middle of an app switch (willResignActive sent, not acked): one app active, and the switch can be asked again")
+    func crashMidSwitch() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("a", client())
+        try harness.app("b", client())
+        try harness.start(extraEnvironment: ["LIFECYCLED_TEST_PAUSE_AFTER": "send:a:willResignActive"])
+        try harness.control("focus", "a")
+        try harness.control("launch", "b", "--background")
+        let daemon = try #require(harness.daemonPID)
+        let focus = Process()
+        focus.executableURL = DaemonHarness.products.appendingPathComponent("lifectl")
+        focus.arguments = ["focus", "b"]
+        focus.environment = harness.environment
+        focus.standardError = FileHandle.nullDevice
+        try focus.run()
+        try harness.waitUntil("the daemon paused right after sending willResignActive") { Kernel.state(daemon) == "T" }
+
+        try harness.crash()
+        focus.waitUntilExit()
+        try harness.start(keepLog: true)
+
+        let apps = try harness.list()
+        #expect(apps.first { $0.name == "a" }?.state.rawValue == "active", "a never acked its resignation: still active")
+        #expect(apps.filter { $0.state.rawValue == "active" }.count == 1)
+        #expect(apps.allSatisfy { app in app.pid.map { Kernel.state($0) != "T" } ?? true }, "nothing is left stopped")
+        try harness.waitUntil("a reconnected") { harness.types("a").filter { $0 == "hello" }.count == 2 }
+        try harness.control("focus", "b")
+        #expect(try harness.status("b").state.rawValue == "active")
+        #expect(try harness.status("a").state.rawValue == "background")
+    }
 }
 

@@ -67,7 +67,7 @@ final class DaemonHarness {
 
     /// Start the daemon and wait until its control socket answers. `wrapper`: a program and its arguments
     /// that run the daemon (it is given the daemon's command line after them), e.g. the fake service manager.
-    func start(wrapper: [String] = [], keepLog: Bool = false) throws {
+    func start(wrapper: [String] = [], keepLog: Bool = false, extraEnvironment: [String: String] = [:]) throws {
         if !keepLog || !FileManager.default.fileExists(atPath: logFile.path) {
             _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         }
@@ -81,7 +81,7 @@ final class DaemonHarness {
             process.executableURL = URL(fileURLWithPath: daemonCommand[0])
             process.arguments = Array(daemonCommand.dropFirst())
         }
-        process.environment = environment
+        process.environment = environment.merging(extraEnvironment) { _, extra in extra }
         let log = try FileHandle(forWritingTo: logFile)
         try log.seekToEnd()
         process.standardOutput = log

@@ -43,6 +43,23 @@ public final class Daemon {
     private var retired: [EventSource] = []
     private var retireSource: EventSource?
     private let serviceManager: ServiceManager
+    /// LIFECYCLED_TEST_PAUSE_AFTER=KIND:APP[:MESSAGE] (fault tests only): stop the daemon itself (SIGSTOP)
+    /// right after performing an effect of that kind for that app, e.g. `stopProcess:c` or
+    /// `send:a:willResignActive`, so that a test can `kill -9` it in the middle of a transition. Never set in
+    /// production; logged as a warning when it fires.
+    private let pauseAfter: PauseHook?
+
+    struct PauseHook {
+        var kind: String
+        var app: String
+        var message: String?
+        func matches(_ effect: Effect) -> Bool {
+            guard effect.kindName == kind, effect.app == app else { return false }
+            guard let message else { return true }
+            if case .send(_, let delivery) = effect { return delivery.name == message }
+            return false
+        }
+    }
     /// The session a waiting `scene open` created, for its reply.
     private var openedScenes: [ObjectIdentifier: String] = [:]
     /// RUNTIME_DIR/state: what a restarted daemon needs to take its apps back.
@@ -59,6 +76,15 @@ public final class Daemon {
         config = LoadedConfig(daemon: DaemonConfig(), apps: [:], diagnostics: [])
         serviceManager = ServiceManager(environment: options.environment)
         stateStore = StateStore(runtimeDirectory: options.runtimeDirectory)
+        pauseAfter = options.environment["LIFECYCLED_TEST_PAUSE_AFTER"].flatMap { text in
+            let parts = text.split(separator: ":").map(String.init)
+            return parts.count >= 2 ? PauseHook(kind: parts[0], app: parts[1], message: parts.count > 2 ? parts[2] : nil) : nil
+        }
+    }
+
+    private func pauseForTest(_ effect: Effect) {
+        Log.warning("LIFECYCLED_TEST_PAUSE_AFTER: pausing after \(effect.kindName) for \(effect.app ?? "-") (a fault-test hook)")
+        raise(SIGSTOP)
     }
 
     /// Start serving: sockets, config, auto-launch, READY=1; then run the loop until stopped.
@@ -211,6 +237,7 @@ public final class Daemon {
 
     private func perform(_ effects: [Effect]) {
         for effect in effects {
+            defer { if let pauseAfter, pauseAfter.matches(effect) { pauseForTest(effect) } }
             if effect.changesPersistedState, let name = effect.app, !name.isEmpty { markDirty(name) }
             switch effect {
             case .spawn(let name, let options): spawn(name, options)
@@ -900,10 +927,25 @@ public final class Daemon {
             app.pidfd = nil
             return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup, reason: "it cannot be watched: \(error)")
         }
+        // The file is saved once per loop iteration: a crash between a stop (or a continue) and that save
+        // leaves the kernel ahead of the file. The kernel wins: a process is never left stopped unknowingly.
+        var snapshot = persisted.snapshot
+        let frozen = app.cgroup?.freezer != nil && app.cgroup?.isFrozen() == true
+        let stopped = frozen || ProcessTable.allStopped(app.processGroup())
+        if snapshot.state == .suspended && !stopped {
+            Log.notice("\(name): saved as suspended, but its processes run; taking it back in the background")
+            snapshot.state = .background
+            app.suspendedWith = nil
+        } else if snapshot.state != .suspended && stopped {
+            Log.notice("\(name): saved as \(snapshot.state.rawValue), but its processes are stopped (the previous lifecycled died mid-suspension); continuing them")
+            if frozen { try? app.cgroup?.thaw() }
+            kill(-pid, SIGCONT)
+            app.suspendedWith = nil
+        }
         Log.event(.launch, .notice,
-                  "\(name): re-adopted process \(pid) in state \(persisted.snapshot.state.rawValue) from the previous lifecycled",
+                  "\(name): re-adopted process \(pid) in state \(snapshot.state.rawValue) from the previous lifecycled",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "re-adoption")])
-        perform(model.adopt(name, persisted.snapshot, running: true, now: loop.now))
+        perform(model.adopt(name, snapshot, running: true, now: loop.now))
     }
 
     /// A client reconnects on the app socket: the right token, from one of the app's own processes, for a
