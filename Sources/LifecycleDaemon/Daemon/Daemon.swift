@@ -452,7 +452,11 @@ public final class Daemon {
                 Log.notice("\(name): SuspendMethod=freezer, but it has no cgroup freezer here; using SIGSTOP")
             }
         }
-        if mechanism == .signal { kill(-pid, SIGSTOP) }
+        if mechanism == .signal {
+            kill(-pid, SIGSTOP)
+            // A child that left the group (setsid) is still in the app's cgroup: it is stopped too.
+            for member in app.cgroup?.pids() ?? [] where getpgid(member) != pid { kill(member, SIGSTOP) }
+        }
         app.suspendedWith = mechanism
         app.stopCheckStarted = loop.now
         confirmStopped(name)
@@ -462,7 +466,7 @@ public final class Daemon {
     /// Signals are delivered asynchronously, so recheck briefly (typically well under a millisecond).
     private func confirmStopped(_ name: String) {
         guard let app = apps[name], app.pid != nil, let mechanism = app.suspendedWith else { return }
-        let members = mechanism == .signal ? app.processGroup() : app.members()
+        let members = app.members()
         let confirmed = switch mechanism {
         case .signal: ProcessTable.allStopped(members)
         case .freezer: app.cgroup?.isFrozen() ?? false
@@ -488,6 +492,7 @@ public final class Daemon {
             do { try app.cgroup?.thaw() } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
         case .signal, nil:
             kill(-pid, SIGCONT)
+            for member in app.cgroup?.pids() ?? [] where getpgid(member) != pid { kill(member, SIGCONT) }
         }
         app.suspendedWith = nil
     }
