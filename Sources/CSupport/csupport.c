@@ -69,6 +69,13 @@ static int spawn_child(void *p) {
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < _NSIG; sig++) (void)sigaction(sig, &dfl, NULL);
+    // Except SIGPIPE, ignored as systemd does for services (IgnoreSIGPIPE=yes): an app's output may be a
+    // pipe to the daemon, and when the daemon dies (a crash, kill -9) the next write must fail with EPIPE,
+    // not kill an app the next daemon is about to re-adopt.
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    (void)sigaction(SIGPIPE, &ign, NULL);
 
     // Join the cgroups before execve, so the program never runs outside them.
     for (int i = 0; i < a->ncgroup_fds; i++) {
