@@ -323,5 +323,18 @@ struct DaemonCrashTests {
         #expect(try harness.status("b").state.rawValue == "active")
         #expect(try harness.status("a").state.rawValue == "background")
     }
+
+    @Test("apps start with SIGPIPE ignored (as systemd's IgnoreSIGPIPE=yes) and every other signal at its default")
+    func sigpipeIsIgnored() throws {
+        try DaemonHarness.running(["plain": "[App]\nExec=sleep 100000\nProtocol=none\n"]) { harness in
+            try harness.control("launch", "plain")
+            let pid = try #require(try harness.status("plain").pid)
+            let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+            let ignored = try #require(status.split(separator: "\n").first { $0.hasPrefix("SigIgn:") }?.split(separator: "\t").last)
+            // Signals 1 to 31; glibc's own real-time signals (32, 33) cannot be changed from a program and are not ours to judge.
+            let standard = (UInt64(ignored, radix: 16) ?? 0) & 0x7fff_ffff
+            #expect(standard == 1 << (UInt64(SIGPIPE) - 1), "SigIgn: \(ignored)")
+        }
+    }
 }
 
