@@ -50,7 +50,10 @@ enum EncodedItem {
     final class ObjectBox {
         var keys: [String] = []
         var values: [EncodedItem] = []
-        init() {}
+        init() {
+            keys.reserveCapacity(8)
+            values.reserveCapacity(8)
+        }
     }
 
     final class ArrayBox {
@@ -92,14 +95,20 @@ enum EncodedItem {
         case .literal(let text): out.append(contentsOf: text.utf8)
         case .object(let box):
             // JSONEncoder sorts keys by their UTF-8 bytes; a key encoded twice keeps its last value.
+            // Sorted by each key's first 8 bytes as one big-endian number, then the whole keys where those
+            // tie: the same order as the bytes, at a fraction of comparing Strings each time (the sort was a
+            // tenth of an app switch's instructions, the saved app state having some thirty keys per object).
+            let prefixes = box.keys.map(Self.prefix)
             let order = box.keys.indices.sorted { a, b in
+                if prefixes[a] != prefixes[b] { return prefixes[a] < prefixes[b] }
                 let order = Self.compareUTF8(box.keys[a], box.keys[b])
                 return order == 0 ? a < b : order < 0
             }
             out.append(UInt8(ascii: "{"))
             var first = true
             for (position, index) in order.enumerated() {
-                if position + 1 < order.count, Self.compareUTF8(box.keys[order[position + 1]], box.keys[index]) == 0 { continue }
+                if position + 1 < order.count, prefixes[order[position + 1]] == prefixes[index],
+                   Self.compareUTF8(box.keys[order[position + 1]], box.keys[index]) == 0 { continue }
                 if !first { out.append(UInt8(ascii: ",")) }
                 first = false
                 Self.writeString(box.keys[index], into: &out)
@@ -117,6 +126,17 @@ enum EncodedItem {
         case .encoder(let encoder):
             guard let item = encoder.item else { throw Unsupported() }
             try item.write(into: &out)
+        }
+    }
+
+    /// The first 8 UTF-8 bytes of a key, big-endian, zero-padded: comparing these compares the keys' starts
+    /// in byte order.
+    static func prefix(_ key: String) -> UInt64 {
+        var key = key
+        return key.withUTF8 { bytes in
+            var value: UInt64 = 0
+            for index in 0..<8 { value = value << 8 | UInt64(index < bytes.count ? bytes[index] : 0) }
+            return value
         }
     }
 

@@ -50,9 +50,10 @@ public enum ProcessTable {
 
     /// Field 22 of /proc/PID/stat: clock ticks after boot at which the process started.
     /// With the pid, it names a process unambiguously (pids are reused).
+    /// Read as bytes: the daemon saves it with the app's state after every transition.
     public static func startTime(of pid: pid_t, procRoot: String = "/proc") -> UInt64? {
-        guard let fields = statFields(of: pid, procRoot: procRoot), fields.count > 19 else { return nil }
-        return UInt64(fields[19])
+        guard let ticks = try? withKernelFileBytes("\(procRoot)/\(pid)/stat", { statField(19, of: $0) }) else { return nil }
+        return UInt64(ticks)
     }
 
     /// The fields of /proc/PID/stat after the command name, so index 0 is field 3 (state).
