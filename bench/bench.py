@@ -134,7 +134,8 @@ class Peer:
         what = f"file:{self.ack_file}" if self.ack_file else self.ctx.sleeper
         log = os.path.join(self.dir, "log")
         expected = self.n - getattr(self, "clients", 0)
-        out = subprocess.run([self.ctx.tool("launchwait"), what, str(expected), str(self.ctx.launch_timeout), log]
+        timeout = max(self.ctx.launch_timeout, self.n // 50)  # 10,000 apps take longer than 60 s to start
+        out = subprocess.run([self.ctx.tool("launchwait"), what, str(expected), str(timeout), log]
                              + self.command(), capture_output=True, text=True, env=self.env())
         fields = out.stdout.split()
         if len(fields) == 2:
@@ -350,6 +351,9 @@ class Runit(ServiceDirs):
 
 
 PEERS = [Lifecycled, Supervisord, S6, Runit]
+ONE_CONNECTION = "lifecycled, one open control connection (bench/ctlconn.c, no lifectl)"
+RELAY_SUSPEND = "floor with a control message: C relay, kill() + reply (bench/relay_floor.c)"
+LIFECTL_STATIC_EXE = "lifecycled, lifectl as a static executable (proposed build)"
 
 # ------------------------------------------------------------------------------------------ context
 
@@ -364,6 +368,9 @@ class Context:
         self.client = os.path.join(self.tmp, "bclient")
         shutil.copy(os.path.join(self.tools, "sleeper"), self.sleeper)
         shutil.copy(os.path.join(self.tools, "client"), self.client)
+        # lifectl as make install builds it (--static-swift-stdlib), and, when given, the same lifectl linked as a
+        # static executable (no dynamic loader): the proposed build, shown beside it.
+        self.lifectl_static_exe = os.path.join(args.lifectl_static_exe, "lifectl") if args.lifectl_static_exe else None
         self.started = []
         self.instances = 0
         self.samples = {}  # label -> the fewest samples a measurement got
@@ -449,6 +456,54 @@ def ctlbench(ctx, sock, k, *requests):
     return (float(median), float(low), float(high)), int(errors)
 
 
+def ctlconn(ctx, sock, k, *requests):
+    """The daemon's own share on one open control connection (bench/ctlconn.c): median, min, max, refusals."""
+    out = subprocess.run([ctx.tool("ctlconn"), sock, str(k), *requests], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"ctlconn: {out.stderr.strip()}")
+    median, low, high, errors = out.stdout.split()
+    return (float(median), float(low), float(high)), int(errors)
+
+
+def ctlconn_suspend(ctx, sock, k, app, pid):
+    """suspend/resume of APP over one open connection until the reply and /proc agree; rows by label."""
+    out = subprocess.run([ctx.tool("ctlconn"), sock, str(k), "--suspend", app, str(pid)], capture_output=True,
+                         text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"ctlconn --suspend: {out.stderr.strip()}")
+    rows = {}
+    for line in out.stdout.splitlines():
+        fields = line.split()
+        rows[fields[0]] = tuple(map(float, fields[1:4])) if len(fields) == 4 else int(fields[1])
+    return rows
+
+
+def relay_floor(ctx, *args):
+    out = subprocess.run([ctx.tool("relay_floor"), *map(str, args)], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"relay_floor: {out.stderr.strip()}")
+    return {line.split()[0]: tuple(map(float, line.split()[1:4])) for line in out.stdout.splitlines()}
+
+
+def pingpong(ctx, k=20000):
+    out = subprocess.run([ctx.tool("pingpong"), str(k)], capture_output=True, text=True, check=True, timeout=600)
+    return tuple(map(float, out.stdout.split()[1:4]))
+
+
+def cpu_ns(pid):
+    """Time the process has run on a CPU, in ns (/proc/PID/schedstat: exact, unlike stat's clock ticks)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def fd_limit():
+    import resource
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
 def log(text):
     print(text, file=sys.stderr, flush=True)
 
@@ -466,7 +521,7 @@ def run(args):
     k_suspend = 5 if smoke else 20
     results = {"launch": {}, "rss": {}, "idle": {}, "status": {}, "restart": {}, "suspend": {}, "resume": {},
                "sizes": sizes, "reps": reps}
-    variants = PEERS + [LifecycledProtocol]
+    variants = [cls for cls in PEERS if cls is Lifecycled or cls.key in args.peers] + [LifecycledProtocol]
     try:
         t_start = time.time()
         for rep in range(reps):
@@ -487,6 +542,10 @@ def run(args):
                             log("  control latency")
                             results["status"].setdefault(peer.name, []).append(
                                 repeat(ctx, k_status, f"status: {peer.name}", peer.status_cmd()))
+                            if cls is Lifecycled and ctx.lifectl_static_exe:
+                                command = [ctx.lifectl_static_exe] + peer.status_cmd()[1:]
+                                results["status"].setdefault(LIFECTL_STATIC_EXE, []).append(
+                                    repeat(ctx, k_status, f"status: {LIFECTL_STATIC_EXE}", command))
                             results["restart"].setdefault(peer.name, []).append(
                                 repeat(ctx, k_restart, f"stop+start: {peer.name}", *peer.restart_cmds()))
                             time.sleep(0.3)
@@ -504,24 +563,39 @@ def run(args):
                                 results["suspend"].setdefault("floor with a command: /bin/kill + /proc", []).append(suspend)
                                 results["resume"].setdefault("floor with a command: /bin/kill + /proc", []).append(resume)
                                 sock = os.path.join(peer.runtime, "control.sock")
-                                both, _ = ctlbench(ctx, sock, k_suspend, '{"verb":"suspend","app":"app1"}',
-                                                   '{"verb":"resume","app":"app1"}')
-                                results["suspend"].setdefault("lifecycled, raw socket (reply of suspend/resume, no lifectl)", []).append(both)
-                                results["resume"].setdefault("lifecycled, raw socket (reply of suspend/resume, no lifectl)", []).append(both)
+                                rows = ctlconn_suspend(ctx, sock, 200 if not smoke else 20, "app1", pid)
+                                results["suspend"].setdefault(ONE_CONNECTION, []).append(rows["suspend"])
+                                results["resume"].setdefault(ONE_CONNECTION, []).append(rows["resume"])
+                                results.setdefault("suspend_refused", []).append(rows["refused"])
+                                relay = relay_floor(ctx, "suspend", 200 if not smoke else 20, pid)
+                                results["suspend"].setdefault(RELAY_SUSPEND, []).append(relay["suspend"])
+                                results["resume"].setdefault(RELAY_SUSPEND, []).append(relay["resume"])
                     finally:
                         peer.stop()
                         ctx.started.remove(peer) if peer in ctx.started else None
             log(f"  ({time.time() - t_start:.0f} s so far)")
 
-        # 6 and 7: the switch round trip and status at N apps (2 protocol clients + N-2 plain programs).
+        # 6 and 7: the switch round trip and status at N apps (2 protocol clients + N-2 plain programs), each
+        # beside the floors measured right before it (the machine's load changes over the run).
         results["scaling"] = {}
-        scale_sizes = [10] if smoke else [10, 100, 1000] + ([10000] if args.large else [])
+        results["pingpong_samples"] = []
+        results["relay_samples"] = []
+        scale_sizes = [10] if smoke else [10, 100, 1000]
+        if args.large:
+            # Each running app holds two of the daemon's descriptors (pidfd, output pipe): 10,000 apps need a
+            # descriptor limit above 20,000. Where the limit is lower, the largest N that fits, said in the report.
+            fits = (fd_limit() - 300) // 2 // 1000 * 1000
+            results["large_limit"] = None if fits >= 10000 else (fd_limit(), fits)
+            scale_sizes.append(min(10000, fits))
         for n in scale_sizes:
             log(f"scaling N={n}")
+            k = 20 if smoke else 200
+            results["pingpong_samples"].append(pingpong(ctx))
+            results["relay_samples"].append(relay_floor(ctx, "switch", k * 2)["switch"])
             peer = Lifecycled(ctx, n, clients=2)
             try:
                 peer.start()
-                deadline = time.time() + 60
+                deadline = time.time() + 60 + n / 100
                 while time.time() < deadline:
                     apps = peer.apps()
                     if sum(a["name"] in ("app1", "app2") and a["protocol"] == "lifecycle" and a["state"] == "inactive"
@@ -529,13 +603,21 @@ def run(args):
                         break
                     time.sleep(0.1)
                 sock = os.path.join(peer.runtime, "control.sock")
-                k = 20 if smoke else 200
                 row = {}
-                row["switch_raw"], errors = ctlbench(ctx, sock, k, '{"verb":"focus","app":"app1"}',
+                ctlconn(ctx, sock, 2, '{"verb":"focus","app":"app1"}', '{"verb":"focus","app":"app2"}')  # warm up
+                before = cpu_ns(peer.pid)
+                row["switch_conn"], errors = ctlconn(ctx, sock, k, '{"verb":"focus","app":"app1"}',
                                                      '{"verb":"focus","app":"app2"}')
+                after = cpu_ns(peer.pid)
+                row["switch_cpu"] = (after - before) / 1000 / (2 * k) if before is not None and after is not None else None
                 row["switch_errors"] = errors
-                row["status_raw"], _ = ctlbench(ctx, sock, k, '{"verb":"status","app":"app1"}')
-                row["list_raw"], _ = ctlbench(ctx, sock, max(5, k // 10), '{"verb":"list"}')
+                row["switch_raw"], _ = ctlbench(ctx, sock, k // 2, '{"verb":"focus","app":"app1"}',
+                                                '{"verb":"focus","app":"app2"}')
+                before = cpu_ns(peer.pid)
+                row["status_conn"], _ = ctlconn(ctx, sock, k, '{"verb":"status","app":"app1"}')
+                after = cpu_ns(peer.pid)
+                row["status_cpu"] = (after - before) / 1000 / k if before is not None and after is not None else None
+                row["list_conn"], _ = ctlconn(ctx, sock, max(5, k // 20), '{"verb":"list"}')
                 kk = 5 if smoke else 30
                 median, low, high = repeat(ctx, kk, f"lifectl focus N={n}", peer.lifectl("-q", "focus", "app1"),
                                            peer.lifectl("-q", "focus", "app2"))
@@ -546,8 +628,8 @@ def run(args):
             finally:
                 peer.stop()
                 ctx.started.remove(peer) if peer in ctx.started else None
-        out = subprocess.run([ctx.tool("pingpong"), "20000"], capture_output=True, text=True, check=True)
-        results["pingpong"] = tuple(map(float, out.stdout.split()[1:4]))
+        results["pingpong"] = stats([x[0] for x in results["pingpong_samples"]])
+        results["relay"] = stats([x[0] for x in results["relay_samples"]])
     finally:
         ctx.cleanup()
     results["samples"] = ctx.samples
@@ -570,12 +652,16 @@ def machine():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    free = subprocess.run(["free", "-h"], capture_output=True, text=True).stdout.strip()
-    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    def output(*command):
+        try:
+            return subprocess.run(command, capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    free = output("free", "-h") or "(free not available)"
+    nproc = output("nproc") or str(os.cpu_count())
     versions = []
     for package in ("supervisor", "s6", "runit"):
-        v = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True).stdout
-        versions.append(f"{package} {v}")
+        versions.append(f"{package} {output('dpkg-query', '-W', '-f', '${Version}', package) or 'not installed'}")
     return model, nproc, free, ", ".join(versions), platform.release()
 
 
@@ -589,6 +675,8 @@ def report(results, args, notif_text, seconds):
       f"{', --large' if args.large else ''}; {seconds:.0f} s in all.")
     p("")
     p(f"Machine: {model}, {nproc} cores (nproc), Linux {kernel}; peers from Debian: {versions}.")
+    if args.runtime_note:
+        p(args.runtime_note)
     p("```")
     p(free)
     p("```")
@@ -597,7 +685,7 @@ def report(results, args, notif_text, seconds):
     p("own figure is itself a median where several samples were taken (control, suspend, switch).")
     p("")
     sizes = results["sizes"]
-    names = [c.name for c in PEERS] + [LifecycledProtocol.name]
+    names = [c.name for c in PEERS if c is Lifecycled or c.key in args.peers] + [LifecycledProtocol.name]
 
     def best_peer(table, n=None, lower=True):
         cands = {k: v for k, v in table.items() if k not in (Lifecycled.name, LifecycledProtocol.name)
@@ -654,7 +742,9 @@ def report(results, args, notif_text, seconds):
     p("| supervisor | status of one service | stop + start of one service |")
     p("|---|---|---|")
     for name, v in results["status"].items():
-        p(f"| {name} | {fmt(stats([x[0] for x in v]), 1000, 2)} | {fmt(stats([x[0] for x in results['restart'][name]]), 1000, 2)} |")
+        restart = results["restart"].get(name)
+        p(f"| {name} | {fmt(stats([x[0] for x in v]), 1000, 2)} | "
+          f"{fmt(stats([x[0] for x in restart]), 1000, 2) if restart else '—'} |")
     p("")
     p("`lifectl status app1` / `terminate`+`launch` (each waits until the app settled); `supervisorctl status`/")
     p("`stop`+`start`; `s6-svstat` / `s6-svc -wd -d` + `s6-svc -wu -u`; `sv status` / `sv -w 7 down` + `up`")
@@ -662,8 +752,11 @@ def report(results, args, notif_text, seconds):
     p("samples per repetition: 20 (status), 10 (stop+start), 20 (suspend), fewer where a command is slow")
     p("(about 4 s per measurement): " + ", ".join(f"{k} {v}" for k, v in results["samples"].items()
                                                  if not k.startswith("lifectl ")) + ".")
+    p("lifectl is built as `make install` builds it (release, `--static-swift-stdlib`)"
+      + ("; the proposed build links it as a static executable (`-Xswiftc -static-executable`: no dynamic loader)."
+         if LIFECTL_STATIC_EXE in results["status"] else "."))
     p("")
-    p(f"### 5. Suspend and resume at N={sizes[-1]} (µs): command until the process is in state T, and back")
+    p(f"### 5. Suspend and resume at N={sizes[-1]} (µs): request until the process is in state T, and back")
     p("")
     p("| method | suspend | resume | suspend / floor | resume / floor |")
     p("|---|---|---|---|---|")
@@ -674,34 +767,52 @@ def report(results, args, notif_text, seconds):
         s = stats([x[0] for x in v]); r = stats([x[0] for x in results["resume"][name]])
         p(f"| {name} | {fmt(s, 1, 0)} | {fmt(r, 1, 0)} | {s[0] / fs[0]:.0f}x | {r[0] / fr[0]:.0f}x |")
     p("")
-    p("`lifectl suspend`/`resume`, `supervisorctl signal STOP`/`CONT`, `s6-svc -p`/`-c`, `sv pause`/`cont`, run by")
-    p("bench/suspend_floor.c, which then polls /proc/PID/stat; the floor is its own kill() of the process group.")
+    p("Commands (`lifectl suspend`/`resume`, `supervisorctl signal STOP`/`CONT`, `s6-svc -p`/`-c`, `sv pause`/`cont`,")
+    p("`/bin/kill`) are run by bench/suspend_floor.c, which then polls /proc/PID/stat; the floor is its own kill() of")
+    p("the process group. One open control connection: bench/ctlconn.c sends `{\"verb\":\"suspend\",…}` on a")
+    p("connection kept open (no process start-up, no connect) and waits for the reply and for state T in /proc")
+    p("(resume: the reply and no T); median of 200 pairs. The relay floor is the same exchange with a C process in")
+    p("the daemon's place: request, kill(), reply, /proc. Pairs the daemon refused (see the analysis): "
+      + ", ".join(str(x) for x in results.get("suspend_refused", [])) + ".")
     p("")
     pp = results["pingpong"]
+    relay = results["relay"]
     p("### 6. App switch round trip, and 7. scaling (lifecycled, 2 protocol clients + N-2 plain programs)")
     p("")
-    p(f"Floor: one AF_UNIX message between two processes (bench/pingpong.c, half a round trip): "
-      f"{pp[0]:.1f} µs (min {pp[1]:.1f}); an app switch exchanges 4 messages + 4 acks, so the floor is "
-      f"**{8 * pp[0]:.0f} µs** (10 messages with the control request and its reply: {10 * pp[0]:.0f} µs).")
+    p(f"Floors, measured right before each N (median of those medians, and their range): one AF_UNIX message between")
+    p(f"two processes (bench/pingpong.c, half a round trip): {fmt(pp, 1, 1)} µs, so 4 messages + 4 acks = "
+      f"**{8 * pp[0]:.0f} µs** (the issue's floor); the same app switch between four C processes (bench/relay_floor.c:")
+    p(f"controller, a relay in the daemon's place, two clients; 10 messages, no JSON): **{fmt(relay, 1, 0)} µs**.")
+    if results.get("large_limit"):
+        limit, fits = results["large_limit"]
+        p(f"The largest N here is {fits:,}, not 10,000: the descriptor limit is {limit:,} (`ulimit -Hn`), and the daemon")
+        p("holds two descriptors per running app (its pidfd and its output pipe).")
     p("")
-    p("| N apps | switch, raw socket (µs) | / floor | switch, lifectl focus (ms) | status APP, raw (µs) | status APP, lifectl (ms) | list, raw (µs) | daemon RSS (MiB) |")
-    p("|---|---|---|---|---|---|---|---|")
+    p("| N apps | switch, one connection (µs) | / ping-pong floor | / relay floor | daemon CPU per switch (µs) "
+      "| switch, lifectl focus (ms) | status APP, one connection (µs) | daemon CPU per status (µs) "
+      "| status APP, lifectl (ms) | list, one connection (µs) | daemon RSS (MiB) |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, row in results["scaling"].items():
-        p(f"| {n} | {fmt(row['switch_raw'], 1, 0)} | {row['switch_raw'][0] / (8 * pp[0]):.1f}x | "
-          f"{fmt(row['switch_lifectl'], 1000, 2)} | {fmt(row['status_raw'], 1, 0)} | {fmt(row['status_lifectl'], 1000, 2)} | "
-          f"{fmt(row['list_raw'], 1, 0)} | {row['rss'] / 1024:.1f} |")
+        cpu = lambda x: f"{x:,.0f}" if x is not None else "n/a"
+        p(f"| {n:,} | {fmt(row['switch_conn'], 1, 0)} | {row['switch_conn'][0] / (8 * pp[0]):.1f}x | "
+          f"{row['switch_conn'][0] / relay[0]:.1f}x | {cpu(row['switch_cpu'])} | {fmt(row['switch_lifectl'], 1000, 2)} | "
+          f"{fmt(row['status_conn'], 1, 0)} | {cpu(row['status_cpu'])} | {fmt(row['status_lifectl'], 1000, 2)} | "
+          f"{fmt(row['list_conn'], 1, 0)} | {row['rss'] / 1024:.1f} |")
     p("")
-    p("Raw: bench/ctlbench.c connects to control.sock, sends `{\"verb\":\"focus\",\"app\":…}` (alternating two apps)")
-    p("or `{\"verb\":\"status\",\"app\":\"app1\"}`, reads the reply (sent when the app settled, i.e. after both")
-    p("clients acked); one process, no start-up, median of 200 (min–max over those samples). lifectl: the whole")
-    p("command, median of 30. Refused switches: " + ", ".join(f"N={n}: {r['switch_errors']}" for n, r in results['scaling'].items()) + ".")
+    p("One connection: bench/ctlconn.c sends `{\"verb\":\"focus\",\"app\":…}` (alternating two apps) or")
+    p("`{\"verb\":\"status\",\"app\":\"app1\"}` on one open connection and reads the reply (sent when the app")
+    p("settled, i.e. after both clients acked); median of 200 (min–max over those samples). Daemon CPU: its")
+    p("/proc/PID/schedstat run time over those requests, divided by their number. With a new connection per request")
+    p("(bench/ctlbench.c) the switch took " + ", ".join(f"N={n:,}: {row['switch_raw'][0]:,.0f} µs" for n, row in results['scaling'].items())
+      + ". lifectl: the whole command, median of 30. Refused switches: "
+      + ", ".join(f"N={n:,}: {r['switch_errors']}" for n, r in results['scaling'].items()) + ".")
     p("")
     p("### 8. Notifications (bench/notifications.sh)")
     p("")
     p("```")
     p(notif_text.strip() or "not run")
     p("```")
-    return L, {"fs": fs, "fr": fr, "pp": pp, "launch_best": (bestname, best)}
+    return L, {"fs": fs, "fr": fr, "pp": pp, "relay": relay, "launch_best": (bestname, best)}
 
 
 def verdicts(results, extra, args):
@@ -725,30 +836,53 @@ def verdicts(results, extra, args):
         out.append(("no periodic idle wakeups (besides the watchdog)", sw[0] <= 2,
                     f"{sw[0]:.0f} context switches in {args.idle} s (max {sw[2]:.0f}); no watchdog in this run"))
     st = {k: stats([x[0] for x in v]) for k, v in results["status"].items()}
-    if Lifecycled.name in st and "s6" in st and "supervisord" in st:
-        l, s, sup = st[Lifecycled.name][0], st["s6"][0], st["supervisord"][0]
-        out.append(("lifectl status within 2x of s6-svstat", l <= 2 * s, f"{l / 1000:.1f} ms vs {s / 1000:.1f} ms ({l / s:.1f}x)"))
+    if Lifecycled.name in st and "s6" in st:
+        l, s6 = st[Lifecycled.name][0], st["s6"][0]
+        text = f"{l / 1000:.1f} ms vs {s6 / 1000:.1f} ms ({l / s6:.1f}x), lifectl as `make install` builds it"
+        if LIFECTL_STATIC_EXE in st:
+            e = st[LIFECTL_STATIC_EXE][0]
+            text += f"; as a static executable (proposed): {e / 1000:.1f} ms ({e / s6:.1f}x{', met' if e <= 2 * s6 else ''})"
+        out.append(("lifectl status within 2x of s6-svstat", l <= 2 * s6, text))
+    if Lifecycled.name in st and "supervisord" in st:
+        l, sup = st[Lifecycled.name][0], st["supervisord"][0]
         out.append(("lifectl status 10x faster than supervisorctl", sup >= 10 * l,
                     f"{l / 1000:.1f} ms vs {sup / 1000:.1f} ms ({sup / l:.1f}x faster)"))
     s = stats([x[0] for x in results["suspend"].get(Lifecycled.name, [])])
     r = stats([x[0] for x in results["resume"].get(Lifecycled.name, [])])
     if s and extra["fs"]:
         ok = s[0] <= 2 * extra["fs"][0] and r[0] <= 2 * extra["fr"][0]
-        out.append(("suspend/resume within 2x of the floor", ok,
-                    f"suspend {s[0]:.0f} µs vs {extra['fs'][0]:.0f} µs ({s[0] / extra['fs'][0]:.0f}x), "
-                    f"resume {r[0]:.0f} µs vs {extra['fr'][0]:.0f} µs ({r[0] / extra['fr'][0]:.0f}x)"))
+        out.append(("suspend/resume within 2x of the floor: the lifectl command", ok,
+                    f"suspend {s[0]:,.0f} µs vs {extra['fs'][0]:.0f} µs ({s[0] / extra['fs'][0]:.0f}x), "
+                    f"resume {r[0]:,.0f} µs vs {extra['fr'][0]:.0f} µs ({r[0] / extra['fr'][0]:.0f}x)"))
+    cs = stats([x[0] for x in results["suspend"].get(ONE_CONNECTION, [])])
+    cr = stats([x[0] for x in results["resume"].get(ONE_CONNECTION, [])])
+    rs = stats([x[0] for x in results["suspend"].get(RELAY_SUSPEND, [])])
+    rr = stats([x[0] for x in results["resume"].get(RELAY_SUSPEND, [])])
+    if cs and extra["fs"]:
+        ok = cs[0] <= 2 * extra["fs"][0] and cr[0] <= 2 * extra["fr"][0]
+        text = (f"suspend {cs[0]:.0f} µs ({cs[0] / extra['fs'][0]:.1f}x), resume {cr[0]:.0f} µs ({cr[0] / extra['fr'][0]:.1f}x)")
+        if rs:
+            text += (f"; the C relay with the same message: {rs[0]:.0f} / {rr[0]:.0f} µs "
+                     f"(lifecycled {cs[0] / rs[0]:.1f}x / {cr[0] / rr[0]:.1f}x of it)")
+        out.append(("suspend/resume within 2x of the floor: the daemon's share (one open connection)", ok, text))
     sc = results["scaling"]
     if sc:
         first = min(sc); row = sc[first]
         floor = 8 * extra["pp"][0]
-        out.append(("switch round trip within 2x of the ping-pong floor", row["switch_raw"][0] <= 2 * floor,
-                    f"{row['switch_raw'][0]:.0f} µs (raw socket, N={first}) vs {floor:.0f} µs ({row['switch_raw'][0] / floor:.1f}x);"
+        relay = extra["relay"][0]
+        out.append(("switch round trip within 2x of the ping-pong floor", row["switch_conn"][0] <= 2 * floor,
+                    f"{row['switch_conn'][0]:.0f} µs (one connection, N={first}) vs {floor:.0f} µs ({row['switch_conn'][0] / floor:.1f}x);"
+                    f" vs the same switch between four C processes {relay:.0f} µs ({row['switch_conn'][0] / relay:.1f}x);"
                     f" through lifectl {row['switch_lifectl'][0] / 1000:.1f} ms"))
         last = max(sc)
-        sw = sc[last]["switch_raw"][0] / sc[first]["switch_raw"][0]
-        stt = sc[last]["status_raw"][0] / sc[first]["status_raw"][0]
-        out.append(("flat scaling (switch and status APP, N=%d→%d)" % (first, last), sw <= 1.5 and stt <= 1.5,
-                    f"switch x{sw:.2f}, status APP x{stt:.2f}, list x{sc[last]['list_raw'][0] / sc[first]['list_raw'][0]:.1f}"))
+        sw = sc[last]["switch_conn"][0] / sc[first]["switch_conn"][0]
+        stt = sc[last]["status_conn"][0] / sc[first]["status_conn"][0]
+        cpu = (sc[last]["switch_cpu"] / sc[first]["switch_cpu"]) if sc[last]["switch_cpu"] and sc[first]["switch_cpu"] else None
+        out.append((f"flat scaling: switch and status APP at N={last:,} within 2x of N={first}",
+                    sw <= 2 and stt <= 2,
+                    f"switch x{sw:.2f} (daemon CPU per switch x{cpu:.2f}), status APP x{stt:.2f}; list x"
+                    f"{sc[last]['list_conn'][0] / sc[first]['list_conn'][0]:.0f} (it lists every app)"
+                    if cpu else f"switch x{sw:.2f}, status APP x{stt:.2f}"))
     return out
 
 
@@ -824,7 +958,12 @@ def main():
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
     parser.add_argument("--svg", default=os.path.join(ROOT, "docs", "bench-launch-memory.svg"))
     parser.add_argument("--json", default="")
+    parser.add_argument("--peers", default="supervisord,s6,runit",
+                        help="the peers installed here (run.sh leaves out what apt could not install)")
+    parser.add_argument("--lifectl-static-exe", default="", help="directory of a lifectl linked as a static executable")
+    parser.add_argument("--runtime-note", default="", help="where the temporary directories are (tmpfs or not)")
     args = parser.parse_args()
+    args.peers = [p for p in args.peers.split(",") if p]
     if args.smoke:
         args.idle = min(args.idle, 2)
     t0 = time.time()

@@ -2,35 +2,45 @@
 # How fast does lifectl answer? Medians of 300 runs each, against the floor, in one run:
 #   /bin/true                 process start-up alone (the floor of any command)
 #   ctl_floor                 a C client: connect, one request, one reply (the floor of a status query)
-#   lifectl --help            lifectl's own start-up (dynamic Swift runtime)
-#   lifectl list              a status query through lifectl (dynamic, then --static-swift-stdlib)
-# Run: bash bench/lifectl-latency.sh   (builds release binaries under .build/)
+#   lifectl --help            lifectl's own start-up, in three builds: the dynamic Swift runtime (`swift build`),
+#                             --static-swift-stdlib (what `make install` ships), and a static executable
+#                             (-Xswiftc -static-executable: no dynamic loader, no relocations to shared libraries)
+#   lifectl status app1       a status query through each build
+# Run: bash bench/lifectl-latency.sh   (release builds under BENCH_SCRATCH, default /var/tmp/lifecycled-bench-build,
+#      and beside it -dynamic and -static-executable; never .build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-300}
-out=$(mktemp -d /tmp/lifecycled-bench.XXXXXX)
-trap 'kill $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$out"' EXIT
+scratch=${BENCH_SCRATCH:-/var/tmp/lifecycled-bench-build}
+out=$(mktemp -d "${TMPDIR:-/tmp}/lifecycled-bench.XXXXXX")
+daemon=
+trap '[ -z "$daemon" ] || kill $daemon 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$out"' EXIT
 
-cc -O2 -o "$out/repeat" bench/repeat.c
-cc -O2 -o "$out/ctl_floor" bench/ctl_floor.c
-swift build -c release --product lifecycled >/dev/null
-swift build -c release --product lifectl >/dev/null
-dynamic=$(swift build -c release --show-bin-path)
-swift build -c release --product lifectl --static-swift-stdlib --scratch-path .build/static >/dev/null
-static=$(swift build -c release --static-swift-stdlib --scratch-path .build/static --show-bin-path)
+cc=$(command -v cc || command -v gcc || command -v clang)
+"$cc" -O2 -o "$out/repeat" bench/repeat.c
+"$cc" -O2 -o "$out/ctl_floor" bench/ctl_floor.c
+swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifecycled >/dev/null
+swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifectl >/dev/null
+static=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
+swift build -c release --scratch-path "$scratch-dynamic" --product lifectl >/dev/null
+dynamic=$(swift build -c release --scratch-path "$scratch-dynamic" --show-bin-path)
+swift build -c release --scratch-path "$scratch-static-executable" --product lifectl -Xswiftc -static-executable >/dev/null 2>&1
+executable=$(swift build -c release --scratch-path "$scratch-static-executable" -Xswiftc -static-executable --show-bin-path)
 
-# A daemon with 10 apps that speak no protocol, so that list has something to say.
+# A daemon with 10 apps that speak no protocol, so that status has something to say.
 mkdir -p "$out/config/apps"
 for i in $(seq 10); do printf '[App]\nExec=sleep 100000\nProtocol=none\nAutoLaunch=yes\n' > "$out/config/apps/app$i.conf"; done
 export LIFECYCLED_RUNTIME_DIR="$out/run"
-"$dynamic/lifecycled" --config "$out/config" --log-level warning &
+"$static/lifecycled" --config "$out/config" --log-level warning &
 daemon=$!
-for _ in $(seq 100); do "$dynamic/lifectl" list >/dev/null 2>&1 && break; sleep 0.05; done
+for _ in $(seq 100); do "$static/lifectl" list >/dev/null 2>&1 && break; sleep 0.05; done
 
-printf '%-34s %9s %9s %9s   (µs, %d runs, %s)\n' "command" "median" "min" "max" "$N" "$(nproc) cores, $(date -u +%F)"
+printf '%-40s %9s %9s %9s   (µs, %d runs, %s)\n' "command" "median" "min" "max" "$N" "$(nproc) cores, $(date -u +%F)"
 "$out/repeat" "$N" "/bin/true (floor: start-up)" /bin/true
 "$out/repeat" "$N" "ctl_floor (floor: query in C)" "$out/ctl_floor" "$LIFECYCLED_RUNTIME_DIR/control.sock"
 "$out/repeat" "$N" "lifectl --help (dynamic)" "$dynamic/lifectl" --help
 "$out/repeat" "$N" "lifectl --help (static stdlib)" "$static/lifectl" --help
-"$out/repeat" "$N" "lifectl list (dynamic)" "$dynamic/lifectl" list
-"$out/repeat" "$N" "lifectl list (static stdlib)" "$static/lifectl" list
+"$out/repeat" "$N" "lifectl --help (static executable)" "$executable/lifectl" --help
+"$out/repeat" "$N" "lifectl status app1 (dynamic)" "$dynamic/lifectl" status app1
+"$out/repeat" "$N" "lifectl status app1 (static stdlib)" "$static/lifectl" status app1
+"$out/repeat" "$N" "lifectl status app1 (static executable)" "$executable/lifectl" status app1

@@ -3,22 +3,25 @@
 # Prints posts per second, the daemon's peak resident memory before and after, and what each
 # suspended app holds afterwards (3 entries each, whatever the number of posts), beside the floor:
 # the same bytes through a pipe to a reader that only finds the line ends.
-# Run: bash bench/notifications.sh   (POSTS=… and APPS=… to change the size; LIFECYCLED_BIN_DIR=… to skip the build)
+# Run: bash bench/notifications.sh   (POSTS=… and APPS=… to change the size; LIFECYCLED_BIN_DIR=… to skip the build,
+#      which otherwise goes to BENCH_SCRATCH, default /var/tmp/lifecycled-bench-build, never to .build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POSTS=${POSTS:-1000000}
 APPS=${APPS:-100}
-out=$(mktemp -d /tmp/lifecycled-bench.XXXXXX)
+out=$(mktemp -d "${TMPDIR:-/tmp}/lifecycled-bench.XXXXXX")
 daemon=
 trap '[ -n "$daemon" ] && kill $daemon 2>/dev/null; wait 2>/dev/null; rm -rf "$out"' EXIT
 
-cc -O2 -o bench/line_floor bench/line_floor.c
+cc=$(command -v cc || command -v gcc || command -v clang)
+"$cc" -O2 -o "$out/line_floor" bench/line_floor.c
 if [ -n "${LIFECYCLED_BIN_DIR:-}" ]; then
     bin=$LIFECYCLED_BIN_DIR   # already built (bench/run.sh builds into its own scratch path)
 else
-    swift build -c release --product lifecycled >/dev/null
-    swift build -c release --product lifectl >/dev/null
-    bin=$(swift build -c release --show-bin-path)
+    scratch=${BENCH_SCRATCH:-/var/tmp/lifecycled-bench-build}
+    swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifecycled >/dev/null
+    swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifectl >/dev/null
+    bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
 fi
 export PATH="$bin:$PWD/Examples/python:$PATH" LIFECYCLED_RUNTIME_DIR="$out/run"
 
@@ -46,7 +49,7 @@ before_hwm=$(hwm); before_rss=$(rss)
 lifectl post userDefaultsDidChange --app poster --data '{"go":true}' >/dev/null
 for _ in $(seq 6000); do [ -s "$out/result.json" ] && break; sleep 0.1; done
 after_hwm=$(hwm); after_rss=$(rss)
-floor=$(python3 bench/poster.py --floor 2>/dev/null)
+floor=$(LINE_FLOOR="$out/line_floor" python3 bench/poster.py --floor 2>/dev/null)
 
 held=$(lifectl list >/dev/null; lifectl status --json | python3 -c "
 import json,sys

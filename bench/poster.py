@@ -21,7 +21,9 @@ def lines():
 
 
 def floor():
-    reader = subprocess.Popen([os.path.join(os.path.dirname(sys.argv[0]), "line_floor")], stdin=subprocess.PIPE)
+    # LINE_FLOOR: where notifications.sh compiled it (a temporary directory, not the source tree).
+    reader = subprocess.Popen([os.environ.get("LINE_FLOOR") or os.path.join(os.path.dirname(sys.argv[0]), "line_floor")],
+                              stdin=subprocess.PIPE)
     chunks = list(lines())
     start = time.perf_counter()
     for chunk in chunks:
