@@ -101,5 +101,30 @@ bench-smoke: deps
 test-systemd:
 	bash systemd/test-in-container.sh
 
+# Fuzzing (docs/RELIABILITY.md): libFuzzer on the line framer and the messages of both sockets (fuzz-protocol) and
+# on the config parser (fuzz-config), built with -sanitize=fuzzer,address from Fuzz/, starting from Fuzz/corpus/.
+# `make fuzz` runs each for FUZZ_SECONDS (default 600); `make fuzz-smoke`, the CI version, for FUZZ_SMOKE_SECONDS
+# (default 60). The build (FUZZ_SCRATCH, default .build/fuzz) takes about 3 min the first time, seconds after.
+# A finding stops with the input's path: add it to Fuzz/regressions/ (FuzzRegressionTests replays it) and fix.
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 60
+FUZZ_SCRATCH ?= $(CURDIR)/.build/fuzz
+.PHONY: fuzz fuzz-smoke check-sanitizers
+
+fuzz: deps
+	SWIFT="$(SWIFT)" FUZZ_SCRATCH="$(FUZZ_SCRATCH)" bash Fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: deps
+	SWIFT="$(SWIFT)" FUZZ_SCRATCH="$(FUZZ_SCRATCH)" bash Fuzz/run.sh $(FUZZ_SMOKE_SECONDS)
+
+# The whole test suite built with AddressSanitizer, then with ThreadSanitizer (the daemon and lifectl the
+# integration tests run are the sanitized builds too), each in its own scratch path under SANITIZER_SCRATCH.
+# LeakSanitizer is off: the Swift runtime's caches look like leaks at exit (leaks are checked by the RSS tests).
+# About 25 min on 2 cores (docs/RELIABILITY.md has the last run's times and findings).
+SANITIZER_SCRATCH ?= $(CURDIR)/.build
+check-sanitizers: deps
+	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --sanitize=address --scratch-path "$(SANITIZER_SCRATCH)/asan"
+	TSAN_OPTIONS=halt_on_error=0 $(SWIFT) test --sanitize=thread --scratch-path "$(SANITIZER_SCRATCH)/tsan"
+
 clean:
 	rm -rf .build

@@ -30,6 +30,14 @@ let package = Package(
         .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport", "lifecycled", "lifectl", "notes-example", "scenes-example"]),
+        // Fuzzing (docs/RELIABILITY.md): the per-input checks, shared by the two fuzzers and their regression tests.
+        .target(name: "FuzzTargets", dependencies: ["LifecycleModel", "LifecycleProtocol", "LifecycleDaemon"], path: "Fuzz/Targets"),
+        // libFuzzer's LLVMFuzzerRunDriver, declared for the fuzzers' -DFUZZING build (Fuzz/run.sh); nothing to link otherwise.
+        .systemLibrary(name: "CFuzzerDriver", path: "Fuzz/CFuzzerDriver"),
+        // libFuzzer executables under Fuzz/run.sh (make fuzz, make fuzz-smoke); corpus replayers in a plain build.
+        .executableTarget(name: "fuzz-protocol", dependencies: ["FuzzTargets", "CFuzzerDriver"], path: "Fuzz/protocol"),
+        .executableTarget(name: "fuzz-config", dependencies: ["FuzzTargets", "CFuzzerDriver"], path: "Fuzz/config"),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),
     ],
     swiftLanguageModes: [.v6]
 )
