@@ -36,7 +36,7 @@ private final class TemporaryConfigDirectory {
         if status.st_mode & S_IFMT == S_IFDIR, let directory = opendir(path) {
             var names: [String] = []
             while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                let name = directoryEntryName(entry)
                 if name != "." && name != ".." { names.append(name) }
             }
             closedir(directory)

@@ -210,7 +210,7 @@ func directoryEntries(_ path: String) -> [String] {
     defer { closedir(directory) }
     var names: [String] = []
     while let entry = readdir(directory) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let name = directoryEntryName(entry)
         if name != "." && name != ".." { names.append(name) }
     }
     return names

@@ -63,9 +63,7 @@ extension ConfigLoader {
                 if errno != 0 { throw .system(operation: "readdir", errno: errno) }
                 break
             }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+            let name = directoryEntryName(entry)
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()

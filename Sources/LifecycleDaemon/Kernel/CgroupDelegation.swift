@@ -216,7 +216,7 @@ func subdirectoryNames(of path: String) -> [String] {
     var names: [String] = []
     while let entry = readdir(directory) {
         guard entry.pointee.d_type == UInt8(DT_DIR) else { continue }
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let name = directoryEntryName(entry)
         if name != "." && name != ".." { names.append(name) }
     }
     return names

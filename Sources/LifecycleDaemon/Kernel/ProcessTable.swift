@@ -11,7 +11,7 @@ public enum ProcessTable {
         defer { closedir(directory) }
         var pids: [pid_t] = []
         while let entry = readdir(directory) {
-            let pid = withUnsafeBytes(of: entry.pointee.d_name) { decimal($0.prefix { $0 != 0 }) }
+            let pid = withDirectoryEntryName(entry) { decimal($0) }
             guard let pid, pid > 0,
                   let group = try? withKernelFileBytes("\(procRoot)/\(pid)/stat", { statField(2, of: $0) }),
                   group == Int(pgid)
@@ -107,4 +107,21 @@ public enum ProcessTable {
 
     private static func isStopped(_ state: Character) -> Bool { state == "T" || state == "t" }
     private static func isExited(_ state: Character) -> Bool { state == "Z" || state == "X" || state == "x" }
+}
+
+/// Calls `body` with the name of a `readdir` entry, its bytes read in place (no NUL). The kernel packs entries
+/// only as long as their names, so copying `d_name` out of the entry (a 256-byte array in `struct dirent`)
+/// reads past the end of the last entry of readdir's buffer: AddressSanitizer's heap-buffer-overflow, and a
+/// crash if the buffer ends where a mapping ends.
+func withDirectoryEntryName<Result>(_ entry: UnsafeMutablePointer<dirent>, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+    withUnsafeMutablePointer(to: &entry.pointee.d_name) { field in
+        let start = UnsafeRawPointer(field)
+        let length = strnlen(start.assumingMemoryBound(to: CChar.self), MemoryLayout.size(ofValue: entry.pointee.d_name))
+        return body(UnsafeBufferPointer(start: start.assumingMemoryBound(to: UInt8.self), count: length))
+    }
+}
+
+/// The name of a `readdir` entry (see `withDirectoryEntryName`).
+func directoryEntryName(_ entry: UnsafeMutablePointer<dirent>) -> String {
+    withDirectoryEntryName(entry) { String(decoding: $0, as: UTF8.self) }
 }
