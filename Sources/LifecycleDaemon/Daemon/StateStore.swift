@@ -74,7 +74,7 @@ struct StateStore {
         defer { closedir(dir) }
         var apps: [PersistedApp] = [], problems: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = directoryEntryName(entry)
             guard name.hasSuffix(".json") else { continue }
             let file = directory + "/" + name
             do {
