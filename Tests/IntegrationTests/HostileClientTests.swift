@@ -207,6 +207,87 @@ struct HostileClientTests {
         }
     }
 
+    // MARK: Clients that will not end
+
+    @Test("a client that ignores SIGTERM is killed with SIGKILL after TimeoutStopSec, with its children; also when suspended")
+    func clientIgnoringSIGTERMIsKilled() throws {
+        let stubborn = "[App]\nExec=\(python) --ignore-sigterm --children 2\n\n[Lifecycle]\nBackgroundTimeSec=infinity\nTimeoutStopSec=1\n"
+        try withHostile(stubborn) { daemon in
+            for suspended in [false, true] {
+                try daemon.control("launch", "bad", "--background")
+                let pid = try #require(try daemon.status("bad").pid)
+                try daemon.waitUntil("its children run") { Kernel.group(pid).count == 3 }
+                let group = Kernel.group(pid)
+                if suspended {
+                    try daemon.control("suspend", "bad")
+                    try daemon.waitUntil("bad is stopped") { group.allSatisfy { Kernel.state($0) == "T" } }
+                }
+                try daemon.control("terminate", "bad")
+                #expect(try daemon.status("bad").state.rawValue == "notRunning")
+                try daemon.waitUntil("every process of bad is gone") {
+                    group.allSatisfy { Kernel.state($0) == nil || Kernel.state($0) == "Z" }
+                }
+                #expect(daemon.log.contains("bad: did not exit within 1s of SIGTERM; sending SIGKILL"))
+            }
+        }
+    }
+
+    // MARK: The app socket (RUNTIME_DIR/app.sock): strangers that connect and say nothing
+
+    @Test("app.sock: idle connections of a stranger are bounded (64 waiting at once) and closed after the hello timeout",
+          .enabled(if: geteuid() == 0, "becoming nobody needs root"))
+    func appSocketIdleStrangersAreBounded() throws {
+        try DaemonHarness.running(["good": good]) { daemon in
+            let daemonPID = try #require(daemon.daemonPID)
+            try daemon.control("focus", "good")
+            let fdsBefore = try ProcessMeter.descriptorCount(daemonPID)
+            let listingBefore = try ProcessMeter.descriptors(daemonPID)
+            let socket = daemon.runtimeDirectory.appendingPathComponent("app.sock").path
+            // 80 connections from nobody that never speak: how many the daemon closed at once, and how many
+            // were still open 7 s later (past its 5 s hello timeout).
+            let script = """
+                import json, select, socket, sys, time
+                conns = []
+                for _ in range(80):
+                    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); conns.append(s)
+                def ended(s):
+                    # The daemon's last words (an error line, or nothing), once the connection is over; None if open.
+                    data = b""
+                    while select.select([s], [], [], 0)[0]:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            return data
+                        data += chunk
+                    return None
+                time.sleep(1)
+                at_once = [s for s in conns if ended(s) is not None]
+                time.sleep(6)
+                rest = [ended(s) for s in conns if s not in at_once]
+                print(json.dumps({"atOnce": len(at_once), "stillOpen": rest.count(None),
+                                  "timedOut": sum(1 for r in rest if r is not None and b"no hello within" in r)}))
+                """
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, socket]
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            let line = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            struct Result: Decodable { var atOnce: Int; var stillOpen: Int; var timedOut: Int }
+            let result = try JSONDecoder().decode(Result.self, from: Data(line.utf8))
+            #expect(result.atOnce == 16, "connections past the 64 waiting are closed at once: \(line)")
+            #expect(result.stillOpen == 0 && result.timedOut == 64, "the waiting ones get an error after the hello timeout: \(line)")
+            var after: [Int32: String] = [:]
+            try? daemon.waitUntil("the daemon's descriptors are back", timeout: 20) {
+                after = try ProcessMeter.descriptors(daemonPID)
+                return after.count == fdsBefore
+            }
+            #expect(after.count == fdsBefore, "descriptors before: \(listingBefore.sorted { $0.key < $1.key }), now: \(after.sorted { $0.key < $1.key })")
+            #expect(try daemon.status("good").protocol == "lifecycle")
+        }
+    }
+
     // MARK: Memory and descriptors over many hostile clients
 
     @Test("memory and descriptors stay bounded over rounds of every kind of hostile client")
