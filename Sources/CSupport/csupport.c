@@ -45,7 +45,19 @@ struct spawn_args {
     const int *cgroup_fds;
     int ncgroup_fds;
     volatile int error; // written by the child, which shares our memory (CLONE_VM)
+    int report_fd;      // -1; under ThreadSanitizer (spawn_forked), where the child writes its errno instead
 };
+
+// ThreadSanitizer intercepts clone() and handles every call as a fork: a CLONE_VM clone fails its
+// internal check (tsan_rtl.cpp "((!thr->slot)) != (0)") and aborts the process. Its builds alone fork
+// instead (spawn_forked); every other build takes the clone path below.
+#if defined(__SANITIZE_THREAD__)
+#define CS_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CS_THREAD_SANITIZER 1
+#endif
+#endif
 
 // Sets the whole mask through the raw syscall: glibc's pthread_sigmask silently leaves its
 // internal signals (SIGCANCEL, SIGSETXID) unblocked, and no handler may run in the child
@@ -110,10 +122,15 @@ static int spawn_child(void *p) {
         }
         first_to_close = 4;
     }
-    if (syscall(SYS_close_range, (unsigned)first_to_close, ~0U, 0) < 0) {
+    // Everything else goes, but the report pipe of a forked spawn (close-on-exec: execve closes it).
+    unsigned keep = a->report_fd >= first_to_close ? (unsigned)a->report_fd : ~0U;
+    if (keep != ~0U && keep > (unsigned)first_to_close) (void)syscall(SYS_close_range, (unsigned)first_to_close, keep - 1, 0);
+    if (syscall(SYS_close_range, keep == ~0U ? (unsigned)first_to_close : keep + 1, ~0U, 0) < 0) {
         struct rlimit rl;
         long max = (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ? (long)rl.rlim_cur : 65536;
-        for (long fd = first_to_close; fd < max; fd++) (void)close((int)fd);
+        for (long fd = first_to_close; fd < max; fd++) {
+            if (fd != a->report_fd) (void)close((int)fd);
+        }
     }
 
     if (a->cwd && chdir(a->cwd) < 0) goto fail;
@@ -131,8 +148,49 @@ static int spawn_child(void *p) {
     execve(a->path, a->argv, a->envp);
 fail:
     a->error = errno ? errno : EINVAL;
+    if (a->report_fd >= 0) {
+        int e = a->error;
+        (void)write(a->report_fd, &e, sizeof e);
+    }
     _exit(127);
 }
+
+#ifdef CS_THREAD_SANITIZER
+// The spawn under ThreadSanitizer: fork (which it handles), then the same child; the child's errno
+// comes back through a close-on-exec pipe, which execve closes on success. Used in its test builds only.
+static pid_t spawn_forked(struct spawn_args *a) {
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) < 0) return -1;
+    // Above 3, so that the fd the child moves to 3 cannot be it.
+    if (report[1] <= 3) {
+        int moved = fcntl(report[1], F_DUPFD_CLOEXEC, 10);
+        if (moved < 0) { int e = errno; close(report[0]); close(report[1]); errno = e; return -1; }
+        close(report[1]);
+        report[1] = moved;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(report[0]);
+        close(report[1]);
+        errno = e;
+        return -1;
+    }
+    if (pid == 0) {
+        close(report[0]);
+        a->report_fd = report[1];
+        spawn_child(a);
+        _exit(127);
+    }
+    close(report[1]);
+    int e = 0;
+    ssize_t n;
+    do { n = read(report[0], &e, sizeof e); } while (n < 0 && errno == EINTR);
+    close(report[0]);
+    a->error = n == (ssize_t)sizeof e ? e : 0;
+    return pid;
+}
+#endif
 
 int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
              int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
@@ -156,10 +214,14 @@ int cs_spawn(const char *path, char *const argv[], char *const envp[], const cha
         .path = path, .argv = argv, .envp = envp, .cwd = cwd,
         .has_ids = has_ids, .uid = uid, .gid = gid, .groups = groups, .ngroups = ngroups,
         .inherit_fd = inherit_fd, .output_fd = output_fd, .cgroup_fds = cgroup_procs_fds, .ncgroup_fds = ncgroup_fds,
-        .error = 0,
+        .error = 0, .report_fd = -1,
     };
+#ifdef CS_THREAD_SANITIZER
+    pid_t pid = spawn_forked(&a);
+#else
     // CLONE_VFORK: we resume once the child has called execve or _exit.
     pid_t pid = clone(spawn_child, (char *)stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+#endif
     int err = pid < 0 ? errno : a.error;
     if (pid > 0 && err != 0) {
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
