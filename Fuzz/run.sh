@@ -5,7 +5,8 @@
 # leaves the input in $SCRATCH/artifacts/; add it to Fuzz/regressions/TARGET/ so the normal test suite replays it
 # (FuzzRegressionTests), then fix the bug. Exit status: 0 when neither fuzzer found anything.
 #
-# usage: Fuzz/run.sh [SECONDS]     environment: FUZZ_SCRATCH (default /tmp/lifecycled-fuzz-build), SWIFT, FUZZ_JOBS
+# usage: Fuzz/run.sh [SECONDS]     environment: FUZZ_SCRATCH (default /tmp/lifecycled-fuzz-build), SWIFT,
+#                                  FUZZ_TARGETS (default "protocol config")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
@@ -15,7 +16,8 @@ mkdir -p "$scratch/artifacts"
 
 # One build for both: every Swift module instrumented for coverage and AddressSanitizer.
 started=$(date +%s)
-for product in fuzz-protocol fuzz-config; do
+for product in ${FUZZ_TARGETS:-protocol config}; do
+    product="fuzz-$product"
     "$swift" build -c debug --scratch-path "$scratch" --product "$product" \
         -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING 2>&1 | grep -v "Cannot export local symbol" || true
     test -x "$scratch/debug/$product" || { echo "Fuzz/run.sh: building $product failed" >&2; exit 2; }
@@ -23,7 +25,7 @@ done
 echo "Fuzz/run.sh: built in $(( $(date +%s) - started )) s; fuzzing each target for $seconds s"
 
 status=0
-for target in protocol config; do
+for target in ${FUZZ_TARGETS:-protocol config}; do
     work="$scratch/corpus/$target"
     mkdir -p "$work"
     # -detect_leaks=0: the Swift runtime's metadata caches look like leaks at exit; memory errors still stop it.

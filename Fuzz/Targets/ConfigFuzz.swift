@@ -28,7 +28,8 @@ public enum ConfigFuzz {
             }
         }
         guard let selector = data.first, let text = String(validating: data.dropFirst(), as: UTF8.self) else { return [] }
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).count
+        // Lines as the parser counts them: by newline bytes (a "\r\n" is one Character to Swift, but a line break).
+        let lines = text.utf8.reduce(1) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 }
         if selector & 1 == 0 {
             let (daemon, diagnostics) = ConfigLoader.parseDaemon(text: text, file: "lifecycled.conf")
             let (again, diagnosticsAgain) = ConfigLoader.parseDaemon(text: text, file: "lifecycled.conf")
