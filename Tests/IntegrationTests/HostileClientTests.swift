@@ -179,7 +179,8 @@ struct HostileClientTests {
             try daemon.control("launch", "bad")
             // The flood runs for as long as the app does; measure the daemon while it runs.
             let rssBefore = try ProcessMeter.residentKiB(daemonPID)
-            let fdsBefore = try ProcessMeter.descriptorCount(daemonPID)
+            let listingBefore = try ProcessMeter.descriptors(daemonPID)
+            let fdsBefore = listingBefore.count
             for _ in 0..<5 {
                 try daemon.control("background", "good")
                 try daemon.control("focus", "good")
@@ -187,7 +188,8 @@ struct HostileClientTests {
             }
             #expect(try daemon.status("bad").protocol == "lifecycle", "a flood of valid lines is not an error")
             // The last lifectl's connection may still be open on the daemon's side until it reads the hang-up.
-            #expect(ProcessMeter.settles(daemonPID, at: fdsBefore), "descriptors: \(fdsBefore) before")
+            let listingAfter = { (try? ProcessMeter.descriptors(daemonPID)) ?? [:] }
+            #expect(ProcessMeter.settles(daemonPID, at: fdsBefore), "descriptors: \(ProcessMeter.difference(listingBefore, listingAfter()))")
             let rssAfter = try ProcessMeter.residentKiB(daemonPID)
             if !ProcessMeter.isSanitized(daemonPID) {
                 #expect(rssAfter < rssBefore + 8 * 1024, "RSS \(rssBefore) KiB before, \(rssAfter) KiB after")
@@ -281,12 +283,8 @@ struct HostileClientTests {
             let result = try JSONDecoder().decode(Result.self, from: Data(line.utf8))
             #expect(result.atOnce == 16, "connections past the 64 waiting are closed at once: \(line)")
             #expect(result.stillOpen == 0 && result.timedOut == 64, "the waiting ones get an error after the hello timeout: \(line)")
-            var after: [Int32: String] = [:]
-            try? daemon.waitUntil("the daemon's descriptors are back", timeout: 20) {
-                after = try ProcessMeter.descriptors(daemonPID)
-                return after.count == fdsBefore
-            }
-            #expect(after.count == fdsBefore, "descriptors before: \(listingBefore.sorted { $0.key < $1.key }), now: \(after.sorted { $0.key < $1.key })")
+            #expect(ProcessMeter.settles(daemonPID, at: fdsBefore),
+                    "descriptors: \(ProcessMeter.difference(listingBefore, (try? ProcessMeter.descriptors(daemonPID)) ?? [:]))")
             #expect(try daemon.status("good").protocol == "lifecycle")
         }
     }
@@ -313,10 +311,12 @@ struct HostileClientTests {
             try round()
             try round()
             let rss = try ProcessMeter.residentKiB(daemonPID)
-            let fds = try ProcessMeter.descriptorCount(daemonPID)
+            let listing = try ProcessMeter.descriptors(daemonPID)
+            let fds = listing.count
             for _ in 0..<4 { try round() }
             let rssAfter = try ProcessMeter.residentKiB(daemonPID)
-            #expect(ProcessMeter.settles(daemonPID, at: fds), "no descriptor leaks")
+            let listingAfter = { (try? ProcessMeter.descriptors(daemonPID)) ?? [:] }
+            #expect(ProcessMeter.settles(daemonPID, at: fds), "no descriptor leaks: \(ProcessMeter.difference(listing, listingAfter()))")
             // Four more rounds drop four 1 MiB buffers of the no-read client; none of it may stay.
             if !ProcessMeter.isSanitized(daemonPID) {
                 #expect(rssAfter < rss + 2 * 1024, "RSS \(rss) KiB after two rounds, \(rssAfter) KiB after six")
@@ -355,6 +355,13 @@ enum ProcessMeter {
             usleep(20_000)
         }
         return false
+    }
+
+    /// What differs between two listings of a process's descriptors, for a failure's message.
+    static func difference(_ before: [Int32: String], _ after: [Int32: String]) -> String {
+        let gone = before.filter { after[$0.key] != $0.value }.sorted { $0.key < $1.key }.map { "-\($0.key) \($0.value)" }
+        let new = after.filter { before[$0.key] != $0.value }.sorted { $0.key < $1.key }.map { "+\($0.key) \($0.value)" }
+        return (gone + new).joined(separator: ", ")
     }
 
     /// Whether the process runs under AddressSanitizer or ThreadSanitizer (`make check-sanitizers`): they reserve

@@ -170,7 +170,7 @@ struct SecurityTests {
         try DaemonHarness.running(["a": app]) { daemon in
             let daemonPID = try #require(daemon.daemonPID)
             try daemon.control("launch", "a")
-            let fdsBefore = try ProcessMeter.descriptorCount(daemonPID)
+            let listingBefore = try ProcessMeter.descriptors(daemonPID)
             let socketPath = daemon.runtimeDirectory.appendingPathComponent("control.sock").path
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
@@ -194,7 +194,9 @@ struct SecurityTests {
             #expect(try daemon.lifectl("list").status == 0)
             try input.fileHandleForWriting.close()
             process.waitUntilExit()
-            try daemon.waitUntil("the hog's connections are closed") { try ProcessMeter.descriptorCount(daemonPID) == fdsBefore }
+            let listingAfter = { (try? ProcessMeter.descriptors(daemonPID)) ?? [:] }
+            #expect(ProcessMeter.settles(daemonPID, at: listingBefore.count),
+                    "the hog's connections are closed: \(ProcessMeter.difference(listingBefore, listingAfter()))")
             #expect(try lifectl(daemon, "list").status == 0, "nobody is served again")
         }
     }
