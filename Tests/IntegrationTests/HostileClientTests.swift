@@ -179,7 +179,7 @@ struct HostileClientTests {
             try daemon.control("launch", "bad")
             // The flood runs for as long as the app does; measure the daemon while it runs.
             let rssBefore = try ProcessMeter.residentKiB(daemonPID)
-            let listingBefore = try ProcessMeter.descriptors(daemonPID)
+            let listingBefore = try ProcessMeter.quietDescriptors(daemonPID, daemon)
             let fdsBefore = listingBefore.count
             for _ in 0..<5 {
                 try daemon.control("background", "good")
@@ -245,8 +245,8 @@ struct HostileClientTests {
         try DaemonHarness.running(["good": good]) { daemon in
             let daemonPID = try #require(daemon.daemonPID)
             try daemon.control("focus", "good")
-            let fdsBefore = try ProcessMeter.descriptorCount(daemonPID)
-            let listingBefore = try ProcessMeter.descriptors(daemonPID)
+            let listingBefore = try ProcessMeter.quietDescriptors(daemonPID, daemon)
+            let fdsBefore = listingBefore.count
             let socket = daemon.runtimeDirectory.appendingPathComponent("app.sock").path
             // 80 connections from nobody that never speak: how many the daemon closed at once, and how many
             // were still open 7 s later (past its 5 s hello timeout).
@@ -311,7 +311,7 @@ struct HostileClientTests {
             try round()
             try round()
             let rss = try ProcessMeter.residentKiB(daemonPID)
-            let listing = try ProcessMeter.descriptors(daemonPID)
+            let listing = try ProcessMeter.quietDescriptors(daemonPID, daemon)
             let fds = listing.count
             for _ in 0..<4 { try round() }
             let rssAfter = try ProcessMeter.residentKiB(daemonPID)
@@ -357,11 +357,37 @@ enum ProcessMeter {
         return false
     }
 
+    /// The descriptors once no lifectl connection is open on the daemon's side: lifectl has hung up when the
+    /// harness gets its answer, but the daemon closes its end only when it reads the hang-up, a little later. A
+    /// baseline taken before that holds a connection that then goes away. Accepted connections carry the
+    /// listener's path in /proc/net/unix (state 03, connected), which tells them from the daemon's other sockets.
+    static func quietDescriptors(_ pid: pid_t, _ daemon: DaemonHarness) throws -> [Int32: String] {
+        let control = daemon.runtimeDirectory.appendingPathComponent("control.sock").path
+        for _ in 0..<500 {
+            let listing = try descriptors(pid)
+            let inodes = Set(listing.values.filter { $0.hasPrefix("socket:[") }.map { String($0.dropFirst(8).dropLast()) })
+            let table = (try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8)) ?? ""
+            let open = table.split(separator: "\n").dropFirst().contains { line in
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                return fields.count >= 8 && fields[5] == "03" && fields[7] == control && inodes.contains(String(fields[6]))
+            }
+            if !open { return listing }
+            usleep(20_000)
+        }
+        throw HarnessError("a control connection stayed open on the daemon's side for 10 s")
+    }
+
     /// What differs between two listings of a process's descriptors, for a failure's message.
     static func difference(_ before: [Int32: String], _ after: [Int32: String]) -> String {
         let gone = before.filter { after[$0.key] != $0.value }.sorted { $0.key < $1.key }.map { "-\($0.key) \($0.value)" }
         let new = after.filter { before[$0.key] != $0.value }.sorted { $0.key < $1.key }.map { "+\($0.key) \($0.value)" }
-        return (gone + new).joined(separator: ", ")
+        // What the kernel says of the sockets among them (peer, path), to tell a client's connection from the rest.
+        let inodes = Set((gone + new).compactMap { entry in
+            entry.range(of: "socket:[").map { String(entry[$0.upperBound...].dropLast()) }
+        })
+        let table = ((try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8)) ?? "").split(separator: "\n")
+            .filter { line in inodes.contains { line.contains(" \($0)") } }
+        return (gone + new).joined(separator: ", ") + (table.isEmpty ? "" : "; /proc/net/unix: " + table.joined(separator: " | "))
     }
 
     /// Whether the process runs under AddressSanitizer or ThreadSanitizer (`make check-sanitizers`): they reserve

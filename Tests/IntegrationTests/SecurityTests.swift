@@ -170,7 +170,7 @@ struct SecurityTests {
         try DaemonHarness.running(["a": app]) { daemon in
             let daemonPID = try #require(daemon.daemonPID)
             try daemon.control("launch", "a")
-            let listingBefore = try ProcessMeter.descriptors(daemonPID)
+            let listingBefore = try ProcessMeter.quietDescriptors(daemonPID, daemon)
             let socketPath = daemon.runtimeDirectory.appendingPathComponent("control.sock").path
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
