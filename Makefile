@@ -4,7 +4,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all demo test deps build install uninstall bench clean test-systemd soak soak-smoke bench-smoke
+.PHONY: all demo test deps build install uninstall bench clean test-systemd bench-smoke
 
 all: build
 
@@ -101,21 +101,10 @@ bench-smoke: deps
 test-systemd:
 	bash systemd/test-in-container.sh
 
-# The soak test (root): 500 real apps, random transitions and notification storms from 4 controller processes for
-# 8 minutes (SOAK_SECONDS=… to change), then the invariants (one active app, suspended apps stopped, no zombie, the
-# daemon's fds and RSS back to their level, no unknown process, the daemon answers); about 10 min in all. soak-smoke
-# is the CI version: 60 apps, 3 controllers, 40 s (about 75 s). Both build into their own scratch path
-# (SOAK_SCRATCH, default /tmp/soak-build) and run in a private temporary directory (soak/README.md).
-soak: deps
-	SWIFT="$(SWIFT)" bash soak/run.sh
-
-soak-smoke: deps
-	SWIFT="$(SWIFT)" bash soak/run.sh --smoke
-
 # Fuzzing (docs/RELIABILITY.md): libFuzzer on the line framer and the messages of both sockets (fuzz-protocol) and
 # on the config parser (fuzz-config), built with -sanitize=fuzzer,address from Fuzz/, starting from Fuzz/corpus/.
 # `make fuzz` runs each for FUZZ_SECONDS (default 600); `make fuzz-smoke`, the CI version, for FUZZ_SMOKE_SECONDS
-# (default 60). The build (FUZZ_SCRATCH, default .build/fuzz) takes about 3 min the first time, seconds after.
+# (default 60). The build (FUZZ_SCRATCH, default .build/fuzz) takes a few minutes the first time, seconds after.
 # A finding stops with the input's path: add it to Fuzz/regressions/ (FuzzRegressionTests replays it) and fix.
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
@@ -131,7 +120,7 @@ fuzz-smoke: deps
 # The whole test suite built with AddressSanitizer, then with ThreadSanitizer (the daemon and lifectl the
 # integration tests run are the sanitized builds too), each in its own scratch path under SANITIZER_SCRATCH.
 # LeakSanitizer is off: the Swift runtime's caches look like leaks at exit (leaks are checked by the RSS tests).
-# About 25 min on 2 cores (docs/RELIABILITY.md has the last run's times and findings).
+# About 10 min on 2 cores from a clean scratch path (docs/RELIABILITY.md has the last run's times and findings).
 SANITIZER_SCRATCH ?= $(CURDIR)/.build
 check-sanitizers: deps
 	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --sanitize=address --scratch-path "$(SANITIZER_SCRATCH)/asan"
