@@ -4,7 +4,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all demo test deps build install uninstall bench clean test-systemd bench-smoke
+.PHONY: all demo test deps build install uninstall bench clean test-systemd soak soak-smoke bench-smoke
 
 all: build
 
@@ -100,6 +100,17 @@ bench-smoke: deps
 # under /var/tmp/lifecycled-nspawn, later runs about 20 s (docs/SYSTEMD-CONTAINER.md).
 test-systemd:
 	bash systemd/test-in-container.sh
+
+# The soak test (root): 500 real apps, random transitions and notification storms from 4 controller processes for
+# 8 minutes (SOAK_SECONDS=… to change), then the invariants (one active app, suspended apps stopped, no zombie, the
+# daemon's fds and RSS back to their level, no unknown process, the daemon answers); about 10 min in all. soak-smoke
+# is the CI version: 60 apps, 3 controllers, 40 s (about 75 s). Both build into their own scratch path
+# (SOAK_SCRATCH, default /tmp/soak-build) and run in a private temporary directory (soak/README.md).
+soak: deps
+	SWIFT="$(SWIFT)" bash soak/run.sh
+
+soak-smoke: deps
+	SWIFT="$(SWIFT)" bash soak/run.sh --smoke
 
 # Fuzzing (docs/RELIABILITY.md): libFuzzer on the line framer and the messages of both sockets (fuzz-protocol) and
 # on the config parser (fuzz-config), built with -sanitize=fuzzer,address from Fuzz/, starting from Fuzz/corpus/.
