@@ -822,7 +822,12 @@ public struct Supervisor: Sendable {
             case .deliverScene(let callback, let scene):
                 guard app.state != .suspended else { return }
                 table[name].pending.removeFirst()
-                guard app.sessionIndex(scene) != nil else { continue }
+                guard app.sessionIndex(scene) != nil else {
+                    // Discarded meanwhile: a focus claim that was to end with this activation ends here, or the
+                    // focus queue would wait for this app forever.
+                    if callback == .sceneDidBecomeActive, focusQueue.first == name { focusQueue.removeFirst() }
+                    continue
+                }
                 guard app.canMessage else {
                     if let next = callback.resultingState { setSceneState(name, scene, next, reason: callback.rawValue) }
                     continue

@@ -208,6 +208,20 @@ struct SceneTests {
         })
     }
 
+    @Test("a focus claim whose scene is discarded before it activates is released: other apps can take focus")
+    func discardedFocusTargetReleasesTheQueue() throws {
+        var h = Harness(["w": Self.multi, "p": AppPolicy()])
+        h.unresponsive = ["w"]
+        try h.request(.focus, "w")
+        try h.request(.discardScene("s1"), "w")
+        try h.request(.focus, "w")
+        h.unresponsive = []
+        h.runOutDeadlines()
+        try h.cooperating { h throws in try h.request(.focus, "p") }
+        #expect(h.state("p") == .active)
+        #expect(h.momentsWithSeveralActiveApps().isEmpty)
+    }
+
     @Test("the client's configuration answer is used when the app declares it, else the proposed one")
     func configurationAnswer() throws {
         var h = try Self.focusedSceneApp()

@@ -210,7 +210,8 @@ public final class Daemon {
             }
             perform(effects)
         } catch {
-            apps[name]?.waiters.removeAll { $0 === client }
+            // Only this request's entry: earlier requests of the same connection still wait for their replies.
+            if let index = apps[name]?.waiters.lastIndex(where: { $0 === client }) { apps[name]?.waiters.remove(at: index) }
             client.reply(.failure(error.description))
         }
         drain()
