@@ -272,12 +272,7 @@ struct DaemonCrashTests {
         try harness.control("launch", "c", "--background")
         let pid = try #require(try harness.status("c").pid)
         let daemon = try #require(harness.daemonPID)
-        let suspend = Process()
-        suspend.executableURL = DaemonHarness.products.appendingPathComponent("lifectl")
-        suspend.arguments = ["suspend", "c"]
-        suspend.environment = harness.environment
-        suspend.standardError = FileHandle.nullDevice
-        try suspend.run()
+        let suspend = try harness.startLifectl("suspend", "c")
         try harness.waitUntil("the daemon paused right after stopping c") { Kernel.state(daemon) == "T" && Kernel.state(pid) == "T" }
 
         try harness.crash()
@@ -302,12 +297,7 @@ struct DaemonCrashTests {
         try harness.control("focus", "a")
         try harness.control("launch", "b", "--background")
         let daemon = try #require(harness.daemonPID)
-        let focus = Process()
-        focus.executableURL = DaemonHarness.products.appendingPathComponent("lifectl")
-        focus.arguments = ["focus", "b"]
-        focus.environment = harness.environment
-        focus.standardError = FileHandle.nullDevice
-        try focus.run()
+        let focus = try harness.startLifectl("focus", "b")
         try harness.waitUntil("the daemon paused right after sending willResignActive") { Kernel.state(daemon) == "T" }
 
         try harness.crash()

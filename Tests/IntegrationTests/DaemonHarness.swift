@@ -153,6 +153,18 @@ final class DaemonHarness {
                       stderr: String(decoding: stderr, as: UTF8.self))
     }
 
+    /// `lifectl ARGUMENTS` started and left running (for a request the test expects to hang, e.g. while the
+    /// daemon is paused); its stderr is dropped. The caller waits for it.
+    func startLifectl(_ arguments: String...) throws -> Process {
+        let process = Process()
+        process.executableURL = Self.products.appendingPathComponent("lifectl")
+        process.arguments = arguments
+        process.environment = environment
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
     /// `lifectl VERB APP` that must succeed.
     func control(_ verb: String, _ app: String, _ extra: String...) throws {
         let arguments = [verb, app] + extra
