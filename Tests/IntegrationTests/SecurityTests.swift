@@ -175,7 +175,10 @@ struct SecurityTests {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid=\(Self.nobody)", "--regid=\(Self.nogroup)", "--clear-groups",
-                                 "/usr/bin/env", "python3", Self.hog, socketPath, "40"]
+                                 // The source goes in as -c, read here as root: the checkout may be in a directory
+                                 // nobody cannot enter (a fresh clone in a mktemp -d), which the script must not need.
+                                 "/usr/bin/env", "python3", "-c", try String(contentsOfFile: Self.hog, encoding: .utf8),
+                                 socketPath, "40"]
             let input = Pipe(), out = Pipe()
             process.standardInput = input
             process.standardOutput = out
