@@ -35,7 +35,8 @@ extension Supervisor {
             throw RequestError(app: name, state: app.state, request: request, reason: .noScenes)
         }
         func session(_ scene: String) throws(RequestError) -> Int {
-            guard let index = app.sessionIndex(scene) else {
+            // A session whose discard is queued is gone for every later request.
+            guard let index = app.sessionIndex(scene), !app.pendingDiscards.contains(scene) else {
                 throw RequestError(app: name, state: app.state, request: request, reason: .unknownScene(scene))
             }
             return index
@@ -182,6 +183,7 @@ extension Supervisor {
             focusQueue.append(name)
             append(name, .awaitFocus)
             bringSceneForward(name, scene, activate: true, origin: origin)
+            append(name, .endFocusClaim)
         }
     }
 
@@ -246,7 +248,8 @@ extension Supervisor {
             case nil: 1
             }
         }
-        return app.sessions.indices.max { a, b in
+        let discarding = app.pendingDiscards
+        return app.sessions.indices.filter { !discarding.contains(app.sessions[$0].id) }.max { a, b in
             (rank(states[a]), app.sessions[a].lastActivation, -a) < (rank(states[b]), app.sessions[b].lastActivation, -b)
         }.map { app.sessions[$0].id }
     }

@@ -13,6 +13,10 @@ enum Step: Sendable, Equatable {
     case discardSessions([String])
     /// Wait until this app is first in the focus queue and no other app is active.
     case awaitFocus
+    /// The focus claim that `awaitFocus` began ends here, after the activation it asked for (sent, skipped because
+    /// its scene was discarded, or not needed): the next claim in the focus queue may go. A claim ends only at its
+    /// own step, so a scene activation inside an app that already holds focus never ends another claim.
+    case endFocusClaim
     case stop(reason: String)
     case resume
     /// SIGTERM, then wait for the exit (SIGKILL when the stop timeout fires).
@@ -47,6 +51,11 @@ public struct AppRecord: Sendable {
     var graceArmed = false
     var restartScheduled = false
     var refocusOnRestart = false
+    /// Between its `awaitFocus` and its `endFocusClaim`: this app's claim is the one the focus queue serves.
+    var holdsFocusClaim = false
+    /// The transition the message in flight belongs to was abandoned (the app was stopped by someone else):
+    /// its ack, when it comes, moves nothing.
+    var inFlightAbandoned = false
     var nextMessageID = 1
     /// Start times inside the start-limit window.
     var recentStarts: [MonotonicTime] = []
@@ -125,13 +134,20 @@ public struct AppRecord: Sendable {
             case .stop: state = .suspended
             case .resume: state = .background
             case .terminate: return .notRunning
-            case .awaitHello, .awaitFocus, .configureScene, .discardSessions: break
+            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions: break
             }
         }
         return state
     }
 
     public var usesScenes: Bool { policy.scenes != nil }
+
+    /// Sessions that queued work will discard: gone for every later request.
+    var pendingDiscards: Set<String> {
+        var scenes: Set<String> = []
+        for case .discardSessions(let discarded) in pending { scenes.formUnion(discarded) }
+        return scenes
+    }
 
     func sessionIndex(_ id: String) -> Int? { sessions.firstIndex { $0.id == id } }
 
@@ -351,6 +367,20 @@ public struct Supervisor: Sendable {
             guard let app = table.record(name), app.state.isRunning, app.state != .suspended, !app.terminating else { return [] }
             emit(.note(app: name, .stoppedExternally))
             setState(name, .suspended, reason: "stopped by someone else")
+            // Its scenes leave the foreground with it, and one halfway through connecting stays connected in the
+            // background (no callback: the process hears nothing while stopped), so that after a continue the
+            // app's state, derived from them, is the background it is in.
+            for session in table[name].sessions
+            where session.state == .foregroundActive || session.state == .foregroundInactive || session.state == .unattached {
+                setSceneState(name, session.id, .background, reason: "stopped by someone else")
+            }
+            // The transitions queued for it were planned for a running process: they are abandoned (a stopped app
+            // cannot take focus, and the focus queue must not wait on a process nobody may ever continue). A
+            // termination asked for still happens; a discard already granted stands.
+            let terminationQueued = app.pending.contains(.terminate)
+            dropPendingWork(name)
+            if app.awaiting != nil { table[name].inFlightAbandoned = true }
+            if terminationQueued { terminate(name) }
             return finish(name)
 
         case .processContinued(let name):
@@ -730,6 +760,7 @@ public struct Supervisor: Sendable {
             table[name].discardedUntold += scenes
         }
         table[name].pending = []
+        table[name].holdsFocusClaim = false
         focusQueue.removeAll { $0 == name }
     }
 
@@ -765,18 +796,21 @@ public struct Supervisor: Sendable {
             // The app comes forward with its scene; its own callbacks follow the scene's.
             bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: "restart"),
                               activate: true, origin: "restart")
+            append(name, .endFocusClaim)
             return
         }
         if enteringForeground { append(name, .deliver(.willEnterForeground, nil)) }
         append(name, .deliver(.didBecomeActive, nil))
+        append(name, .endFocusClaim)
     }
 
     /// The message in flight was acknowledged (or its deadline passed, or the client left: `reply` nil).
     mutating func complete(_ name: String, _ delivery: Delivery, reply: AckReply?, reason: String) {
         table[name].awaiting = nil
         emit(.cancelTimer(app: name, .ack))
-        // Stopped by someone else meanwhile: it stays suspended until continued.
-        let stopped = table[name].state == .suspended
+        // Stopped by someone else meanwhile: it stays suspended until continued, and what it was doing is abandoned.
+        let stopped = table[name].state == .suspended || table[name].inFlightAbandoned
+        table[name].inFlightAbandoned = false
         switch delivery.message {
         case .app(let callback, _):
             if !callback.changesStateOnSend, let next = callback.resultingState, !stopped {
@@ -802,12 +836,23 @@ public struct Supervisor: Sendable {
             case .awaitFocus:
                 guard focusQueue.first == name, activeApp == nil || activeApp == name else { return }
                 table[name].pending.removeFirst()
+                table[name].holdsFocusClaim = true
+            case .endFocusClaim:
+                table[name].pending.removeFirst()
+                table[name].holdsFocusClaim = false
+                if let claim = focusQueue.firstIndex(of: name) { focusQueue.remove(at: claim) }
             case .deliver(let callback, let options):
                 // No message to a stopped process, and no state change under it: the queue waits
                 // until the process is continued (by a resume step, or by whoever stopped it).
                 guard app.state != .suspended else { return }
                 table[name].pending.removeFirst()
-                if callback == .didBecomeActive, focusQueue.first == name { focusQueue.removeFirst() }
+                switch repair(callback, of: app) {
+                case .none: break
+                case .skip: continue
+                case .precede(let missing):
+                    table[name].pending.insert(contentsOf: [.deliver(missing, nil), step], at: 0)
+                    continue
+                }
                 guard app.canMessage else {
                     // No client to tell: the transition happens at once.
                     if let next = callback.resultingState { setState(name, next, reason: callback.rawValue) }
@@ -822,12 +867,14 @@ public struct Supervisor: Sendable {
             case .deliverScene(let callback, let scene):
                 guard app.state != .suspended else { return }
                 table[name].pending.removeFirst()
-                guard app.sessionIndex(scene) != nil else {
-                    // Discarded meanwhile: a focus claim that was to end with this activation ends here, or the
-                    // focus queue would wait for this app forever.
-                    if callback == .sceneDidBecomeActive, focusQueue.first == name { focusQueue.removeFirst() }
-                    continue
-                }
+                // Discarded meanwhile: skipped (a focus claim it belonged to still ends at its endFocusClaim step).
+                guard let index = app.sessionIndex(scene) else { continue }
+                // Focus is only ever taken through a claim, or moved inside an app that holds it. A move queued while
+                // the app was active finds it no longer active (stopped and continued by someone else, or a
+                // deadline or hang-up that let its resignation pass): the scene stays where it is, and so does the
+                // resignation meant for it.
+                if callback == .sceneDidBecomeActive, app.state != .active, !app.holdsFocusClaim { continue }
+                if callback == .sceneWillResignActive, app.sessions[index].state != .foregroundActive { continue }
                 guard app.canMessage else {
                     if let next = callback.resultingState { setSceneState(name, scene, next, reason: callback.rawValue) }
                     continue
@@ -868,11 +915,27 @@ public struct Supervisor: Sendable {
                 deliver(name, .didDiscardSceneSessions(scenes), deadline: app.policy.ackTimeout)
                 return
             case .stop(let reason):
+                // Only a process in the background is stopped. One still in the foreground (its scenes were moved
+                // otherwise than planned) first goes through the callbacks that take it there.
+                if app.state == .inactive || app.state == .active {
+                    let rest = table[name].pending
+                    table[name].pending = []
+                    if app.usesScenes { sendScenesToBackground(name) }
+                    // No scene in the foreground to move (or no scenes): the application callbacks themselves.
+                    if table[name].pending.isEmpty {
+                        if app.state == .active { append(name, .deliver(.willResignActive, nil)) }
+                        append(name, .deliver(.didEnterBackground, nil))
+                    }
+                    table[name].pending += rest
+                    continue
+                }
                 table[name].pending.removeFirst()
+                guard app.state == .background else { continue }  // already stopped
                 setState(name, .suspended, reason: reason)
                 emit(.stopProcess(app: name))
             case .resume:
                 table[name].pending.removeFirst()
+                guard app.state == .suspended else { continue }  // continued meanwhile by someone else
                 setState(name, .background, reason: "resumed")
                 emit(.continueProcess(app: name))
                 // First the process runs again, then it hears what it missed, then the lifecycle goes on.
@@ -892,10 +955,40 @@ public struct Supervisor: Sendable {
         }
     }
 
+    enum Repair { case none, skip, precede(LifecycleCallback) }
+
+    /// A transition callback was queued for the state the app would be in by then. Someone else stopping and
+    /// continuing it (it comes back in the background), or a scene moved by force, can leave the app elsewhere:
+    /// a callback that no longer leads anywhere is skipped, one that skips a step gets that step first, and an
+    /// activation without the focus claim it was queued under is dropped (focus is only taken through a claim).
+    func repair(_ callback: LifecycleCallback, of app: AppRecord) -> Repair {
+        switch (callback, app.state) {
+        case (.willEnterForeground, .background), (.willResignActive, .active), (.didEnterBackground, .inactive):
+            return .none
+        case (.didBecomeActive, .inactive):
+            return app.holdsFocusClaim || app.usesScenes ? .none : .skip
+        case (.didBecomeActive, .background):
+            // A scene app's callbacks follow its scenes: the scene's own repair brings it forward first.
+            return app.holdsFocusClaim && !app.usesScenes ? .precede(.willEnterForeground) : .skip
+        case (.didEnterBackground, .active):
+            return app.usesScenes ? .skip : .precede(.willResignActive)
+        case (.willEnterForeground, _), (.didBecomeActive, _), (.willResignActive, _), (.didEnterBackground, _):
+            return .skip
+        default:
+            return .none
+        }
+    }
+
     /// Advance the app, then whoever waits for focus, and report every app that ran and is now settled.
     mutating func finish(_ name: String) -> [Effect] {
         advance(name)
-        if let head = focusQueue.first, head != name { advance(head) }
+        // The head of the focus queue changes as apps run (an activation leaves the queue, an exit drops a claim):
+        // each new head gets its turn at once, or it would wait for an input that never comes.
+        var lastHead: String? = name
+        while let head = focusQueue.first, head != lastHead {
+            advance(head)
+            lastHead = head
+        }
         for name in touched {
             guard let app = table.record(name), app.isSettled else { continue }
             // Sitting in the background with nothing to do: the grace time runs.
@@ -918,6 +1011,7 @@ public struct Supervisor: Sendable {
         let delivery = Delivery(id: table[name].nextMessageID, message: message, deadline: deadline)
         table[name].nextMessageID += 1
         table[name].awaiting = delivery
+        table[name].inFlightAbandoned = false
         emit(.send(app: name, delivery))
         emit(.armTimer(app: name, .ack, after: deadline))
     }
