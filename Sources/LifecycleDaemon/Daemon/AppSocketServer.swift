@@ -117,8 +117,8 @@ final class AppSocketServer {
 
     private func firstLine(_ line: [UInt8], from entry: Pending, key: ObjectIdentifier) {
         guard case .hello(_, _, let app?, let token)? = try? daemon.coder.decode(ClientMessage.self, from: line) else {
-            return refuse(entry, key: key, "the first message on the app socket must be a hello with the app's name"
-                + " (and, to reconnect a daemon-spawned app, its token)")
+            return refuse(entry, key: key, "the first message on the app socket must be a hello with the app's name and its token"
+                + " (or no token, for an app with External=yes)")
         }
         if let token {
             if let reason = daemon.reattach(app, token: token, peer: entry.pid, connection: entry.connection!) {
