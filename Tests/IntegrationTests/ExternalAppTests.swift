@@ -328,4 +328,28 @@ struct ExternalAppTests {
         client.waitUntilExit()
         try harness.waitForState("x", "notRunning")
     }
+
+    @Test("at start, a stopped process in an external app's cgroup that no state accounts for is continued, not terminated")
+    func externalStraysAreContinuedNotKilled() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("cg", external("ExternalFrom=cgroup\n"))
+        try harness.start()
+        let procs = try #require(try harness.status("cg").cgroup) + "/cgroup.procs"
+        let stray = Process()
+        stray.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        stray.arguments = ["60"]
+        try stray.run()
+        defer { stopClient(stray) }
+        try String(stray.processIdentifier).write(toFile: procs, atomically: false, encoding: .utf8)
+        kill(stray.processIdentifier, SIGSTOP)
+        try harness.waitUntil("the stray is stopped") { Kernel.state(stray.processIdentifier) == "T" }
+
+        try harness.crash()
+        try harness.start(keepLog: true)
+        try harness.waitUntil("the stray runs again") { Kernel.state(stray.processIdentifier) == "S" }
+        #expect(stray.isRunning, "not terminated: lifecycled did not start it")
+        #expect(harness.log.contains("cg: process \(stray.processIdentifier) in the cgroup of this external app, not attached: continued"))
+        #expect(try harness.status("cg").state.rawValue == "notRunning")
+    }
 }

@@ -895,7 +895,9 @@ public final class Daemon {
             guard let app = apps[name], app.pid == nil, let cgroup = try? cgroups.makeAppCgroup(app: name) else { continue }
             app.cgroup = cgroup
             let strays = cgroup.pids()
-            if !strays.isEmpty {
+            if !strays.isEmpty, app.config.external {
+                continueExternalStrays(app, strays, cgroup: cgroup)
+            } else if !strays.isEmpty {
                 release(app: name, pids: strays, processGroup: nil, cgroup: cgroup, reason: "no saved state accounts for them")
             }
         }

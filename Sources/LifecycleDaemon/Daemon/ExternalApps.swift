@@ -127,6 +127,16 @@ extension Daemon {
         return nil
     }
 
+    /// At start, processes in an external app's cgroup that no saved state accounts for: someone else started them
+    /// and put them there, maybe to attach. They are never left stopped (thawed, continued), but not terminated:
+    /// lifecycled did not start them and does not own them until one attaches.
+    func continueExternalStrays(_ app: AppRuntime, _ pids: [pid_t], cgroup: AppCgroup) {
+        do { try cgroup.thaw() } catch { Log.debug("\(app.name): Failed to thaw its cgroup: \(error)") }
+        for pid in pids { kill(pid, SIGCONT) }
+        Log.notice("\(app.name): process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")) in the"
+            + " cgroup of this external app, not attached: continued and left running until one attaches")
+    }
+
     /// The real uid of `pid` (the Uid: line of /proc/PID/status), nil when it is gone.
     private func realUID(of pid: pid_t) -> uid_t? {
         guard let status = try? readKernelFile("/proc/\(pid)/status"),
