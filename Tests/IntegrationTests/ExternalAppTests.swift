@@ -337,8 +337,9 @@ struct ExternalAppTests {
         try harness.start()
         let procs = try #require(try harness.status("cg").cgroup) + "/cgroup.procs"
         let stray = Process()
-        stray.executableURL = URL(fileURLWithPath: "/bin/sleep")
-        stray.arguments = ["60"]
+        // Signals unblocked (the test runner's threads block them, and children inherit that): a SIGTERM would end it.
+        stray.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        stray.arguments = ["-c", "import signal, time\nsignal.pthread_sigmask(signal.SIG_SETMASK, [])\ntime.sleep(60)"]
         try stray.run()
         defer { stopClient(stray) }
         try String(stray.processIdentifier).write(toFile: procs, atomically: false, encoding: .utf8)
@@ -349,6 +350,7 @@ struct ExternalAppTests {
         try harness.start(keepLog: true)
         try harness.waitUntil("the stray runs again") { Kernel.state(stray.processIdentifier) == "S" }
         #expect(stray.isRunning, "not terminated: lifecycled did not start it")
+        #expect(!harness.log.contains("cannot be re-adopted"), "no SIGTERM was sent")
         #expect(harness.log.contains("cg: process \(stray.processIdentifier) in the cgroup of this external app, not attached: continued"))
         #expect(try harness.status("cg").state.rawValue == "notRunning")
     }
