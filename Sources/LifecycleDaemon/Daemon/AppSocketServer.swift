@@ -120,19 +120,24 @@ final class AppSocketServer {
             return refuse(entry, key: key, "the first message on the app socket must be a hello with the app's name and its token"
                 + " (or no token, for an app with External=yes)")
         }
+        // The name is the client's word: in log lines and errors it is clipped, so that a 64 KiB name is not
+        // repeated, and control characters become '?', so that a name cannot fake a log line.
+        var scalars = String.UnicodeScalarView()
+        for scalar in app.unicodeScalars.prefix(64) { scalars.append(scalar.value < 0x20 || scalar.value == 0x7f ? "?" : scalar) }
+        let shown = String(scalars) + (app.unicodeScalars.count > 64 ? "…" : "")
         if let token {
             if let reason = daemon.reattach(app, token: token, peer: entry.pid, connection: entry.connection!) {
-                Log.event(.protocolError, .warning, "Refused a reconnection as \(app) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
-                          [("LIFECYCLE_APP", app), ("LIFECYCLE_REASON", reason)])
-                return refuse(entry, key: key, "cannot reconnect as '\(app)': \(reason)")
+                Log.event(.protocolError, .warning, "Refused a reconnection as \(shown) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
+                          [("LIFECYCLE_APP", shown), ("LIFECYCLE_REASON", reason)])
+                return refuse(entry, key: key, "cannot reconnect as '\(shown)': \(reason)")
             }
         } else if let reason = daemon.attachExternal(app, peer: entry.pid, uid: entry.uid,
                                                      pidfd: peerPIDFD(entry.connection!.fd, pid: entry.pid),
                                                      connection: entry.connection!) {
-            Log.event(.protocolError, .warning, "Refused an external client as \(app) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
-                      [("LIFECYCLE_APP", app), ("LIFECYCLE_REASON", reason), ("LIFECYCLE_PID", String(entry.pid)),
+            Log.event(.protocolError, .warning, "Refused an external client as \(shown) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
+                      [("LIFECYCLE_APP", shown), ("LIFECYCLE_REASON", reason), ("LIFECYCLE_PID", String(entry.pid)),
                        ("LIFECYCLE_UID", String(entry.uid))])
-            return refuse(entry, key: key, "cannot attach as '\(app)': \(reason)")
+            return refuse(entry, key: key, "cannot attach as '\(shown)': \(reason)")
         }
         let connection = entry.connection!
         entry.app = app
