@@ -169,6 +169,9 @@ struct ExternalAppTests {
         try DaemonHarness.running(["x": external(), "plain": plain]) { daemon in
             let cases: [(String, () throws -> String)] = [
                 ("cannot attach as 'nope': no such app", { try probe(daemon, "nope") }),
+                // A name with a newline, 105 characters long: clipped to 64, the newline shown as '?'.
+                ("cannot attach as 'bad?fake\(String(repeating: "x", count: 56))…': no such app",
+                 { try probe(daemon, "bad\nfake" + String(repeating: "x", count: 97)) }),
                 ("cannot attach as 'plain': it does not accept external clients", { try probe(daemon, "plain") }),
                 ("cannot attach as 'x': uid 65534 may not attach as it", { try probe(daemon, "x", uid: Self.nobody) }),
                 ("does not lead its own process group", { try probe(daemon, "x", leader: false) }),
@@ -181,6 +184,7 @@ struct ExternalAppTests {
             }
             #expect(try daemon.status("plain").state.rawValue == "notRunning")
             #expect(daemon.log.contains("Refused an external client as x from pid"))
+            #expect(!daemon.log.contains("\nfake"), "a client's name never starts a log line")
             // The daemon still serves: a good client attaches after all that.
             let client = try startClient(daemon, "x")
             defer { stopClient(client) }
