@@ -146,6 +146,7 @@ final class AppSocketServer {
         entry.timer?.cancel()
         entry.timer = nil
         pending[key] = nil
+        cappedUsers.remove(entry.uid)
         // The hello itself is the app's first message on its new connection: answered as any hello.
         daemon.clientEvent(app, connection, .line(line))
     }
