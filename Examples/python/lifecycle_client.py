@@ -3,7 +3,14 @@
 
 Started by lifecycled, it says hello on the socket inherited as LIFECYCLE_FD, runs one handler method
 per lifecycle message (the App class below: put your app's code there), and acks each message after its
-handler returned. Started by hand (no LIFECYCLE_FD), it runs standalone.
+handler returned. Started by hand (no LIFECYCLE_FD), it runs standalone; with --connect it attaches to the
+daemon as an external app (an app whose config says External=yes; docs/PROTOCOL.md, external apps).
+
+  --connect PATH          attach as an external app: connect to the daemon's app socket PATH (RUNTIME_DIR/app.sock)
+                          and say hello with the app's name and no token
+  --app NAME              the app's name for --connect (default: LIFECYCLE_APP, else the program's name)
+  --new-process-group     call setpgid(0, 0) first: an external app must lead its own process group
+                          (with --connect: an error before the daemon's welcome ends the client with status 3)
 
 It is also the test client of the integration tests:
 
@@ -279,6 +286,11 @@ class Connection:
 
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(description="A lifecycled client (see docs/PROTOCOL.md).")
+    parser.add_argument("--connect", metavar="PATH",
+                        help="attach as an external app through the daemon's app socket PATH")
+    parser.add_argument("--app", metavar="NAME", help="the app's name for --connect")
+    parser.add_argument("--new-process-group", action="store_true",
+                        help="lead a new process group first (external apps must)")
     parser.add_argument("--no-ack", action="store_true", help="never acknowledge a message")
     parser.add_argument("--no-ack-for", action="append", default=[], metavar="TYPE",
                         help="never acknowledge messages of this TYPE (repeatable)")
@@ -334,8 +346,11 @@ def run_standalone(app):
         raise SystemExit(0)
 
 
-def run(app, options, connection, socket_path=None):
+def run(app, options, connection, socket_path=None, external=False):
     hello = {"type": "hello", "protocol": PROTOCOL_VERSION}
+    if external:
+        # An external app names itself, without a token: the daemon checks who we are (SO_PEERCRED).
+        hello["app"] = app.name
     observe = [name for name in options.observe.split(",") if name]
     if observe:
         hello["observe"] = observe
@@ -377,6 +392,9 @@ def run(app, options, connection, socket_path=None):
             token = message.get("token") or token
         elif kind == "error":
             app.say(f"error from lifecycled: {message.get('message')}")
+            if external and token is None:
+                app.say("the daemon refused to let us attach: exiting")
+                raise SystemExit(3)
         elif kind == "notification":
             extra = f" ({message.get('posts')} posts, {message.get('dropped')} dropped)" if message.get("posts", 1) > 1 else ""
             app.say(f"notification {message.get('name')}{extra}")
@@ -474,11 +492,25 @@ def main(argv):
     # Read the variables, then keep them from the programs we start.
     fd_text = os.environ.pop("LIFECYCLE_FD", None)
     socket_path = os.environ.pop("LIFECYCLE_SOCKET", None)
-    name = os.environ.pop("LIFECYCLE_APP", None) or os.path.basename(sys.argv[0])
+    name = options.app or os.environ.pop("LIFECYCLE_APP", None) or os.path.basename(sys.argv[0])
     app = App(name, options)
+    if options.new_process_group:
+        os.setpgid(0, 0)
 
     children = [subprocess.Popen(["sleep", "100000"]) for _ in range(options.children)]
     try:
+        if options.connect:
+            # Started by anyone: signals a parent blocked stay blocked here, and the daemon's SIGTERM must work.
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(options.connect)
+            except OSError as error:
+                app.say(f"cannot connect to {options.connect}: {error.strerror or error}")
+                return 2
+            recorder = Recorder(os.environ.get("LIFECYCLE_RECORD"), name)
+            run(app, options, Connection(sock, recorder, app.say), options.connect, external=True)
+            return 0
         if fd_text is None:
             run_standalone(app)
         try:

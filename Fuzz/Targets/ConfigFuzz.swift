@@ -38,14 +38,15 @@ public enum ConfigFuzz {
             // The same text as an app file, with these defaults: exercises [Defaults] flowing into apps.
             let (app, appDiagnostics) = ConfigLoader.parseApp(name: "fuzz", text: text, file: "apps/fuzz.conf", defaults: daemon.defaults)
             check(appDiagnostics, file: "apps/fuzz.conf", lines: lines)
-            if let app { require(!app.exec.isEmpty, "an app loaded without a command") }
+            if let app { require(!app.exec.isEmpty || app.externalUID != nil, "an app loaded without a command") }
         } else {
             let (app, diagnostics) = ConfigLoader.parseApp(name: "fuzz", text: text, file: "apps/fuzz.conf", defaults: AppDefaults())
             let (again, diagnosticsAgain) = ConfigLoader.parseApp(name: "fuzz", text: text, file: "apps/fuzz.conf", defaults: AppDefaults())
             require(app == again && diagnostics == diagnosticsAgain, "parsing an app file is not deterministic")
             check(diagnostics, file: "apps/fuzz.conf", lines: lines)
             if let app {
-                require(!app.exec.isEmpty, "an app loaded without a command")
+                // An external app (External=yes) has no command: it must have its user instead.
+                require(!app.exec.isEmpty || (app.external && app.externalUID != nil), "an app loaded without a command")
                 require(app.name == "fuzz", "the app's name is not its file's")
             }
         }

@@ -41,6 +41,9 @@ public struct AppPolicy: Sendable, Equatable {
     public var queueLimit = 64
     /// `[Scenes]`: the app uses UIKit's scene lifecycle; nil keeps the app-level lifecycle alone.
     public var scenes: ScenePolicy?
+    /// `External=yes`: the daemon never starts the app; a process started by someone else attaches on the app
+    /// socket (docs/PROTOCOL.md). Requests that would launch it are refused, and it is never restarted.
+    public var external = false
 
     public init() {}
 }

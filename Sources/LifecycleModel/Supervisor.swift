@@ -256,6 +256,10 @@ public struct Supervisor: Sendable {
             RequestError(app: name, state: app.state, becoming: projected == app.state ? nil : projected,
                          request: request, reason: .notAllowed(hint: hint))
         }
+        // Nothing but terminate reaches an external app that is not running: only its own process can start it.
+        if app.policy.external, !projected.isRunning, request != .terminate {
+            throw refuse("it is an external app (External=yes): lifecycled does not start it, its process attaches on the app socket")
+        }
 
         if app.usesScenes || request.isSceneRequest {
             try handleScenes(request, for: name, origin: origin, projected: projected)
@@ -668,7 +672,7 @@ public struct Supervisor: Sendable {
         }
 
         let policy = app.policy
-        let restart = !requested && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
+        let restart = !requested && !policy.external && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
         guard restart else { return }
         let windowStart = now - policy.startLimitInterval
         table[name].recentStarts.removeAll { $0 < windowStart }
@@ -688,7 +692,8 @@ public struct Supervisor: Sendable {
         emit(.armTimer(app: name, .restart, after: delay))
     }
 
-    mutating func launch(_ name: String, _ options: LaunchOptions) {
+    /// `spawn` false: the process is there already (an external app that attached); everything else is a launch.
+    mutating func launch(_ name: String, _ options: LaunchOptions, spawn: Bool = true) {
         let app = table[name]
         if app.restartScheduled {
             table[name].restartScheduled = false
@@ -702,8 +707,8 @@ public struct Supervisor: Sendable {
         table[name].nextMessageID = 1
         table[name].connected = false
         table[name].muted = false
-        emit(.spawn(app: name, options: options))
-        setState(name, .inactive, reason: "launched by \(options.launchedBy)")
+        if spawn { emit(.spawn(app: name, options: options)) }
+        setState(name, .inactive, reason: spawn ? "launched by \(options.launchedBy)" : "attached (\(options.launchedBy))")
         if app.policy.speaksProtocol { emit(.armTimer(app: name, .hello, after: app.policy.launchTimeout)) }
         append(name, .awaitHello)
         append(name, .deliver(.didFinishLaunching, options))

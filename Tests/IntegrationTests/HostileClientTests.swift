@@ -239,8 +239,7 @@ struct HostileClientTests {
 
     // MARK: The app socket (RUNTIME_DIR/app.sock): strangers that connect and say nothing
 
-    @Test("app.sock: idle connections of a stranger are bounded (64 waiting at once) and closed after the hello timeout",
-          .enabled(if: geteuid() == 0, "becoming nobody needs root"))
+    @Test("app.sock: idle connections are bounded (64 waiting at once) and closed after the hello timeout")
     func appSocketIdleStrangersAreBounded() throws {
         try DaemonHarness.running(["good": good]) { daemon in
             let daemonPID = try #require(daemon.daemonPID)
@@ -248,7 +247,8 @@ struct HostileClientTests {
             let listingBefore = try ProcessMeter.quietDescriptors(daemonPID, daemon)
             let fdsBefore = listingBefore.count
             let socket = daemon.runtimeDirectory.appendingPathComponent("app.sock").path
-            // 80 connections from nobody that never speak: how many the daemon closed at once, and how many
+            // 80 connections from root (held by the global limit alone; another user's are capped at 8 sooner:
+            // ExternalAppTests) that never speak: how many the daemon closed at once, and how many
             // were still open 7 s later (past its 5 s hello timeout).
             let script = """
                 import json, select, socket, sys, time
@@ -272,8 +272,8 @@ struct HostileClientTests {
                                   "timedOut": sum(1 for r in rest if r is not None and b"no hello within" in r)}))
                 """
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, socket]
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = ["-c", script, socket]
             let out = Pipe()
             process.standardOutput = out
             try process.run()

@@ -20,6 +20,17 @@ public enum SuspendMethod: String, Sendable, Equatable, CaseIterable {
     case freezer
 }
 
+/// `ExternalFrom=`: which processes of `ExternalUser=` may attach as an external app (`External=yes`). In both
+/// cases the attaching process must lead its own process group, and that group (with its cgroup, for `cgroup`) is
+/// what the daemon stops, continues and kills.
+public enum ExternalFrom: String, Sendable, Equatable, CaseIterable {
+    /// The process leads its process group, and every process in that group runs as `ExternalUser=`.
+    case processGroup = "process-group"
+    /// As `process-group`, and the process is in the app's cgroup (`lifectl status` shows it), where whoever
+    /// started it placed it; the whole cgroup is then the app.
+    case cgroup
+}
+
 /// What `[Defaults]` in `lifecycled.conf` gives every app, before the app's own file overrides it.
 public struct AppDefaults: Sendable, Equatable {
     public var policy: AppPolicy
@@ -56,6 +67,14 @@ public struct AppConfig: Sendable, Equatable {
     public var policy: AppPolicy
     /// `PreferencesFile=`: an absolute path; its changes on disk are posted to this app as `userDefaultsDidChange`.
     public var preferencesFile: String?
+    /// `ExternalUser=` (with `External=yes`): the user whose processes may attach as this app, as written.
+    public var externalUser: String?
+    /// `ExternalUser=` resolved to a uid by the loader; set in every loaded external app.
+    public var externalUID: UInt32?
+    /// `ExternalFrom=`.
+    public var externalFrom: ExternalFrom = .processGroup
+    /// `External=yes`: the daemon never starts this app; a process someone else started attaches on the app socket.
+    public var external: Bool { policy.external }
 
     public init(
         name: String,

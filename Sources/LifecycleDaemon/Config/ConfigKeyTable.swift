@@ -175,6 +175,9 @@ extension ConfigLoader {
         .value("App", "Protocol", \.policy.speaksProtocol, parseProtocol, shown: { $0 ? "lifecycle" : "none" }),
         .value("App", "AutoLaunch", \.autoLaunch, parseChoice, shown: { $0.rawValue }),
         .value("App", "PreferencesFile", \.preferencesFile, { text throws(ConfigSyntaxError) in try parseAbsolutePath(text) }),
+        .value("App", "External", \.policy.external, parseBoolean, shown: formatBoolean),
+        .value("App", "ExternalUser", \.externalUser, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) }),
+        .value("App", "ExternalFrom", \.externalFrom, parseChoice, shown: { $0.rawValue }),
     ] + restartKeys(in: "App") + lifecycleKeys(in: "Lifecycle") + sceneKeys
 
     /// `[Scenes]`: any key here makes the app a scene app (UIKit's scene manifest).

@@ -86,8 +86,11 @@ public enum ConfigLoader {
     }
 
     /// Parses the text of one app file. Keys the file does not set come from `defaults`.
-    /// - Returns: nil (and an error diagnostic) when `name` is not a valid app name or no valid `Exec=` is left.
-    public static func parseApp(name: String, text: String, file: String, defaults: AppDefaults) -> (AppConfig?, [ConfigDiagnostic]) {
+    /// - Returns: nil (and an error diagnostic) when `name` is not a valid app name, no valid `Exec=` is left, or an
+    ///   external app cannot be (no `ExternalUser=`, or one nobody has).
+    /// `resolveUser` turns `ExternalUser=` into a uid (the user database, unless a test gives its own).
+    public static func parseApp(name: String, text: String, file: String, defaults: AppDefaults,
+                                resolveUser: (String) -> UInt32? = systemUserID) -> (AppConfig?, [ConfigDiagnostic]) {
         guard isValidAppName(name) else { return (nil, [invalidNameDiagnostic(name, file: file)]) }
         let (items, syntaxDiagnostics) = readKeyFile(text, file: file)
         var app = AppConfig(name: name, defaults: defaults)
@@ -96,7 +99,10 @@ public enum ConfigLoader {
         if app.policy.scenes == nil, items.contains(where: { if case .section("Scenes"?, _) = $0 { true } else { false } }) {
             app.policy.scenes = ScenePolicy()
         }
-        guard !app.exec.isEmpty else {
+        guard checkExternal(&app, items: items, file: file, resolveUser: resolveUser, diagnostics: &diagnostics) else {
+            return (nil, diagnostics)
+        }
+        guard !app.exec.isEmpty || app.external else {
             diagnostics.append(ConfigDiagnostic(
                 severity: .error, file: file, message: "no valid Exec= in [App], app '\(name)' not loaded"))
             return (nil, diagnostics)

@@ -42,7 +42,7 @@ public final class Daemon {
     /// Sources that fired their last event; freed on the next iteration, not inside their own callback.
     private var retired: [EventSource] = []
     private var retireSource: EventSource?
-    private let serviceManager: ServiceManager
+    let serviceManager: ServiceManager
     /// LIFECYCLED_TEST_PAUSE_AFTER=KIND:APP[:MESSAGE] (fault tests only): stop the daemon itself (SIGSTOP)
     /// right after performing an effect of that kind for that app, e.g. `stopProcess:c` or
     /// `send:a:willResignActive`, so that a test can `kill -9` it in the middle of a transition. Never set in
@@ -138,6 +138,7 @@ public final class Daemon {
     private func add(_ appConfig: AppConfig) {
         model.add(appConfig.name, policy: appConfig.policy)
         apps[appConfig.name] = AppRuntime(name: appConfig.name, config: appConfig)
+        if appConfig.external { prepareExternal(appConfig.name) }
         watchPreferences(of: appConfig)
     }
 
@@ -226,7 +227,7 @@ public final class Daemon {
         drain()
     }
 
-    private func drain() {
+    func drain() {
         guard !draining else { return }
         draining = true
         defer { draining = false }
@@ -236,7 +237,7 @@ public final class Daemon {
         }
     }
 
-    private func perform(_ effects: [Effect]) {
+    func perform(_ effects: [Effect]) {
         for effect in effects {
             defer { if let pauseAfter, pauseAfter.matches(effect) { pauseForTest(effect) } }
             if effect.changesPersistedState, let name = effect.app, !name.isEmpty { markDirty(name) }
@@ -407,7 +408,7 @@ public final class Daemon {
         }
     }
 
-    private func exited(_ app: AppRuntime, _ status: ExitStatus) {
+    func exited(_ app: AppRuntime, _ status: ExitStatus) {
         if let pid = app.pid {
             Log.event(.exit, .info, "\(app.name): process \(pid) \(status)",
                       [("LIFECYCLE_APP", app.name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_EXIT", "\(status)")])
@@ -894,7 +895,9 @@ public final class Daemon {
             guard let app = apps[name], app.pid == nil, let cgroup = try? cgroups.makeAppCgroup(app: name) else { continue }
             app.cgroup = cgroup
             let strays = cgroup.pids()
-            if !strays.isEmpty {
+            if !strays.isEmpty, app.config.external {
+                continueExternalStrays(app, strays, cgroup: cgroup)
+            } else if !strays.isEmpty {
                 release(app: name, pids: strays, processGroup: nil, cgroup: cgroup, reason: "no saved state accounts for them")
             }
         }
@@ -903,7 +906,7 @@ public final class Daemon {
 
     private func readopt(_ app: AppRuntime, pid: pid_t, _ persisted: PersistedApp) {
         let name = app.name
-        if cgroups.layout != .none { app.cgroup = try? cgroups.makeAppCgroup(app: name) }
+        if cgroups.layout != .none && !app.usesProcessGroupAlone { app.cgroup = try? cgroups.makeAppCgroup(app: name) }
         switch persisted.suspendedWith {
         case "signal"?: app.suspendedWith = .signal
         case "freezer"?: app.suspendedWith = app.cgroup?.freezer.map(SuspendMechanism.freezer) ?? .signal

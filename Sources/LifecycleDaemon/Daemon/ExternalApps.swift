@@ -1,0 +1,147 @@
+import CSupport
+import Glibc
+import LifecycleModel
+
+// External apps (`External=yes`, docs/PROTOCOL.md "External apps"): lifecycled never starts them. A process that
+// someone else started connects to RUNTIME_DIR/app.sock and says hello with the app's name and no token; once the
+// checks below pass, that process and its process group are the app, watched through a pidfd (it is not our child)
+// exactly as a process re-adopted from a previous daemon, and supervised like any other app.
+
+extension AppRuntime {
+    /// An external app with `ExternalFrom=process-group`: stopped and killed by its process group alone. It gets no
+    /// cgroup of the daemon's, whose freezer would freeze an empty group and take the app for suspended.
+    var usesProcessGroupAlone: Bool { config.external && config.externalFrom == .processGroup }
+}
+
+extension Daemon {
+    /// An external app was configured: with `ExternalFrom=cgroup` its cgroup is made now, so that whoever starts
+    /// its process can place it there before it connects (`lifectl status` shows the path).
+    func prepareExternal(_ name: String) {
+        guard let app = apps[name], app.config.externalFrom == .cgroup else { return }
+        guard cgroups.layout != .none else {
+            return Log.warning("\(name): ExternalFrom=cgroup, but lifecycled has no cgroups here; its clients will be refused")
+        }
+        do {
+            let cgroup = try cgroups.makeAppCgroup(app: name)
+            app.cgroup = cgroup
+            Log.info("\(name): external app; its process attaches from cgroup \(cgroup.displayPath)")
+        } catch {
+            Log.warning("\(name): Failed to create the cgroup of an external app: \(error); its clients will be refused")
+        }
+    }
+
+    /// A process connected to the app socket and said hello as `name` without a token. It becomes the app when the
+    /// app is external, not running, the peer's uid (SO_PEERCRED) is its `ExternalUser=`, and the peer leads a
+    /// process group that holds only processes of that user (and, with `ExternalFrom=cgroup`, sits in the app's
+    /// cgroup). Takes ownership of `pidfd` (the peer's, -1 when none could be had). Returns why not, or nil once
+    /// `connection` is the app's and the model has launched it.
+    func attachExternal(_ name: String, peer pid: pid_t, uid: uid_t, pidfd: Int32, connection: Connection) -> String? {
+        let reason = checkExternal(name, peer: pid, uid: uid, pidfd: pidfd)
+        guard reason == nil, let app = apps[name] else {
+            if pidfd >= 0 { close(pidfd) }
+            return reason ?? "no such app"
+        }
+        let effects: [Effect]
+        do {
+            effects = try model.attach(name, launchedBy: "external", now: loop.now)
+        } catch {
+            close(pidfd)
+            return error.description
+        }
+        app.pid = pid
+        app.pidfd = pidfd
+        app.helloed = false
+        app.priority = nil
+        app.suspendedWith = nil
+        app.token = makeToken()
+        do {
+            app.child = try loop.watch(fd: pidfd, events: IOEvents.readable) { [unowned self, unowned app] _ in
+                guard app.pidfd == pidfd else { return }
+                // Not our child: its parent reaps it and has its status, which lifecycled never learns (status 255).
+                Log.notice("\(name): external process \(pid) ended (its exit status went to its parent)")
+                self.exited(app, .exited(255))
+            }
+        } catch {
+            // The model launched it already: it ends as at once as it began, and the process is left alone.
+            Log.error("\(name): Failed to watch external process \(pid): \(error)")
+            close(pidfd)
+            app.pidfd = nil
+            app.pid = nil
+            perform(effects)
+            dispatch(.exited(app: name, .exited(255)))
+            return "lifecycled cannot watch it (\(error))"
+        }
+        app.connection = connection
+        app.fdStored = serviceManager.storeFD(connection.fd, name: Self.storedConnectionPrefix + name)
+        Log.event(.launch, .notice, "\(name): external process \(pid) (uid \(uid)) attached",
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "external"),
+                   ("LIFECYCLE_UID", String(uid))])
+        perform(effects)
+        drain()
+        return nil
+    }
+
+    /// Why `pid` (uid `uid`) may not attach as `name`, or nil.
+    private func checkExternal(_ name: String, peer pid: pid_t, uid: uid_t, pidfd: Int32) -> String? {
+        guard !stopping else { return "lifecycled is shutting down" }
+        guard let app = apps[name], let record = model.app(name) else { return "no such app" }
+        guard app.config.external, let allowed = app.config.externalUID else {
+            return "it does not accept external clients (its config has no External=yes);"
+                + " a client lifecycled started reconnects with the token of its welcome"
+        }
+        // The configured user is not named: a refused user learns nothing about who may.
+        guard uid == allowed else { return "uid \(uid) may not attach as it (only its ExternalUser= may)" }
+        guard !record.state.isRunning else {
+            if app.connection != nil { return "it is connected already (pid \(app.pid.map(String.init) ?? "?"))" }
+            return "it is running already (pid \(app.pid.map(String.init) ?? "?")); its own client reconnects with the token of its welcome"
+        }
+        guard pidfd >= 0 else { return "lifecycled cannot watch pid \(pid) (pidfd: \(String(cString: strerror(errno))))" }
+        // What the daemon stops and kills is the process group: only a group the process leads is the app's own.
+        guard getpgid(pid) == pid else {
+            return "pid \(pid) does not lead its own process group (lifecycled stops and kills an external app by its"
+                + " process group: call setsid() or setpgid(0, 0) before connecting)"
+        }
+        guard getpgid(0) != pid else { return "pid \(pid) leads lifecycled's own process group" }
+        // Never a group with processes of other users: the daemon signals only what ExternalUser could signal itself.
+        let others = ProcessTable.members(ofProcessGroup: pid).filter { realUID(of: $0).map { $0 != allowed } ?? false }
+        guard others.isEmpty else {
+            return "its process group \(pid) holds processes of other users (pid \(others.map(String.init).joined(separator: ", ")))"
+        }
+        if app.config.externalFrom == .cgroup {
+            guard cgroups.layout != .none else { return "its config says ExternalFrom=cgroup, and lifecycled has no cgroups here" }
+            if app.cgroup == nil { prepareExternal(name) }
+            guard let cgroup = app.cgroup else { return "its cgroup could not be created" }
+            guard cgroup.pids().contains(pid) else { return "pid \(pid) is not in its cgroup \(cgroup.displayPath)" }
+            // Placed in one hierarchy (the one shown); the daemon's other ones (v1 cpu, freezer) follow here.
+            for file in cgroup.procsFiles {
+                for member in cgroup.pids() { try? writeKernelFile(file, String(member)) }
+            }
+        } else if let cgroup = app.cgroup {
+            // A group left from an earlier configuration or the stray check at start: not this app's.
+            if cgroup.pids().isEmpty { _ = cgroup.remove() }
+            app.cgroup = nil
+        }
+        // Checked last: while the pidfd's process lives, `pid` is that process, so every check above was about it.
+        var poll = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        guard Glibc.poll(&poll, 1, 0) == 0 else { return "pid \(pid) exited before it could attach" }
+        return nil
+    }
+
+    /// At start, processes in an external app's cgroup that no saved state accounts for: someone else started them
+    /// and put them there, maybe to attach. They are never left stopped (thawed, continued), but not terminated:
+    /// lifecycled did not start them and does not own them until one attaches.
+    func continueExternalStrays(_ app: AppRuntime, _ pids: [pid_t], cgroup: AppCgroup) {
+        do { try cgroup.thaw() } catch { Log.debug("\(app.name): Failed to thaw its cgroup: \(error)") }
+        for pid in pids { kill(pid, SIGCONT) }
+        Log.notice("\(app.name): process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")) in the"
+            + " cgroup of this external app, not attached: continued and left running until one attaches")
+    }
+
+    /// The real uid of `pid` (the Uid: line of /proc/PID/status), nil when it is gone.
+    private func realUID(of pid: pid_t) -> uid_t? {
+        guard let status = try? readKernelFile("/proc/\(pid)/status"),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Uid:") }),
+              let real = line.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst().first else { return nil }
+        return uid_t(real)
+    }
+}
