@@ -138,6 +138,9 @@ public enum Note: Sendable, Equatable {
     case scenesDiscarded([String])
     /// A new scene session (lifectl scene open, a client's request, or a focus with no session to reuse).
     case sceneSessionCreated(scene: String, role: String)
+    /// The state an ack of sceneDidEnterBackground carried is over `SceneSession.savedStateLimit`: the one saved
+    /// before is kept (sceneWillConnect carries it back, and must fit in one line).
+    case savedStateTooLarge(scene: String, size: Int, limit: Int)
 }
 
 /// A background task as the client named it.

@@ -10,6 +10,29 @@ public enum JSONValue: Sendable, Equatable, Hashable {
 
     /// `merge` coalescing: the union of two objects' keys, the later value winning; anything
     /// that is not an object on both sides is simply replaced by the later value.
+    /// At least the length of this value's JSON text as the daemon writes it (no spaces, `\"`, `\\` and `\u00XX`
+    /// escapes; numbers at most 24 characters). What lets the model keep a notification within one protocol line
+    /// without encoding it.
+    public var encodedSizeBound: Int {
+        switch self {
+        case .null: 4
+        case .bool(let value): value ? 4 : 5
+        case .number: 24
+        case .string(let text): Self.quotedSize(text)
+        case .array(let items): 2 + max(0, items.count - 1) + items.reduce(0) { $0 + $1.encodedSizeBound }
+        case .object(let members):
+            2 + max(0, members.count - 1) + members.reduce(0) { $0 + Self.quotedSize($1.key) + 1 + $1.value.encodedSizeBound }
+        }
+    }
+
+    static func quotedSize(_ text: String) -> Int {
+        var size = 2
+        for byte in text.utf8 {
+            size += byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/") ? 2 : byte < 0x20 ? 6 : 1
+        }
+        return size
+    }
+
     public func merged(with later: JSONValue) -> JSONValue {
         guard case .object(var base) = self, case .object(let update) = later else { return later }
         for (key, value) in update { base[key] = value }

@@ -44,7 +44,8 @@ public struct NotificationDelivery: Sendable, Equatable {
     public var payloads: [JSONValue]?
     /// How many posts this message stands for.
     public var posts: Int
-    /// For `none`: how many of the oldest payloads were dropped past the bound.
+    /// For `none`: how many of the oldest payloads were dropped past the bounds (count or bytes). For `merge`:
+    /// how many earlier posts were set aside because their union outgrew `payloadBudget`.
     public var dropped: Int
 
     public init(name: String, payload: JSONValue? = nil, payloads: [JSONValue]? = nil, posts: Int = 1, dropped: Int = 0) {
@@ -59,15 +60,51 @@ public struct NotificationDelivery: Sendable, Equatable {
 /// The notifications held for one app while it cannot receive them: one entry per type, in the order
 /// each type was first posted, so its memory is bounded by the number of types, not of posts.
 public struct NotificationQueue: Sendable, Equatable {
+    /// The most bytes of payload one delivered notification carries (its `payload`, or all its `payloads`), so
+    /// that the message fits in one protocol line (65,536 bytes) with its envelope and a type name of up to
+    /// 255 bytes. A post whose payload alone is larger is refused.
+    public static let payloadBudget = 60 * 1024
+
     struct Entry: Sendable, Equatable {
         var name: String
         var coalescing: Coalescing
         var payload: JSONValue?
+        /// For `none`: the kept payloads are `payloads[oldest...]` (older ones are dropped by moving `oldest`, and
+        /// the array is compacted now and then), with their sizes and the sum of the kept ones.
         var payloads: [JSONValue] = []
-        /// Index of the oldest kept payload in `payloads` (a ring once the bound is reached).
+        var sizes: [Int] = []
         var oldest = 0
+        var bytes = 0
         var posts = 0
         var dropped = 0
+
+        init(name: String, coalescing: Coalescing, payload: JSONValue? = nil, payloads: [JSONValue] = [], posts: Int = 0, dropped: Int = 0) {
+            self.name = name
+            self.coalescing = coalescing
+            self.payload = payload
+            self.posts = posts
+            self.dropped = dropped
+            for kept in payloads { keep(kept, size: kept.encodedSizeBound, limit: .max) }
+        }
+
+        var keptPayloads: [JSONValue] { Array(payloads[oldest...]) }
+
+        /// Keep one more payload; the oldest go while more than `limit` are kept or their bytes exceed the budget.
+        mutating func keep(_ payload: JSONValue, size: Int, limit: Int) {
+            payloads.append(payload)
+            sizes.append(size)
+            bytes += size
+            while payloads.count - oldest > 1, payloads.count - oldest > limit || bytes > NotificationQueue.payloadBudget {
+                bytes -= sizes[oldest]
+                oldest += 1
+                dropped += 1
+            }
+            if oldest >= 32, oldest * 2 >= payloads.count {
+                payloads.removeFirst(oldest)
+                sizes.removeFirst(oldest)
+                oldest = 0
+            }
+        }
     }
 
     /// Entries in first-post order, and where each type's entry is. Entries are mutated in place:
@@ -94,7 +131,9 @@ public struct NotificationQueue: Sendable, Equatable {
     /// Posts folded into the held entries.
     public var postCount: Int { entries.reduce(0) { $0 + $1.posts } }
 
-    public mutating func add(_ name: String, payload: JSONValue, coalescing: Coalescing) {
+    /// `size`: the payload's `encodedSizeBound` when the caller has it (at most `payloadBudget`: `Supervisor.post`
+    /// refuses larger payloads).
+    public mutating func add(_ name: String, payload: JSONValue, size: Int? = nil, coalescing: Coalescing) {
         let position: Int
         if let existing = index[name] {
             position = existing
@@ -107,16 +146,18 @@ public struct NotificationQueue: Sendable, Equatable {
         switch coalescing {
         case .latest: entries[position].payload = payload
         case .count: break
-        case .merge: entries[position].payload = entries[position].payload.map { $0.merged(with: payload) } ?? payload
-        case .none:
-            if entries[position].payloads.count < limit {
-                entries[position].payloads.append(payload)
+        case .merge:
+            let merged = entries[position].payload.map { $0.merged(with: payload) } ?? payload
+            if merged.encodedSizeBound <= Self.payloadBudget {
+                entries[position].payload = merged
             } else {
-                // Full: the oldest is overwritten, as a ring, and counted.
-                entries[position].payloads[entries[position].oldest] = payload
-                entries[position].oldest = (entries[position].oldest + 1) % limit
-                entries[position].dropped += 1
+                // The union no longer fits in one message: it starts again from this post, and says how many
+                // posts it set aside.
+                entries[position].dropped += entries[position].posts - 1
+                entries[position].payload = payload
             }
+        case .none:
+            entries[position].keep(payload, size: size ?? payload.encodedSizeBound, limit: limit)
         }
     }
 
@@ -131,10 +172,9 @@ public struct NotificationQueue: Sendable, Equatable {
             guard accept(entry.name) else { return nil }
             switch entry.coalescing {
             case .none:
-                let kept = Array(entry.payloads[entry.oldest...] + entry.payloads[..<entry.oldest])
-                return NotificationDelivery(name: entry.name, payloads: kept, posts: entry.posts, dropped: entry.dropped)
+                return NotificationDelivery(name: entry.name, payloads: entry.keptPayloads, posts: entry.posts, dropped: entry.dropped)
             default:
-                return NotificationDelivery(name: entry.name, payload: entry.payload, posts: entry.posts)
+                return NotificationDelivery(name: entry.name, payload: entry.payload, posts: entry.posts, dropped: entry.dropped)
             }
         }
     }

@@ -73,6 +73,11 @@ public struct ScenePolicy: Sendable, Equatable {
 /// A scene session, as `UISceneSession`: it outlives the scene's connection and the app's process,
 /// and is kept until discarded.
 public struct SceneSession: Sendable, Equatable, Codable {
+    /// sceneWillConnect carries the session's saved state and its connection options in one protocol line
+    /// (65,536 bytes): the state kept is at most 32 KiB of JSON, the options of `scene open` at most 16 KiB.
+    public static let savedStateLimit = 32 * 1024
+    public static let optionsLimit = 16 * 1024
+
     /// The persistent identifier: `s1`, `s2`, … per app, never reused in the daemon's life.
     public let id: String
     public let role: String

@@ -36,7 +36,7 @@ extension NotificationQueue: Codable {
         self.init(limit: try container.decode(Int.self, forKey: .limit))
         for stored in try container.decode([StoredEntry].self, forKey: .entries) {
             restore(Entry(name: stored.name, coalescing: stored.coalescing, payload: stored.payload,
-                          payloads: Array(stored.payloads.suffix(limit)), oldest: 0, posts: stored.posts, dropped: stored.dropped))
+                          payloads: Array(stored.payloads.suffix(limit)), posts: stored.posts, dropped: stored.dropped))
         }
     }
 
@@ -45,7 +45,7 @@ extension NotificationQueue: Codable {
         try container.encode(limit, forKey: .limit)
         try container.encode(storedEntries.map {
             StoredEntry(name: $0.name, coalescing: $0.coalescing, payload: $0.payload,
-                        payloads: Array($0.payloads[$0.oldest...] + $0.payloads[..<$0.oldest]), posts: $0.posts, dropped: $0.dropped)
+                        payloads: $0.keptPayloads, posts: $0.posts, dropped: $0.dropped)
         }, forKey: .entries)
     }
 }

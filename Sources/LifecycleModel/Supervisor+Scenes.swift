@@ -95,6 +95,9 @@ extension Supervisor {
 
         case .openScene(let role, let configuration, let options):
             let role = role ?? ScenePolicy.defaultRole
+            guard options.encodedSizeBound <= SceneSession.optionsLimit else {
+                throw refuse("its connection options are about \(options.encodedSizeBound) bytes of JSON, over the \(SceneSession.optionsLimit) a scene may carry")
+            }
             guard scenes.defaultConfiguration(for: role) != nil else {
                 throw refuse("it has no scene configuration for role '\(role)'; declare one in its [Scenes] section (Configuration=\(role):NAME)")
             }
@@ -298,7 +301,12 @@ extension Supervisor {
                                     stopped: Bool, reason: String) {
         guard let index = table[name].sessionIndex(scene) else { return }
         if callback == .sceneDidEnterBackground, let saved = reply?.savedState {
-            table[name].sessions[index].savedState = saved
+            let size = saved.encodedSizeBound
+            if size <= SceneSession.savedStateLimit {
+                table[name].sessions[index].savedState = saved
+            } else {
+                emit(.note(app: name, .savedStateTooLarge(scene: scene, size: size, limit: SceneSession.savedStateLimit)))
+            }
         }
         if !callback.changesStateOnSend, !stopped, let next = callback.resultingState {
             setSceneState(name, scene, next, reason: reason)

@@ -446,6 +446,11 @@ public struct Supervisor: Sendable {
             throw PostError(type: type, reason: .unknownType(known: catalog.types.keys.sorted()))
         }
         if let app, table.record(app) == nil { throw PostError(type: type, reason: .unknownApp(app)) }
+        // Whatever is queued must still fit in one protocol line when it is delivered.
+        let size = payload.encodedSizeBound
+        guard size <= NotificationQueue.payloadBudget else {
+            throw PostError(type: type, reason: .payloadTooLarge(size: size, limit: NotificationQueue.payloadBudget))
+        }
         self.now = now
         effects = []
         touched = []
@@ -458,9 +463,9 @@ public struct Supervisor: Sendable {
             }
         }
         if let app {
-            count(offer(type, payload: payload, coalescing: coalescing, to: table.slot(app)))
+            count(offer(type, payload: payload, size: size, coalescing: coalescing, to: table.slot(app)))
         } else {
-            for slot in table.records.indices { count(offer(type, payload: payload, coalescing: coalescing, to: slot)) }
+            for slot in table.records.indices { count(offer(type, payload: payload, size: size, coalescing: coalescing, to: slot)) }
         }
         outcome.effects = effects
         return outcome
@@ -468,11 +473,7 @@ public struct Supervisor: Sendable {
 
     enum Offer { case delivered, queued, dropped }
 
-    private mutating func offer(_ type: String, payload: JSONValue, coalescing: Coalescing, to name: String) -> Offer {
-        offer(type, payload: payload, coalescing: coalescing, to: table.slot(name))
-    }
-
-    private mutating func offer(_ type: String, payload: JSONValue, coalescing: Coalescing, to slot: Int) -> Offer {
+    private mutating func offer(_ type: String, payload: JSONValue, size: Int, coalescing: Coalescing, to slot: Int) -> Offer {
         // The hot path of posting: the record is read and written in place, never copied out
         // (a live copy would also make the queue's add copy its storage).
         let name = table[slot].name
@@ -487,11 +488,11 @@ public struct Supervisor: Sendable {
         guard receives else { return .dropped }
         if connected && !suspended {
             var single = NotificationQueue(limit: limit)
-            single.add(type, payload: payload, coalescing: coalescing)
+            single.add(type, payload: payload, size: size, coalescing: coalescing)
             for delivery in single.drain() { emit(.notify(app: name, delivery)) }
             return .delivered
         }
-        table[slot].queue.add(type, payload: payload, coalescing: coalescing)
+        table[slot].queue.add(type, payload: payload, size: size, coalescing: coalescing)
         return .queued
     }
 
@@ -515,8 +516,8 @@ public struct Supervisor: Sendable {
             episodeWarnedAt = now
             var warned = 0
             for name in table.names.sorted() {
-                if offer(memoryWarningType, payload: reading, coalescing: catalog.coalescing(of: memoryWarningType) ?? .latest,
-                         to: name) != .dropped { warned += 1 }
+                if offer(memoryWarningType, payload: reading, size: reading.encodedSizeBound,
+                         coalescing: catalog.coalescing(of: memoryWarningType) ?? .latest, to: table.slot(name)) != .dropped { warned += 1 }
             }
             emit(.note(app: "", .memoryWarning(apps: warned)))
             return effects
@@ -1065,6 +1066,7 @@ public struct PostError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Reason: Sendable, Equatable {
         case unknownType(known: [String])
         case unknownApp(String)
+        case payloadTooLarge(size: Int, limit: Int)
     }
     public var type: String
     public var reason: Reason
@@ -1075,6 +1077,8 @@ public struct PostError: Error, Sendable, Equatable, CustomStringConvertible {
             "cannot post '\(type)': no such notification type (declare it in lifecycled.conf [NotificationTypes]; known: \(known.joined(separator: ", ")))"
         case .unknownApp(let app):
             "cannot post '\(type)' to '\(app)': no such app"
+        case .payloadTooLarge(let size, let limit):
+            "cannot post '\(type)': its payload is about \(size) bytes of JSON, over the \(limit) bytes one notification may carry"
         }
     }
 }

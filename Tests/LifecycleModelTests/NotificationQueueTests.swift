@@ -249,3 +249,46 @@ struct JSONValueTextTests {
         #expect(value.description == #"{"a":"x\"y\n\u0001","b":[1,2.5,true,null]}"#)
     }
 }
+
+/// The byte budget: whatever is held for one type fits in one protocol line when delivered.
+@Suite("Notification queue byte budget")
+struct NotificationBudgetTests {
+    static func blob(_ tag: Int, bytes: Int) -> JSONValue { .object(["k\(tag)": .string(String(repeating: "x", count: bytes))]) }
+
+    @Test("none keeps the newest payloads that fit in the budget, and counts the others as dropped")
+    func noneKeepsWithinBudget() throws {
+        var queue = NotificationQueue(limit: 64)
+        for tag in 0..<5 { queue.add("message", payload: Self.blob(tag, bytes: 20_000), coalescing: .none) }
+        let delivery = try #require(queue.drain().first)
+        // Three of about 20 KB fit in 60 KiB; the two oldest went.
+        #expect(delivery.payloads == (2..<5).map { Self.blob($0, bytes: 20_000) })
+        #expect(delivery.dropped == 2)
+        #expect(delivery.posts == 5)
+        let total = delivery.payloads!.reduce(0) { $0 + $1.encodedSizeBound }
+        #expect(total <= NotificationQueue.payloadBudget)
+    }
+
+    @Test("merge starts again from the latest post when the union outgrows the budget, saying how many it set aside")
+    func mergeRestartsPastBudget() throws {
+        var queue = NotificationQueue()
+        for tag in 0..<7 { queue.add("prefs", payload: Self.blob(tag, bytes: 10_000), coalescing: .merge) }
+        let delivery = try #require(queue.drain().first)
+        // Six keys of 10 KB fit (about 60 KB); the seventh does not: the union restarts with it alone.
+        #expect(delivery.payload == Self.blob(6, bytes: 10_000))
+        #expect(delivery.dropped == 6)
+        #expect(delivery.posts == 7)
+    }
+
+    @Test("a post whose payload alone is over the budget is refused, saying why")
+    func oversizedPostRefused() throws {
+        var model = Supervisor()
+        model.add("a", policy: AppPolicy())
+        let payload = Self.blob(0, bytes: NotificationQueue.payloadBudget)
+        #expect(throws: PostError(type: "batteryLevelDidChange",
+                                  reason: .payloadTooLarge(size: payload.encodedSizeBound, limit: NotificationQueue.payloadBudget))) {
+            try model.post("batteryLevelDidChange", payload: payload, to: "a", now: .zero)
+        }
+        let error = PostError(type: "batteryLevelDidChange", reason: .payloadTooLarge(size: 61_448, limit: 61_440))
+        #expect(error.description.contains("over the 61440 bytes one notification may carry"))
+    }
+}

@@ -338,3 +338,37 @@ struct SceneTests {
         #expect(h.state("w") == .background && scene(h, "w", "s1")?.state == .background)
     }
 }
+
+/// sceneWillConnect carries a session's saved state and options back in one protocol line: both are bounded.
+@Suite("Scene payload bounds")
+struct ScenePayloadBoundTests {
+    @Test("a saved state over the limit is not kept: the one saved before stays, and the daemon is told why")
+    func oversizedSavedStateNotKept() throws {
+        var h = try SceneTests.focusedSceneApp()
+        h.savedStates["s1"] = ["draft": "small"]
+        try h.cooperating { h throws in try h.request(.background, "w") }
+        #expect(h.record(of: "w").sessions.first?.savedState == ["draft": "small"])
+
+        try h.cooperating { h throws in try h.request(.focus, "w") }
+        let big: JSONValue = ["draft": .string(String(repeating: "x", count: SceneSession.savedStateLimit))]
+        h.savedStates["s1"] = big
+        let start = h.log.count
+        try h.cooperating { h throws in try h.request(.background, "w") }
+        #expect(h.record(of: "w").sessions.first?.savedState == ["draft": "small"])
+        #expect(h.log[start...].contains(.note(app: "w", .savedStateTooLarge(scene: "s1", size: big.encodedSizeBound,
+                                                                             limit: SceneSession.savedStateLimit))))
+    }
+
+    @Test("scene open with connection options over the limit is refused, saying why")
+    func oversizedOptionsRefused() throws {
+        var h = try SceneTests.focusedSceneApp()
+        let options: JSONValue = ["blob": .string(String(repeating: "x", count: SceneSession.optionsLimit))]
+        do {
+            try h.request(.openScene(role: nil, configuration: nil, options: options), "w")
+            Issue.record("the request was taken")
+        } catch {
+            #expect(error.description.contains("over the \(SceneSession.optionsLimit) a scene may carry"))
+        }
+        #expect(h.record(of: "w").sessions.count == 1)
+    }
+}

@@ -704,6 +704,8 @@ public final class Daemon {
             Log.info("\(name): discarded scene session\(scenes.count == 1 ? "" : "s") \(scenes.joined(separator: ", "))")
         case .sceneSessionCreated(let scene, let role):
             Log.info("\(name)/\(scene): new scene session (role \(role))")
+        case .savedStateTooLarge(let scene, let size, let limit):
+            Log.warning("\(name)/\(scene): the state saved at sceneDidEnterBackground is about \(size) bytes of JSON, over \(limit); keeping the one saved before")
         }
     }
 
