@@ -218,10 +218,12 @@ struct LifecycleIntegrationTests {
 
     @Test("a client that does not finish launching in time is killed, like iOS's launch watchdog")
     func launchWatchdogKillsASlowLauncher() throws {
-        try withDaemon(["stuck": client("--no-ack", lifecycle: "LaunchTimeoutSec=0.5")]) { daemon in
+        // 3 s, not less: the watchdog kills a client that said hello and never acked; one whose hello comes after the
+        // timeout (a Python start-up on a loaded machine) is managed without messages instead, which is another test.
+        try withDaemon(["stuck": client("--no-ack", lifecycle: "LaunchTimeoutSec=3")]) { daemon in
             _ = try daemon.lifectl("launch", "stuck")
             try daemon.waitForState("stuck", "notRunning")
-            #expect(daemon.log.contains("stuck: did not finish launching within 500ms; killing it (launch watchdog)"))
+            #expect(daemon.log.contains("stuck: did not finish launching within 3s; killing it (launch watchdog)"))
             #expect(try daemon.status("stuck").deadlineMisses == 1)
         }
     }
