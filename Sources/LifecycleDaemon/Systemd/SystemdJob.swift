@@ -92,7 +92,9 @@ private final class SystemdBus {
         self.name = name
     }
 
-    func close() { sd_bus_flush_close_unref(bus) }
+    /// Not `sd_bus_flush_close_unref`: a flush waits for the authentication with sd-bus's own timeout (25 s)
+    /// when the peer never answered it, and every reply this conversation needs is in by now.
+    func close() { sd_bus_close_unref(bus) }
 
     /// As root, systemd's private socket, as `systemctl` does (a direct connection: no bus daemon, no Hello);
     /// if it cannot be reached, the system bus. Not as root, the user's manager the same way.
