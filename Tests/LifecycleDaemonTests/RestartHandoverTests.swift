@@ -47,4 +47,14 @@ import Testing
         try FileManager.default.createSymbolicLink(atPath: root + "/cgroup.subtree_control", withDestinationPath: "/sys/devices/system/cpu/online")
         #expect(throws: SystemError.self) { try support(delegatedTo: root).releaseControllersForNextStart() }
     }
+
+    /// The job types systemd's job_type_to_string() knows. Installed jobs are collapsed first (job_type_collapse):
+    /// try-restart becomes restart on a running unit, and reload-or-start and try-reload become reload or start.
+    @Test func onlyARestartJobHandsTheAppsOver() {
+        #expect(SystemdJob.isRestart(jobType: "restart"))
+        #expect(SystemdJob.isRestart(jobType: "try-restart"))
+        for type in ["start", "verify-active", "stop", "reload", "try-reload", "reload-or-start", "nop", "", "Restart"] {
+            #expect(!SystemdJob.isRestart(jobType: type), "\(type)")
+        }
+    }
 }
