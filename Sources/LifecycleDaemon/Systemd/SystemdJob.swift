@@ -14,8 +14,8 @@ enum StopRequest: Equatable {
 /// Asks systemd, over D-Bus, which job it is running on this daemon's unit when SIGTERM arrives.
 ///
 /// `systemctl restart` sends the same SIGTERM as `systemctl stop`; only the unit's job tells them apart.
-/// systemd installs one job per unit, and a restart is a job of type `restart` for its whole stop half: systemd
-/// "treats restarts first like JOB_STOP, but then instead of finishing patches them to become JOB_START"
+/// systemd installs one job per unit, and a restart is a job of type `restart` for its whole stop half:
+/// "restarts are first treated like JOB_STOP, but then instead of finishing are patched to become JOB_START"
 /// (src/core/job.h, `enum JobType`). `try-restart` is collapsed into `restart` (or nothing) when it is installed
 /// (`job_type_collapse` in src/core/job.c), so it never shows up on a running unit; it is accepted anyway.
 /// `reload-or-restart` and `try-reload-or-restart` become a reload on a running unit (this unit has
@@ -35,7 +35,8 @@ enum SystemdJob {
 
     static func isRestart(jobType: String) -> Bool { jobType == "restart" || jobType == "try-restart" }
 
-    /// The unit that holds `pid` (GetUnitByPID), its `Job` property, and that job's `JobType`.
+    /// The unit that holds `pid` (GetUnitByPID), its `Job` property, and that job's `JobType`. systemd maps a
+    /// pid in a cgroup below the unit's (the daemon's `supervisor/` in a delegated subtree) to the unit.
     static func stopRequest(environment: [String: String], pid: pid_t = getpid(), timeout: Duration = timeout) -> StopRequest {
         let deadline = MonotonicDeadline(after: timeout)
         do {
