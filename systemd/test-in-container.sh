@@ -10,7 +10,7 @@
 #   3. boots it with `systemd-nspawn -b --volatile=overlay` (the cached tree is never modified: every change of a
 #      run goes to a tmpfs), the binaries and systemd/lifecycled.service bound read-only at the paths the unit
 #      expects, and a check unit pulled in with `systemd.wants=` on the init command line;
-#   4. the check unit waits for the boot to finish, then drives `systemctl start/status/reload/stop`, `lifectl`,
+#   4. the check unit waits for the boot to finish, then drives `systemctl start/status/reload/restart/stop`, `lifectl`,
 #      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory, and powers
 #      the container off;
 #   5. prints the results and the cost, removes the container's leftovers, and exits 1 if any check failed
