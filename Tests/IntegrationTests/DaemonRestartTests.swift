@@ -152,7 +152,7 @@ struct DaemonRestartTests {
     }
 }
 
-/// `Tests/Fixtures/fake_systemd_bus.c`, compiled once per test process, listening on a socket in its own
+/// `Tests/Fixtures/fake_systemd_bus.c`, compiled with `cc` and listening on a socket, both in its own
 /// directory. `mode` is what it answers (see the fixture); it is read again for each connection.
 final class FakeSystemdBus {
     let directory: URL
@@ -163,25 +163,24 @@ final class FakeSystemdBus {
     let variable = "LIFECYCLED_SYSTEMD_BUS"
     var address: String { "unix:path=\(socket)" }
 
-    private static let compiled: Result<String, HarnessError> = {
+    init(mode: String) throws {
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("fake-systemd-bus-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // Built into its own directory, which stop() removes: nothing is left behind in /tmp.
+        let binary = directory.appendingPathComponent("fake_systemd_bus").path
         let source = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_systemd_bus.c").path
-        let binary = NSTemporaryDirectory() + "lifecycled-fake-systemd-bus-\(getpid())"
         let build = Process()
         build.executableURL = URL(fileURLWithPath: "/bin/sh")
         build.arguments = ["-c", "cc -o \"$1\" \"$2\" $(pkg-config --cflags --libs libsystemd)", "sh", binary, source]
         let err = Pipe()
         build.standardError = err
-        do { try build.run() } catch { return .failure(HarnessError("cannot run cc: \(error)")) }
+        try build.run()
         let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         build.waitUntilExit()
-        guard build.terminationStatus == 0 else { return .failure(HarnessError("cc fake_systemd_bus.c failed: \(message)")) }
-        return .success(binary)
-    }()
-
-    init(mode: String) throws {
-        let binary = try Self.compiled.get()
-        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("fake-systemd-bus-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        guard build.terminationStatus == 0 else {
+            try? FileManager.default.removeItem(at: directory)
+            throw HarnessError("cc fake_systemd_bus.c failed: \(message)")
+        }
         socket = directory.appendingPathComponent("bus").path
         recordFile = directory.appendingPathComponent("requests")
         modeFile = directory.appendingPathComponent("mode")
@@ -192,7 +191,10 @@ final class FakeSystemdBus {
         try process.run()
         let deadline = Date().addingTimeInterval(30)
         while !requests.contains("listening") && process.isRunning && Date() < deadline { usleep(10_000) }
-        guard requests.contains("listening") else { throw HarnessError("fake_systemd_bus did not start listening") }
+        guard requests.contains("listening") else {
+            stop()
+            throw HarnessError("fake_systemd_bus did not start listening")
+        }
     }
 
     /// One line per question the daemon asked ("GetUnitByPID PID", "Get PATH INTERFACE PROPERTY").
