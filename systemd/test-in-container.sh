@@ -10,7 +10,7 @@
 #   3. boots it with `systemd-nspawn -b --volatile=overlay` (the cached tree is never modified: every change of a
 #      run goes to a tmpfs), the binaries and systemd/lifecycled.service bound read-only at the paths the unit
 #      expects, and a check unit pulled in with `systemd.wants=` on the init command line;
-#   4. the check unit waits for the boot to finish, then drives `systemctl start/status/reload/stop`, `lifectl`,
+#   4. the check unit waits for the boot to finish, then drives `systemctl start/status/reload/restart/stop`, `lifectl`,
 #      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory, and powers
 #      the container off;
 #   5. prints the results and the cost, removes the container's leftovers, and exits 1 if any check failed
@@ -233,6 +233,58 @@ lifectl logs sleeper --no-pager >>"$D" 2>&1 && pass "lifectl logs sleeper" || fa
 wd=$(show WatchdogTimestampMonotonic)
 [ "${wd:-0}" != 0 ] && pass "watchdog pings received (WatchdogSec=$(show WatchdogUSec))" || fail "watchdog pings received" "WatchdogTimestampMonotonic=$wd"
 
+# Restart: `systemctl restart` keeps every app running and connected (the daemon asks systemd for its job over
+# /run/systemd/private and hands the apps over), while `systemctl stop` below still terminates them. A protocol
+# app in bash (no Python in a minbase tree) reads the daemon's lines on its fd 3, acks them, and logs them: it
+# would see end-of-file if its connection were not kept in the file-descriptor store.
+cat >/etc/lifecycled/shell-client.sh <<'SH'
+printf '{"type":"hello","protocol":1,"app":"shell"}\n' >&3
+while IFS= read -r line <&3; do
+    echo "$line" >>/out/shell.log
+    if [[ $line =~ \"id\":([0-9]+) ]]; then printf '{"type":"ack","id":%s}\n' "${BASH_REMATCH[1]}" >&3; fi
+done
+echo EOF >>/out/shell.log
+SH
+cat >/etc/lifecycled/apps/shell.conf <<'CONF'
+[App]
+Exec=/bin/bash /etc/lifecycled/shell-client.sh
+AutoLaunch=background
+
+[Lifecycle]
+BackgroundTimeSec=infinity
+CONF
+log "systemctl restart lifecycled"
+systemctl kill --kill-who=main --signal=HUP lifecycled >>"$D" 2>&1
+wait_for test "$(app_state shell)" = background
+shell_pid=$(lifectl list 2>/dev/null | awk '$1 == "shell" { print $3 }')
+lifectl suspend sleeper >>"$D" 2>&1
+main_before=$(show MainPID)
+lifectl list >>"$D" 2>&1
+check "systemctl restart lifecycled" timeout 60 systemctl restart lifecycled
+main_after=$(show MainPID)
+lifectl list >>"$D" 2>&1
+[ "$main_after" != "$main_before" ] && [ "$(show ActiveState)" = active ] && pass "a new daemon runs after the restart" "MainPID $main_before -> $main_after" \
+    || fail "a new daemon runs after the restart" "MainPID $main_before -> $main_after, $(show ActiveState)"
+handover=$(journalctl -u lifecycled --no-pager -o cat | grep -m1 '^Restarting: ')
+[ -n "$handover" ] && pass "the daemon saw a restart job and handed over" "$handover" \
+    || fail "the daemon saw a restart job and handed over" "$(journalctl -u lifecycled --no-pager -o cat | grep -m1 -E '^(Stopping|Failed to ask)')"
+[ -d "/proc/$sleep_pid" ] && [ "$(lifectl list 2>/dev/null | awk '$1 == "sleeper" { print $2 "/" $3 }')" = "suspended/$sleep_pid" ] \
+    && pass "the suspended app kept its process and stayed suspended" "$(cat "$base$cg/app-sleeper/cgroup.freeze" 2>/dev/null | sed 's/^/cgroup.freeze=/') state $(awk '{print $3}' "/proc/$sleep_pid/stat" 2>/dev/null)" \
+    || fail "the suspended app kept its process and stayed suspended" "$(lifectl list 2>&1 | tr '\n' ';')"
+[ -n "$shell_pid" ] && [ -d "/proc/$shell_pid" ] && [ "$(lifectl list 2>/dev/null | awk '$1 == "shell" { print $3 }')" = "$shell_pid" ] \
+    && pass "the protocol app kept its process" "pid $shell_pid" || fail "the protocol app kept its process" "pid ${shell_pid:-none}: $(lifectl list 2>&1 | tr '\n' ';')"
+took_back() { journalctl -u lifecycled --no-pager -o cat | grep -q '^shell: took back its client connection'; }
+wait_for took_back
+took_back && ! grep -q '^EOF' /out/shell.log 2>/dev/null \
+    && pass "its connection came back from the fd store; the client never saw end-of-file" \
+    || fail "its connection came back from the fd store" "$(tail -3 /out/shell.log 2>/dev/null | tr '\n' ';')"
+lifectl focus shell >>"$D" 2>&1
+grep -q didBecomeActive /out/shell.log 2>/dev/null && pass "lifecycle goes on over the kept connection (focus: didBecomeActive)" \
+    || fail "lifecycle goes on over the kept connection" "$(tail -3 /out/shell.log 2>/dev/null | tr '\n' ';')"
+lifectl resume sleeper >>"$D" 2>&1
+journalctl -u lifecycled --no-pager -o short-monotonic >>"$D" 2>&1
+journalctl --no-pager -o cat _PID=1 | grep -E 'lifecycled|remains running' | tail -20 >>"$D" 2>&1
+
 # Stop: the daemon terminates its apps itself, and exits cleanly.
 log "systemctl stop lifecycled"
 t0=$(date +%s%N)
@@ -247,6 +299,8 @@ else
     fail "stopped cleanly" "$(show ActiveState): $inv"
 fi
 [ -z "$(pids_of_comm sleep)" ] && pass "no app process left" || fail "no app process left" "$(pids_of_comm sleep | tr '\n' ' ')"
+[ -n "${shell_pid:-}" ] && [ ! -d "/proc/$shell_pid" ] && pass "systemctl stop terminated the protocol app too" "$(journalctl -u lifecycled --no-pager -o cat | grep '^Stopping: ' | tail -1)" \
+    || fail "systemctl stop terminated the protocol app too" "$(journalctl -u lifecycled --no-pager -o cat | grep -E '^(Stopping|Restarting|Failed to ask)' | tail -2 | tr '\n' ';')"
 journalctl -u lifecycled --no-pager -o short-monotonic >>"$D" 2>&1
 echo DONE >>"$R"
 EOF

@@ -21,7 +21,8 @@ let usage = """
       --version           print the version
       -h, --help          this text
 
-    Signals: SIGTERM/SIGINT stop every app (willTerminate, SIGTERM, SIGKILL) and exit; SIGHUP reloads the config.
+    Signals: SIGTERM/SIGINT stop every app (willTerminate, SIGTERM, SIGKILL) and exit, unless systemd's job
+    for the unit is a restart: then the apps are left running to the next daemon. SIGHUP reloads the config.
     """
 
 var environment: [String: String] = [:]

@@ -9,9 +9,10 @@ Restart=on-failure does, with the stored descriptors passed back (LISTEN_FDS/LIS
 listening socket). Like KillMode=process, the service's other processes (its apps) are left alone.
 
 usage: fake_service_manager.py --record FILE [--watchdog-usec N] [--listen PATH] [--restart-on-failure]
-                               -- COMMAND ARGS...
+                               [--restart-on-signal] -- COMMAND ARGS...
 Each received notification is one JSON line: {"t": monotonic ns, "message": "READY=1\\nSTATUS=...",
-"fds": N (descriptors that came with it, if any)}; each restart is {"t": ..., "restart": N, "fds": [names]}.
+"fds": N (descriptors that came with it, if any)}; each restart is {"t": ..., "restart": N, "fds": [names],
+"status": the exit status of the service that ended, "requested": true when SIGUSR1 asked for it}.
 """
 import argparse, array, json, os, select, signal, socket, sys, tempfile, time
 
@@ -24,6 +25,7 @@ parser.add_argument("--record", required=True)
 parser.add_argument("--watchdog-usec", type=int)
 parser.add_argument("--listen")
 parser.add_argument("--restart-on-failure", action="store_true")
+parser.add_argument("--restart-on-signal", action="store_true")
 parser.add_argument("command", nargs=argparse.REMAINDER)
 options = parser.parse_args()
 command = options.command[1:] if options.command[:1] == ["--"] else options.command
@@ -95,6 +97,17 @@ def receive(record):
 pid = start()
 for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
     signal.signal(number, lambda signum, frame: os.kill(pid, signum))
+restart_requested = False
+
+
+def request_restart(signum, frame):
+    global restart_requested
+    restart_requested = True
+    os.kill(pid, signal.SIGTERM)
+
+
+if options.restart_on_signal:
+    signal.signal(signal.SIGUSR1, request_restart)
 
 record = open(options.record, "a", buffering=1)
 restarts = 0
@@ -109,10 +122,21 @@ while status is None:
     done, code = os.waitpid(pid, os.WNOHANG)
     if done:
         failed = os.WIFSIGNALED(code) or os.waitstatus_to_exitcode(code) != 0
-        if options.restart_on_failure and failed:
+        if (options.restart_on_failure and failed) or restart_requested:
+            # What the service sent just before it exited comes first.
+            notify.setblocking(False)
+            try:
+                while True:
+                    receive(record)
+            except BlockingIOError:
+                pass
+            notify.setblocking(True)
             restarts += 1
             record.write(json.dumps({"t": time.monotonic_ns(), "restart": restarts,
-                                     "fds": [name for name, _ in store]}) + "\n")
+                                     "fds": [name for name, _ in store],
+                                     "status": os.waitstatus_to_exitcode(code),
+                                     "requested": restart_requested}) + "\n")
+            restart_requested = False
             pid = start()
         else:
             status = code

@@ -1084,16 +1084,61 @@ public final class Daemon {
     }
 
     /// SIGTERM/SIGINT: every app gets willTerminate (with its deadline), suspended ones are continued so
-    /// that they can exit, then SIGTERM and SIGKILL; the daemon exits when none is left.
+    /// that they can exit, then SIGTERM and SIGKILL; the daemon exits when none is left. Unless systemd's job
+    /// for this unit is a restart (`systemctl restart`): then the daemon hands its apps over to the next one.
     func shutdown() {
         guard !stopping else { return }
+        var reason = "not under a service manager"
+        if serviceManager.isEnabled {
+            switch SystemdJob.stopRequest(environment: options.environment) {
+            case .restart(let job):
+                do {
+                    return handOver(job: job, released: try cgroups.releaseControllersForNextStart())
+                } catch {
+                    Log.error("\(error): the delegated cgroup keeps its controllers and the next daemon could not start beside the apps; stopping every app instead")
+                    reason = "a \(job) job, but the next daemon could not start in the unit's cgroup"
+                }
+            case .stop(let why): reason = why
+            case .unanswered(let error):
+                Log.warning("Failed to ask systemd whether this stop is a restart: \(error); stopping every app")
+                reason = "systemd did not say it is a restart"
+            }
+        }
         stopping = true
         serviceManager.stopping()
         let running = model.records.filter(\.state.isRunning).count
-        Log.notice("Stopping: terminating \(running) running apps")
+        Log.notice("Stopping: terminating \(running) running apps (\(reason))")
         perform(model.shutdown(now: loop.now))
         drain()
         finishShutdownIfDone()
+    }
+
+    /// The stop half of a restart: the next daemon takes every app back exactly as after a crash (state files,
+    /// pid and start time, the connections kept in the service manager's fd store, which a stop half of a
+    /// restart does not flush). So nothing is signalled, suspended apps stay suspended, the stored connections
+    /// stay stored (no FDSTOREREMOVE=1) and clients are told nothing: what they send meanwhile waits in their
+    /// socket. Only waiting lifectl requests get an answer, as their connections close with this daemon.
+    /// `released`: the controllers disabled in the delegated cgroup so that systemd can start the next daemon
+    /// there (`releaseControllersForNextStart`).
+    private func handOver(job: String, released: [String]) {
+        stopping = true
+        serviceManager.stopping()
+        let running = apps.values.filter { model.app($0.name)?.state.isRunning == true }
+        let stored = running.filter(\.fdStored).count
+        Log.notice("Restarting: leaving \(running.count) apps to the next daemon (systemd's job for this unit is a \(job)); \(stored) of their connections wait in the fd store")
+        if !released.isEmpty {
+            Log.info("Disabled \(released.joined(separator: ", ")) for the app cgroups, so that systemd can start the next daemon in the delegated cgroup; it enables them again")
+        }
+        for app in apps.values {
+            for waiter in app.waiters { waiter.reply(.failure("lifecycled is restarting; ask again once it is back")) }
+        }
+        dirtyApps.formUnion(apps.keys)
+        saveDirtyApps()
+        sources?.stop()
+        control?.close()
+        appSocket?.close()
+        Log.notice("Handed over")
+        loop.exit(code: 0)
     }
 
     private func finishShutdownIfDone() {

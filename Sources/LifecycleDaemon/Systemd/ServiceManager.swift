@@ -19,6 +19,9 @@ final class ServiceManager {
         enabled = environment["NOTIFY_SOCKET"] != nil
     }
 
+    /// Under a service manager (NOTIFY_SOCKET is set): only then can a SIGTERM be the stop half of a restart.
+    var isEnabled: Bool { enabled }
+
     /// READY=1: the sockets listen and the auto-launch apps run.
     func ready(status: String) {
         send("READY=1\nSTATUS=\(status)")

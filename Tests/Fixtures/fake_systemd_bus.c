@@ -1,0 +1,142 @@
+/* Plays systemd's D-Bus API for lifecycled's restart tests (Tests/IntegrationTests/DaemonRestartTests.swift):
+ * PID 1 on the test machine is not systemd, so nothing else can tell the daemon which job it is running.
+ *
+ * It listens on a Unix socket and speaks real D-Bus there, through sd-bus in server mode, as systemd's private
+ * socket (/run/systemd/private) does: a direct connection, EXTERNAL authentication, no bus daemon, no Hello.
+ * It answers the three questions the daemon asks when SIGTERM arrives:
+ *   org.freedesktop.systemd1.Manager.GetUnitByPID(u)      -> o  the unit's path
+ *   org.freedesktop.DBus.Properties.Get(Unit, "Job")      -> v  (uo): job 42, or (0, "/") for none
+ *   org.freedesktop.DBus.Properties.Get(Job, "JobType")   -> v  s
+ * and records each question as one line in RECORD: "GetUnitByPID PID" or "Get PATH INTERFACE PROPERTY".
+ *
+ * What it answers is read from MODEFILE for each new connection, so a test can change it between stops:
+ *   restart, stop, ...   any other word is the JobType of the unit's job
+ *   nojob                the unit has no job (Job is (0, "/"))
+ *   garbage              the Job property is a string, not (uo)
+ *   hang                 GetUnitByPID is recorded and never answered
+ *   mute                 the connection is accepted and nothing is ever said, not even to authenticate
+ *
+ * usage: fake_systemd_bus SOCKET RECORD MODEFILE     (build: cc fake_systemd_bus.c $(pkg-config --libs libsystemd))
+ * It serves one connection at a time, until it is killed. */
+#define _GNU_SOURCE /* accept4 */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-id128.h>
+
+#define UNIT_PATH "/org/freedesktop/systemd1/unit/lifecycled_2eservice"
+#define JOB_PATH "/org/freedesktop/systemd1/job/42"
+
+static FILE *record;
+static char mode[64];
+static sd_bus_message *unanswered; /* hang: the call we keep without a reply */
+
+static void read_mode(const char *path) {
+    FILE *file = fopen(path, "r");
+    mode[0] = 0;
+    if (file) {
+        if (!fgets(mode, sizeof mode, file)) mode[0] = 0;
+        fclose(file);
+    }
+    mode[strcspn(mode, "\r\n")] = 0;
+}
+
+static int handle(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void) userdata;
+    (void) error;
+    const char *path = sd_bus_message_get_path(m);
+    if (sd_bus_message_is_method_call(m, "org.freedesktop.systemd1.Manager", "GetUnitByPID")) {
+        uint32_t pid = 0;
+        int r = sd_bus_message_read_basic(m, 'u', &pid);
+        if (r < 0) return r;
+        fprintf(record, "GetUnitByPID %u\n", pid);
+        fflush(record);
+        if (strcmp(mode, "hang") == 0) {
+            unanswered = sd_bus_message_ref(m);
+            return 1;
+        }
+        return sd_bus_reply_method_return(m, "o", UNIT_PATH);
+    }
+    if (sd_bus_message_is_method_call(m, "org.freedesktop.DBus.Properties", "Get")) {
+        const char *interface = NULL, *property = NULL;
+        int r = sd_bus_message_read_basic(m, 's', &interface);
+        if (r > 0) r = sd_bus_message_read_basic(m, 's', &property);
+        if (r <= 0) return sd_bus_reply_method_errorf(m, SD_BUS_ERROR_INVALID_ARGS, "expected (ss)");
+        fprintf(record, "Get %s %s %s\n", path, interface, property);
+        fflush(record);
+        if (strcmp(path, UNIT_PATH) == 0 && strcmp(interface, "org.freedesktop.systemd1.Unit") == 0
+            && strcmp(property, "Job") == 0) {
+            if (strcmp(mode, "garbage") == 0) return sd_bus_reply_method_return(m, "v", "s", "restart");
+            if (strcmp(mode, "nojob") == 0) return sd_bus_reply_method_return(m, "v", "(uo)", (uint32_t) 0, "/");
+            return sd_bus_reply_method_return(m, "v", "(uo)", (uint32_t) 42, JOB_PATH);
+        }
+        if (strcmp(path, JOB_PATH) == 0 && strcmp(interface, "org.freedesktop.systemd1.Job") == 0
+            && strcmp(property, "JobType") == 0)
+            return sd_bus_reply_method_return(m, "v", "s", mode);
+        return sd_bus_reply_method_errorf(m, SD_BUS_ERROR_UNKNOWN_PROPERTY, "no property %s.%s on %s", interface, property, path);
+    }
+    if (sd_bus_message_is_method_call(m, NULL, NULL))
+        return sd_bus_reply_method_errorf(m, SD_BUS_ERROR_UNKNOWN_METHOD, "this fake systemd knows only what lifecycled asks");
+    return 0;
+}
+
+static void serve(int fd, const char *mode_file) {
+    read_mode(mode_file);
+    if (strcmp(mode, "mute") == 0) {
+        char buffer[256];
+        while (read(fd, buffer, sizeof buffer) > 0) {}
+        close(fd);
+        return;
+    }
+    sd_bus *bus = NULL;
+    sd_id128_t id;
+    if (sd_bus_new(&bus) < 0 || sd_id128_randomize(&id) < 0 || sd_bus_set_fd(bus, fd, fd) < 0
+        || sd_bus_set_server(bus, 1, id) < 0 || sd_bus_add_filter(bus, NULL, handle, NULL) < 0 || sd_bus_start(bus) < 0) {
+        fprintf(stderr, "fake_systemd_bus: failed to set up a connection\n");
+        sd_bus_unref(bus);
+        close(fd);
+        return;
+    }
+    for (;;) {
+        int r = sd_bus_process(bus, NULL);
+        if (r < 0) break;
+        if (r > 0) continue;
+        if (sd_bus_wait(bus, UINT64_MAX) < 0) break;
+    }
+    unanswered = sd_bus_message_unref(unanswered);
+    sd_bus_flush_close_unref(bus);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s SOCKET RECORD MODEFILE\n", argv[0]);
+        return 2;
+    }
+    record = fopen(argv[2], "a");
+    if (!record) { perror(argv[2]); return 1; }
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un address = { .sun_family = AF_UNIX };
+    if (strlen(argv[1]) >= sizeof address.sun_path) { fprintf(stderr, "socket path too long\n"); return 2; }
+    strcpy(address.sun_path, argv[1]);
+    unlink(argv[1]);
+    if (bind(listener, (struct sockaddr *) &address, sizeof address) < 0 || listen(listener, 16) < 0) {
+        perror(argv[1]);
+        return 1;
+    }
+    fprintf(record, "listening\n");
+    fflush(record);
+    for (;;) {
+        int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR) continue;
+            perror("accept4");
+            return 1;
+        }
+        serve(fd, argv[3]);
+    }
+}
