@@ -236,7 +236,8 @@ struct DaemonCrashTests {
             return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         }
         let stored = notified().filter { ($0["message"] as? String)?.contains("FDSTORE=1") == true }
-        #expect(stored.count == 2 && stored.allSatisfy { $0["fds"] as? Int == 1 }, "each app's connection went into the store")
+        #expect(stored.count == 4 && stored.allSatisfy { $0["fds"] as? Int == 1 }, "each app's connection and pidfd went into the store")
+        #expect(stored.filter { ($0["message"] as? String)?.contains("FDNAME=pidfd-") == true }.count == 2)
         func daemonPID() throws -> pid_t {
             let output = try harness.lifectl("status", "--json")
             let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
@@ -247,8 +248,12 @@ struct DaemonCrashTests {
         kill(first, SIGKILL)
         try harness.waitUntil("the service manager restarted the daemon") { (try? daemonPID()).map { $0 != first } ?? false }
         let restart = try #require(notified().first { $0["restart"] != nil })
-        #expect((restart["fds"] as? [String])?.sorted() == ["app-a", "app-c"], "the stored connections were passed back")
+        #expect((restart["fds"] as? [String])?.sorted() == ["app-a", "app-c", "pidfd-a", "pidfd-c"],
+                "the stored connections and pidfds were passed back")
         try harness.waitUntil("a took its connection back") { harness.log.contains("a: took back its client connection") }
+        // The next daemon watches the very processes through the stored pidfds (no pidfd_open of a pid).
+        #expect(harness.log.contains("a: took back the pidfd of process"))
+        #expect(harness.log.contains("c: took back the pidfd of process"))
         #expect(harness.types("a").filter { $0 == "hello" }.count == 1, "the client never had to reconnect")
         #expect(!harness.log.contains("reconnecting through"))
         #expect(try harness.status("a").protocol == "lifecycle")
@@ -261,6 +266,11 @@ struct DaemonCrashTests {
         #expect(harness.types("a").suffix(2) == ["willResignActive", "didEnterBackground"])
         let ids = harness.records("c").compactMap(\.id)
         #expect(ids.last! > 1000, "message ids went on past the previous daemon's")
+
+        // The re-adopted process ends: both of its stored descriptors leave the store.
+        try harness.control("terminate", "a")
+        let removed = notified().compactMap { $0["message"] as? String }.filter { $0.hasPrefix("FDSTOREREMOVE=1") }
+        #expect(removed.contains { $0.contains("FDNAME=pidfd-a") } && removed.contains { $0.contains("FDNAME=app-a") }, "\(removed)")
     }
 
     @Test("kill -9 in the middle of a suspension (stopped, not yet saved): the next daemon continues the process")

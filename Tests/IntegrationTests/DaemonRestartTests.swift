@@ -64,7 +64,8 @@ struct DaemonRestartTests {
         #expect(bus.requests.contains("Get /org/freedesktop/systemd1/job/42 org.freedesktop.systemd1.Job JobType"))
         let restart = try #require(notifications(notify).first { $0["restart"] != nil })
         #expect(restart["status"] as? Int == 0, "the daemon exited 0")
-        #expect((restart["fds"] as? [String])?.sorted() == ["app-a", "app-b", "app-c"], "every connection stayed in the store")
+        #expect((restart["fds"] as? [String])?.sorted() == ["app-a", "app-b", "app-c", "pidfd-a", "pidfd-b", "pidfd-c"],
+                "every connection and pidfd stayed in the store")
         #expect(!notifications(notify).contains { ($0["message"] as? String)?.contains("FDSTOREREMOVE") == true })
         #expect(notifications(notify).contains { $0["message"] as? String == "STOPPING=1" })
         #expect(harness.log.contains("Restarting: leaving 3 apps to the next daemon"))

@@ -12,6 +12,9 @@ final class AppRuntime {
     var child: EventSource?
     /// The service manager keeps a copy of the client connection (FDSTORE=1, FDNAME=app-NAME).
     var fdStored = false
+    /// The service manager keeps a pidfd of its process too (FDNAME=pidfd-NAME): the next daemon watches the very
+    /// process it started, not whatever holds its pid by then.
+    var pidfdStored = false
     /// For a process re-adopted from a previous daemon (not our child): its pidfd, watched for the exit.
     var pidfd: Int32?
     var connection: Connection?

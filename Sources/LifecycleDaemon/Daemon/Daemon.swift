@@ -33,6 +33,8 @@ public final class Daemon {
     var control: ControlServer?
     /// RUNTIME_DIR/app.sock, where clients reconnect after a restart of the daemon.
     var appSocket: AppSocketServer?
+    /// Pidfds the service manager passed back (FDNAME=pidfd-NAME), by app, until re-adoption takes them.
+    private var storedPidfds: [String: Int32] = [:]
     /// The real system sources of notifications (clock, time zone, locale, battery, memory pressure, preferences).
     var sources: SystemSources?
     var stopping = false
@@ -106,7 +108,11 @@ public final class Daemon {
         }
         // Client connections the service manager kept for us (FDSTORE=1) while the previous daemon died.
         let storedConnections = passed.filter { $0.key.hasPrefix(Self.storedConnectionPrefix) }
-        for (name, fd) in passed where name != "control" && !name.hasPrefix(Self.storedConnectionPrefix) {
+        for (fdName, fd) in passed where fdName.hasPrefix(Self.storedPidfdPrefix) {
+            storedPidfds[String(fdName.dropFirst(Self.storedPidfdPrefix.count))] = fd
+        }
+        for (name, fd) in passed where name != "control" && !name.hasPrefix(Self.storedConnectionPrefix)
+            && !name.hasPrefix(Self.storedPidfdPrefix) {
             Log.warning("Ignoring the passed socket '\(name)' (fd \(fd)): only 'control' is used")
         }
 
@@ -126,6 +132,7 @@ public final class Daemon {
             Log.error("Failed to prepare the state directory: \(error); a restart of lifecycled will not find its apps")
         }
         restorePreviousRun()
+        dropUnusedPidfds()
         attachStoredConnections(storedConnections)
         for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { autoLaunch(name) }
 
@@ -358,6 +365,7 @@ public final class Daemon {
             app.child = try loop.watchChild(pid: pid) { [unowned self] code, status in
                 self.childChanged(name, pid: pid, code: code, status: status)
             }
+            storePidfd(app, pid: pid)
             if let pair {
                 var connection: Connection?
                 connection = try Connection(fd: pair.daemon, loop: loop) { [unowned self] event in
@@ -424,6 +432,7 @@ public final class Daemon {
         if let pidfd = app.pidfd { close(pidfd) }
         app.pidfd = nil
         releaseStoredConnection(app)
+        releaseStoredPidfd(app)
         app.connection?.closeQuietly()
         app.connection = nil
         dispatch(.exited(app: app.name, status))
@@ -914,8 +923,9 @@ public final class Daemon {
         case "freezer"?: app.suspendedWith = app.cgroup?.freezer.map(SuspendMechanism.freezer) ?? .signal
         default: app.suspendedWith = persisted.snapshot.state == .suspended ? .signal : nil
         }
-        // Not our child any more (the previous daemon was its parent): its exit comes through a pidfd.
-        let pidfd = cs_pidfd_open(pid)
+        // Not our child any more (the previous daemon was its parent): its exit comes through a pidfd, the one the
+        // service manager kept when there is one (the very process, whatever has its pid by now).
+        let pidfd = takeStoredPidfd(name, pid: pid) ?? cs_pidfd_open(pid)
         guard pidfd >= 0 else {
             return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup,
                            reason: "it cannot be watched (pidfd_open: \(String(cString: strerror(errno))))")
@@ -953,6 +963,7 @@ public final class Daemon {
             kill(-pid, SIGCONT)
             app.suspendedWith = nil
         }
+        if !app.pidfdStored { storePidfd(app, pid: pid, pidfd: pidfd) }
         Log.event(.launch, .notice,
                   "\(name): re-adopted process \(pid) in state \(snapshot.state.rawValue) from the previous lifecycled",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "re-adoption")])
@@ -979,6 +990,51 @@ public final class Daemon {
 
     /// LISTEN_FDNAMES of the client connections in the service manager's file-descriptor store.
     static let storedConnectionPrefix = "app-"
+    /// LISTEN_FDNAMES of the apps' pidfds in the store.
+    static let storedPidfdPrefix = "pidfd-"
+
+    /// Under a service manager, a pidfd of the app's process goes into its fd store (then closed here: the child
+    /// is watched through sd-event, a re-adopted process through `pidfd`, which stays open).
+    func storePidfd(_ app: AppRuntime, pid: pid_t, pidfd given: Int32? = nil) {
+        guard serviceManager.storesFDs else { return }
+        let pidfd = given ?? cs_pidfd_open(pid)
+        guard pidfd >= 0 else { return }
+        app.pidfdStored = serviceManager.storeFD(pidfd, name: Self.storedPidfdPrefix + app.name)
+        if given == nil { close(pidfd) }
+    }
+
+    private func releaseStoredPidfd(_ app: AppRuntime) {
+        guard app.pidfdStored else { return }
+        app.pidfdStored = false
+        serviceManager.removeStoredFDs(name: Self.storedPidfdPrefix + app.name)
+    }
+
+    /// The stored pidfd of `name`, if the service manager passed one back and it is the process `pid` (the
+    /// kernel's `Pid:` of the pidfd; -1 once the process has ended). It stays in the store.
+    private func takeStoredPidfd(_ name: String, pid: pid_t) -> Int32? {
+        guard let pidfd = storedPidfds.removeValue(forKey: name) else { return nil }
+        let info = (try? readKernelFile("/proc/self/fdinfo/\(pidfd)")) ?? ""
+        let stored = info.split(separator: "\n").first { $0.hasPrefix("Pid:") }?.split(separator: "\t").last.flatMap { pid_t($0) }
+        guard stored == pid else {
+            Log.notice("\(name): its stored pidfd is of process \(stored.map(String.init) ?? "?"), not \(pid); not used")
+            close(pidfd)
+            serviceManager.removeStoredFDs(name: Self.storedPidfdPrefix + name)
+            return nil
+        }
+        _ = fcntl(pidfd, F_SETFD, FD_CLOEXEC)
+        apps[name]?.pidfdStored = true
+        Log.info("\(name): took back the pidfd of process \(pid) from the service manager's store")
+        return pidfd
+    }
+
+    /// Stored pidfds of apps that were not re-adopted: closed, and dropped from the store.
+    private func dropUnusedPidfds() {
+        for (name, pidfd) in storedPidfds {
+            close(pidfd)
+            serviceManager.removeStoredFDs(name: Self.storedPidfdPrefix + name)
+        }
+        storedPidfds = [:]
+    }
 
     /// The app's connection is gone: the service manager need not keep it any longer.
     private func releaseStoredConnection(_ app: AppRuntime) {

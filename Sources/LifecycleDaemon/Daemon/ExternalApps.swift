@@ -73,6 +73,7 @@ extension Daemon {
         }
         app.connection = connection
         app.fdStored = serviceManager.storeFD(connection.fd, name: Self.storedConnectionPrefix + name)
+        storePidfd(app, pid: pid, pidfd: pidfd)
         Log.event(.launch, .notice, "\(name): external process \(pid) (uid \(uid)) attached",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "external"),
                    ("LIFECYCLE_UID", String(uid))])

@@ -6,6 +6,8 @@ import Glibc
 /// The watchdog is fed by the event loop itself (`sd_event_set_watchdog`), so a stuck loop is caught.
 final class ServiceManager {
     private let enabled: Bool
+    /// Under a service manager, whose fd store may hold connections and pidfds.
+    var storesFDs: Bool { enabled }
     private var statusTimer: EventSource?
     private var pendingStatus: String?
     private var lastStatus: String?
