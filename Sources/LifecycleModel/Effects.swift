@@ -144,7 +144,7 @@ public enum Note: Sendable, Equatable {
 }
 
 /// A background task as the client named it.
-public struct BackgroundTask: Sendable, Equatable {
+public struct BackgroundTask: Sendable, Equatable, Codable {
     public var id: Int
     public var name: String
     public init(id: Int, name: String) {

@@ -1,6 +1,7 @@
 // What the daemon keeps of an app across its own restart or crash (written to the runtime directory, read
-// back at start): the state, the queued notifications, the scene sessions and the counters. Everything else
-// (queued steps, the message in flight, timers) belongs to one daemon's life and starts over.
+// back at start): the state, the queued notifications, the scene sessions, the open background tasks and the
+// counters. Everything else (queued steps, the message in flight, timers) belongs to one daemon's life and starts
+// over; the task deadline is armed again from the time the app entered the background.
 
 /// One app's lasting state, as the daemon persists it.
 public struct AppSnapshot: Sendable, Equatable, Codable {
@@ -16,6 +17,11 @@ public struct AppSnapshot: Sendable, Equatable, Codable {
     public var discardedUntold: [String]
     /// The next message id: a connection kept through the daemon's restart goes on counting.
     public var nextMessageID: Int?
+    /// Open background tasks (absent in files of older daemons: none).
+    public var tasks: [BackgroundTask]?
+    /// When it entered the background, in CLOCK_MONOTONIC microseconds: one clock for every daemon of one boot,
+    /// so the background task time goes on counting from there, not from the restart.
+    public var enteredBackgroundAtMicroseconds: Int64?
 }
 
 extension NotificationQueue: Codable {
@@ -58,7 +64,8 @@ extension Supervisor {
                            terminatedInBackground: app.terminatedInBackground, memoryTerminations: app.memoryTerminations,
                            observing: app.observing.sorted(), queue: app.queue, sessions: app.sessions,
                            nextSceneNumber: app.nextSceneNumber, discardedUntold: app.discardedUntold,
-                           nextMessageID: app.nextMessageID)
+                           nextMessageID: app.nextMessageID, tasks: app.tasks.isEmpty ? nil : app.tasks,
+                           enteredBackgroundAtMicroseconds: app.enteredBackgroundAt.map { Int64($0 / .microseconds(1)) })
     }
 
     /// Take back an app from a previous daemon's life. With `running` (its process is still there, the same
@@ -99,6 +106,13 @@ extension Supervisor {
         // of its messages (read from a connection kept in the service manager's store) never matches a new one.
         table[name].nextMessageID = (snapshot.nextMessageID ?? 1) + 1000
         setState(name, state, reason: "re-adopted from the previous daemon")
+        // Its background tasks stay open; their deadline counts from when it entered the background, and a task
+        // time that ran out while no daemon watched expires now.
+        table[name].tasks = state == .suspended ? [] : snapshot.tasks ?? []
+        if let entered = snapshot.enteredBackgroundAtMicroseconds, state == .background || state == .suspended {
+            table[name].enteredBackgroundAt = .microseconds(entered)
+        }
+        if state == .background { armTaskTimers(name) }
         if table[name].policy.speaksProtocol {
             emit(.armTimer(app: name, .hello, after: table[name].policy.launchTimeout))
         }

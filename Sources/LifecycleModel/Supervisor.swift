@@ -559,7 +559,7 @@ public struct Supervisor: Sendable {
         append(name, .stop(reason: reason))
     }
 
-    private mutating func armTaskTimers(_ name: String) {
+    mutating func armTaskTimers(_ name: String) {
         let app = table[name]
         // Apps that are never suspended for their grace (no BackgroundTimeSec, or background modes) need no task time.
         guard !app.taskTimersArmed, !app.tasks.isEmpty, app.policy.backgroundModes.isEmpty, app.policy.backgroundTime != nil,

@@ -24,7 +24,11 @@ struct DaemonCrashTests {
         try harness.app("b", client())
         try harness.app("c", client("--observe batteryLevelDidChange"))
         try harness.app("w", client(extra: "\n[Scenes]\nSupportsMultipleScenes=yes\n"))
+        try harness.app("t", client("--task-on-background forever", lifecycle: "BackgroundTimeSec=300"))
         try harness.start()
+        try harness.control("launch", "t", "--background")
+        try harness.waitUntil("t holds a background task") { (try? harness.status("t").backgroundTasks.count) == 1 }
+        let taskTimeBefore = try #require(try harness.status("t").backgroundTimeRemaining)
 
         try harness.control("focus", "w")
         try harness.lifectl("scene", "open", "w")
@@ -53,6 +57,10 @@ struct DaemonCrashTests {
         #expect(after.first { $0.name == "w" }?.state.rawValue == "background")
         #expect(after.first { $0.name == "c" }?.queuedNotifications == 1, "the queued notification survived")
         #expect(after.first { $0.name == "w" }?.scenes?.map(\.scene) == ["s1", "s2"], "the scene sessions survived")
+        let t = try harness.status("t")
+        #expect(t.backgroundTasks.count == 1, "the open background task survived")
+        // Its task time went on counting from when it entered the background, not from the restart.
+        #expect(try #require(t.backgroundTimeRemaining) <= taskTimeBefore)
         #expect(Kernel.state(c) == "T", "a suspended app stays suspended")
         #expect(harness.log.contains("c: re-adopted process \(c) in state suspended"))
 

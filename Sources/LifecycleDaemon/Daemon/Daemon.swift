@@ -579,8 +579,10 @@ public final class Daemon {
                     return protocolViolation(app, "background task \(task) is already open")
                 }
                 dispatch(.beginBackgroundTask(app: name, task: BackgroundTask(id: task, name: taskName)))
+                markDirty(name)  // open tasks are part of the saved state
             case .endBackgroundTask(let task):
                 dispatch(.endBackgroundTask(app: name, id: task))
+                markDirty(name)
             }
         case .framingError(let message):
             protocolViolation(app, message)
