@@ -21,11 +21,15 @@ final class OutputReader {
     deinit { close() }
 
     private func readAvailable() {
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        // On the stack, not zero-filled: this runs for every chunk any app writes.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16 * 1024) { buffer in readAll(into: buffer) }
+    }
+
+    private func readAll(into buffer: UnsafeMutableBufferPointer<UInt8>) {
         while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
             if count > 0 {
-                pending.append(contentsOf: buffer[..<count])
+                pending.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<count]))
                 emitLines()
             } else if count < 0 && errno == EINTR {
                 continue
@@ -45,6 +49,8 @@ final class OutputReader {
             Log.writeLine(prefix + String(decoding: pending[..<end], as: UTF8.self))
             pending.removeSubrange(...min(end, pending.count - 1))
         }
+        // A burst of output must not keep its buffer for the app's life (the soak test's RSS check, 500 apps).
+        if pending.isEmpty { pending = [] }
     }
 
     func close() {
