@@ -917,6 +917,17 @@ public final class Daemon {
         drain()
     }
 
+    /// A process that is not the daemon's child (re-adopted, or external): its exit comes through its pidfd, with a
+    /// status only its parent learns (reported as 255, a failure for Restart=).
+    func watchExit(_ app: AppRuntime, pid: pid_t, pidfd: Int32, what: String) throws(SystemError) {
+        let name = app.name
+        app.child = try loop.watch(fd: pidfd, events: IOEvents.readable) { [unowned self, unowned app] _ in
+            guard app.pidfd == pidfd else { return }
+            Log.notice("\(name): \(what) \(pid) ended (its exit status went to its parent)")
+            self.exited(app, .exited(255))
+        }
+    }
+
     private func readopt(_ app: AppRuntime, pid: pid_t, _ persisted: PersistedApp) {
         let name = app.name
         if cgroups.layout != .none && !app.usesProcessGroupAlone { app.cgroup = try? cgroups.makeAppCgroup(app: name) }
@@ -938,12 +949,7 @@ public final class Daemon {
         app.priority = nil
         app.token = persisted.token
         do {
-            app.child = try loop.watch(fd: pidfd, events: IOEvents.readable) { [unowned self, unowned app] _ in
-                guard app.pidfd == pidfd else { return }
-                // Not our child: whoever reaps it has its status. It counts as a failure for Restart=.
-                Log.notice("\(name): re-adopted process \(pid) ended (its exit status went to its new parent)")
-                self.exited(app, .exited(255))
-            }
+            try watchExit(app, pid: pid, pidfd: pidfd, what: "re-adopted process")
         } catch {
             close(pidfd)
             app.pid = nil

@@ -55,12 +55,7 @@ extension Daemon {
         app.suspendedWith = nil
         app.token = makeToken()
         do {
-            app.child = try loop.watch(fd: pidfd, events: IOEvents.readable) { [unowned self, unowned app] _ in
-                guard app.pidfd == pidfd else { return }
-                // Not our child: its parent reaps it and has its status, which lifecycled never learns (status 255).
-                Log.notice("\(name): external process \(pid) ended (its exit status went to its parent)")
-                self.exited(app, .exited(255))
-            }
+            try watchExit(app, pid: pid, pidfd: pidfd, what: "external process")
         } catch {
             // The model launched it already: it ends as at once as it began, and the process is left alone.
             Log.error("\(name): Failed to watch external process \(pid): \(error)")
