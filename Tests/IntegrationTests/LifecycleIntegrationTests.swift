@@ -133,6 +133,48 @@ struct LifecycleIntegrationTests {
         }
     }
 
+    /// The daemon waits for each child's exec (CLONE_VFORK) and the child joins its cgroup before that exec: in a
+    /// cgroup left frozen the child froze, and the daemon with it, in state D for good (found by the soak test: a
+    /// frozen app killed by jetsam left its cgroup frozen, and its next launch hung lifecycled).
+    @Test("a cgroup left frozen never freezes a launch: a killed frozen app's cgroup is thawed, and a launch thaws first")
+    func frozenCgroupNeverHangsALaunch() throws {
+        try withDaemon(["f": client(lifecycle: "BackgroundTimeSec=infinity\nSuspendMethod=freezer")]) { daemon in
+            try daemon.control("launch", "f", "--background")
+            try daemon.control("suspend", "f")
+            let status = try daemon.status("f")
+            guard let cgroup = status.cgroup, status.suspendMethod.hasPrefix("freezer (cgroup2"),
+                  FileManager.default.fileExists(atPath: cgroup + "/cgroup.freeze") else {
+                // Only a cgroup2 freezer lets a frozen task die of SIGKILL; this machine (hybrid) has one.
+                Issue.record("expected a cgroup2 freezer here; got \(status.suspendMethod), cgroup \(status.cgroup ?? "none")")
+                return
+            }
+            func freezeFile() -> String { ((try? String(contentsOfFile: cgroup + "/cgroup.freeze", encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines) }
+            #expect(freezeFile() == "1")
+            // Killed while frozen, as jetsam does: the cgroup must not stay frozen.
+            kill(try #require(status.pid), SIGKILL)
+            try daemon.waitForState("f", "notRunning")
+            #expect(freezeFile() == "0", "the cgroup of a frozen app that died is thawed")
+
+            // Frozen by someone else while the app is not running: the launch must still come back.
+            try "1".write(toFile: cgroup + "/cgroup.freeze", atomically: false, encoding: .utf8)
+            defer { try? "0".write(toFile: cgroup + "/cgroup.freeze", atomically: false, encoding: .utf8) }
+            let launch = try daemon.startLifectl("launch", "f", "--background")
+            let finished = (try? daemon.waitUntil("the launch returns") { !launch.isRunning }) != nil
+            if !finished {
+                // Let the hung daemon go, so that the rest of the suite runs, and fail.
+                try? "0".write(toFile: cgroup + "/cgroup.freeze", atomically: false, encoding: .utf8)
+                Issue.record("a launch into a frozen cgroup hung the daemon")
+                launch.waitUntilExit()
+                return
+            }
+            #expect(launch.terminationStatus == 0)
+            let pid = try #require(try daemon.status("f").pid)
+            #expect(Kernel.state(pid) != nil)
+            #expect(freezeFile() == "0")
+            #expect(try daemon.status("f").state.rawValue == "background")
+        }
+    }
+
     @Test("a crash is restarted with a backoff that doubles")
     func crashIsRestartedWithBackoff() throws {
         try withDaemon(["a": client(lifecycle: "BackgroundTimeSec=infinity") + "\n[App]\nRestart=on-failure\nRestartSec=0.2\n"]) { daemon in

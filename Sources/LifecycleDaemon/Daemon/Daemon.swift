@@ -298,6 +298,10 @@ public final class Daemon {
                 Log.warning("Failed to create the cgroup of \(name): \(error); using its process group alone")
             }
         }
+        // The child joins the cgroup before it execs, while this daemon waits for that exec (CLONE_VFORK): in a
+        // cgroup left frozen (a frozen app killed by jetsam, someone else's freeze) it would freeze there and the
+        // daemon with it, for good. The soak test found this; the cgroup is thawed first, always.
+        thawIfFrozen(app)
         let path = options.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
         guard let executable = resolveExecutable(config.exec[0], path: path) else {
             events.append(.spawnFailed(app: name, reason: "executable '\(config.exec[0])' not found (PATH=\(path))"))
@@ -420,8 +424,12 @@ public final class Daemon {
         if let pid = app.pid {
             Log.event(.exit, .info, "\(app.name): process \(pid) \(status)",
                       [("LIFECYCLE_APP", app.name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_EXIT", "\(status)")])
-            // Whatever the app left behind in its group or cgroup goes with it (systemd's KillMode=control-group).
-            if let cgroup = app.cgroup { cgroup.killAll() }
+            // Whatever the app left behind in its group or cgroup goes with it (systemd's KillMode=control-group),
+            // and the cgroup is not left frozen for the next launch.
+            if let cgroup = app.cgroup {
+                thawIfFrozen(app)
+                cgroup.killAll()
+            }
             kill(-pid, SIGKILL)
         }
         app.pid = nil
@@ -508,12 +516,20 @@ public final class Daemon {
         app.suspendedWith = nil
     }
 
+    /// Thaws the app's cgroup if its freezer holds it frozen (or freezing).
+    private func thawIfFrozen(_ app: AppRuntime) {
+        guard let cgroup = app.cgroup, cgroup.freezer != nil, cgroup.isFrozen() || cgroup.isFreezing() else { return }
+        do { try cgroup.thaw() } catch { Log.warning("\(app.name): Failed to thaw its cgroup: \(error)") }
+    }
+
     private func signal(_ name: String, _ signal: TerminationSignal) {
         guard let app = apps[name], let pid = app.pid else { return }
         switch signal {
         case .terminate:
             kill(-pid, SIGTERM)
         case .kill:
+            // A v1-frozen task is unkillable until thawed; after SIGKILL no code of the app runs anyway.
+            thawIfFrozen(app)
             app.cgroup?.killAll()
             kill(-pid, SIGKILL)
         }

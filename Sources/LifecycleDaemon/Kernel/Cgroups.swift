@@ -408,6 +408,15 @@ public struct AppCgroup: Sendable, Equatable {
         }
     }
 
+    /// Asked to freeze and not done yet, or done (cgroup2 `cgroup.freeze` 1; v1 `FREEZING` or `FROZEN`).
+    public func isFreezing() -> Bool {
+        switch (freezer, unifiedPath, freezerPath) {
+        case (.cgroup2, let path?, _): ((try? readKernelFile(path + "/cgroup.freeze")) ?? "").hasPrefix("1")
+        case (.v1, _, let path?): v1State(path) != "THAWED"
+        default: false
+        }
+    }
+
     private func unifiedFrozen(_ path: String) -> Bool {
         ((try? readKernelFile(path + "/cgroup.events")) ?? "").split(separator: "\n").contains("frozen 1")
     }
