@@ -372,7 +372,7 @@ class Context:
         self.tmp = args.tmp
         self.tools = args.tools
         self.lifecycled = os.path.join(args.bin, "lifecycled")
-        self.lifectl = os.path.join(args.bin, "lifectl")
+        self.lifectl = os.path.join(args.lifectl_dir or args.bin, "lifectl")
         self.sleeper = os.path.join(self.tmp, "bsleep")
         self.client = os.path.join(self.tmp, "bclient")
         shutil.copy(os.path.join(self.tools, "sleeper"), self.sleeper)
@@ -766,7 +766,7 @@ def report(results, args, notif_text, seconds):
     p("samples per repetition: 20 (status), 10 (stop+start), 20 (suspend), fewer where a command is slow")
     p("(about 4 s per measurement): " + ", ".join(f"{k} {v}" for k, v in results["samples"].items()
                                                  if not k.startswith("lifectl ")) + ".")
-    p("lifectl is built as `make install` builds it (release, `--static-swift-stdlib`)"
+    p(f"lifectl is built as {args.lifectl_build}"
       + ("; the proposed build links it as a static executable (`-Xswiftc -static-executable`: no dynamic loader)."
          if LIFECTL_STATIC_EXE in results["status"] else "."))
     p("")
@@ -977,6 +977,9 @@ def main():
     parser.add_argument("--peers", default="supervisord,s6,runit",
                         help="the peers installed here (run.sh leaves out what apt could not install)")
     parser.add_argument("--lifectl-static-exe", default="", help="directory of a lifectl linked as a static executable")
+    parser.add_argument("--lifectl-dir", default="", help="directory of the lifectl to measure (default: --bin)")
+    parser.add_argument("--lifectl-build", default="release, `--static-swift-stdlib`",
+                        help="how that lifectl was built, for the report")
     parser.add_argument("--runtime-note", default="", help="where the temporary directories are (tmpfs or not)")
     args = parser.parse_args()
     args.peers = [p for p in args.peers.split(",") if p]

@@ -37,7 +37,9 @@ cleanup() {
 trap cleanup EXIT
 for tool in sleeper client ctlconn; do cc -O2 -o "$work/$tool" "bench/$tool.c"; done
 objcopy --strip-debug "$bin/lifecycled" "$work/lifecycled"
-lifectl=$bin/lifectl
+# lifectl: $LIFECTL, else beside lifecycled, else bench/run.sh's static-executable build.
+lifectl=${LIFECTL:-$bin/lifectl}
+[ -x "$lifectl" ] || lifectl=${BENCH_SCRATCH:-/var/tmp/lifecycled-bench-build}-static-executable/release/lifectl
 
 instructions() { awk '/^summary:/ {print $2}' "$1"; }
 
