@@ -932,7 +932,9 @@ public final class Daemon {
         // Processes in an app's cgroup that no state file accounts for (the state was lost, or the app's leader
         // died and left children): never left stopped either.
         guard cgroups.layout != .none else { return }
-        for name in apps.keys.sorted() {
+        // Only the apps whose group exists can have strays; the others get theirs at their first launch.
+        let existing = cgroups.existingAppCgroupNames()
+        for name in apps.keys.sorted() where existing.contains(name) {
             guard let app = apps[name], app.pid == nil, let cgroup = try? cgroups.makeAppCgroup(app: name) else { continue }
             app.cgroup = cgroup
             let strays = cgroup.pids()

@@ -310,6 +310,22 @@ public struct CgroupSupport: Sendable {
         }
     }
 
+    /// The apps that have a group now (`app-NAME` under any parent), found by listing the parents: the stray scan at
+    /// start-up looks into these instead of creating a group for every configured app to look into it (3 mkdir and 5
+    /// probes per app on a hybrid host: 370 ms of a 1,000-app start under load, before the first launch).
+    public func existingAppCgroupNames() -> Set<String> {
+        var names: Set<String> = []
+        for parent in [unifiedParent, cpuParent, freezerParent].compactMap({ $0 }) {
+            guard let directory = opendir(parent) else { continue }
+            defer { closedir(directory) }
+            while let entry = readdir(directory) {
+                let name = directoryEntryName(entry)
+                if name.hasPrefix("app-") && name.count > 4 { names.insert(String(name.dropFirst(4))) }
+            }
+        }
+        return names
+    }
+
     /// Removes the parent groups, at shutdown once every app group is removed. A parent still
     /// busy is left alone quietly; other failures are returned. In a delegated subtree this
     /// removes the app groups left and nothing else: the root is systemd's, and the daemon is
