@@ -95,7 +95,7 @@ for n in "${sizes[@]}"; do
             echo "  -- $(awk '/^desc: Trigger:/ {print $4}' "$f"): top functions by inclusive instructions"
             callgrind_annotate --auto=no --inclusive=yes "$f" 2>/dev/null | sed -n '/file:function/,$p' | sed 1,2d \
                 | grep -vE 'libc-start|below main|0x0000|sd_event|lifecycled_main|Daemon.run|closure #1 in EventLoop' \
-                | head -"$TOP" | sed -E 's/\?\?\?://; s/ \[[^]]*\]$//' | swift demangle --simplified | cut -c1-160 | sed 's/^/    /'
+                | head -"$TOP" | sed -E 's/\?\?\?://; s/ \[[^]]*\]$//' | swift demangle --simplified | cut -c1-160 | sed 's/^/    /' || true   # head closes the pipe early (pipefail)
         done
     fi
 done
