@@ -6,6 +6,7 @@
 #   status   K `status app1` queries
 #   suspend  K suspend/resume pairs of a plain app (until /proc shows T, and back)
 #   list     2 `list` queries (every app)
+#   launch   (first) everything from the daemon's start until every app runs, divided by N
 # Each workload is a separate callgrind dump; the report gives instructions per operation and, with TOP=n,
 # the n functions with the most inclusive instructions of each.
 #   bash bench/callgrind.sh [BIN_DIR] [N...]       default: bench/run.sh's build, N = 10 and 1000
@@ -37,7 +38,9 @@ cleanup() {
 trap cleanup EXIT
 for tool in sleeper client ctlconn; do cc -O2 -o "$work/$tool" "bench/$tool.c"; done
 objcopy --strip-debug "$bin/lifecycled" "$work/lifecycled"
-lifectl=$bin/lifectl
+# lifectl: $LIFECTL, else beside lifecycled, else bench/run.sh's static-executable build.
+lifectl=${LIFECTL:-$bin/lifectl}
+[ -x "$lifectl" ] || lifectl=${BENCH_SCRATCH:-/var/tmp/lifecycled-bench-build}-static-executable/release/lifectl
 
 instructions() { awk '/^summary:/ {print $2}' "$1"; }
 
@@ -66,6 +69,9 @@ for n in "${sizes[@]}"; do
     sock=$LIFECYCLED_RUNTIME_DIR/control.sock
     pid=$("$lifectl" status app3 --json | python3 -c "import json,sys; print(json.load(sys.stdin)['apps'][0]['pid'])")
     vg=$daemon   # valgrind runs the daemon in its own process (exec'd above)
+    # Everything from the daemon's start until every app runs (config, the stray scan, N launches, their saves):
+    # per app, the launch's own cost; the polling above asked a few status queries meanwhile.
+    (cd "$out" && callgrind_control -d launch "$vg" >/dev/null 2>&1)
     "$work/ctlconn" "$sock" 2 '{"verb":"focus","app":"app1"}' '{"verb":"focus","app":"app2"}' >/dev/null   # warm up
     (cd "$out" && callgrind_control -z "$vg" >/dev/null 2>&1)
     "$work/ctlconn" "$sock" "$K" '{"verb":"focus","app":"app1"}' '{"verb":"focus","app":"app2"}' >/dev/null
@@ -74,21 +80,22 @@ for n in "${sizes[@]}"; do
     (cd "$out" && callgrind_control -d status "$vg" >/dev/null 2>&1)
     "$work/ctlconn" "$sock" "$K" --suspend app3 "$pid" >/dev/null
     (cd "$out" && callgrind_control -d suspend "$vg" >/dev/null 2>&1)
-    # Past about 2,300 apps a list is more than the daemon buffers for one reply (Connection.maxOutgoing, 1 MiB)
-    # and it drops the connection: then the list is not counted.
+    # A list of thousands of apps is one reply over 1 MiB; the daemon delivers it (Connection bounds only the
+    # backlog left unread by earlier replies). Should the connection be dropped anyway, the list is not counted.
     "$work/ctlconn" "$sock" 2 '{"verb":"list"}' >/dev/null || echo "N=$n: list failed (the daemon dropped the connection)" >&2
     (cd "$out" && callgrind_control -d list "$vg" >/dev/null 2>&1)
     kill "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=
     files=("$out"/callgrind.out.*)
-    printf 'N=%-6s instructions per operation: switch %s, status %s, suspend+resume %s, list %s\n' "$n" \
-        "$(( $(instructions "${files[0]}") / (2 * K) ))" "$(( $(instructions "${files[1]}") / K ))" \
-        "$(( $(instructions "${files[2]}") / K ))" "$(( $(instructions "${files[3]}") / 2 ))"
+    printf 'N=%-6s instructions per operation: launch (start until every app runs, per app) %s, switch %s, status %s, suspend+resume %s, list %s\n' "$n" \
+        "$(( $(instructions "${files[0]}") / n ))" \
+        "$(( $(instructions "${files[1]}") / (2 * K) ))" "$(( $(instructions "${files[2]}") / K ))" \
+        "$(( $(instructions "${files[3]}") / K ))" "$(( $(instructions "${files[4]}") / 2 ))"
     if [ "$TOP" -gt 0 ]; then
-        for f in "${files[@]:0:3}"; do
+        for f in "${files[@]:0:4}"; do
             echo "  -- $(awk '/^desc: Trigger:/ {print $4}' "$f"): top functions by inclusive instructions"
             callgrind_annotate --auto=no --inclusive=yes "$f" 2>/dev/null | sed -n '/file:function/,$p' | sed 1,2d \
                 | grep -vE 'libc-start|below main|0x0000|sd_event|lifecycled_main|Daemon.run|closure #1 in EventLoop' \
-                | head -"$TOP" | sed -E 's/\?\?\?://; s/ \[[^]]*\]$//' | swift demangle --simplified | cut -c1-160 | sed 's/^/    /'
+                | head -"$TOP" | sed -E 's/\?\?\?://; s/ \[[^]]*\]$//' | swift demangle --simplified | cut -c1-160 | sed 's/^/    /' || true   # head closes the pipe early (pipefail)
         done
     fi
 done

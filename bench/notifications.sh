@@ -23,7 +23,8 @@ else
     swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifectl >/dev/null
     bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
 fi
-export PATH="$bin:$PWD/Examples/python:$PATH" LIFECYCLED_RUNTIME_DIR="$out/run"
+# LIFECTL_BIN_DIR: where lifectl is, when not beside lifecycled (bench/run.sh builds it as a static executable apart).
+export PATH="${LIFECTL_BIN_DIR:-$bin}:$bin:$PWD/Examples/python:$PATH" LIFECYCLED_RUNTIME_DIR="$out/run"
 
 mkdir -p "$out/config/apps"
 for i in $(seq "$APPS"); do

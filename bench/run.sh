@@ -68,20 +68,21 @@ command -v s6-svscan >/dev/null && available+=(s6)
 command -v runsvdir >/dev/null && available+=(runit)
 cc=$(command -v cc || command -v gcc || command -v clang)
 
-# Built as `make install` builds them (release, the Swift runtime linked statically), into a scratch path of
-# our own. Outside smoke runs, also lifectl as a static executable: the proposed build, measured beside it.
-echo "building lifecycled and lifectl (release, --static-swift-stdlib, $scratch)…" >&2
+# Built as `make install` builds them (release; lifecycled with the Swift runtime linked statically, lifectl as a
+# static executable), into scratch paths of our own. Where lifectl does not link as a static executable, it is
+# built like lifecycled and the report says so.
+echo "building lifecycled (release, --static-swift-stdlib, $scratch)…" >&2
 swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifecycled >&2
-swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifectl >&2
 bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
-static_exe=
-if [ "$mode" != smoke ]; then
-    echo "building lifectl as a static executable ($scratch-static-executable)…" >&2
-    if swift build -c release --scratch-path "$scratch-static-executable" --product lifectl -Xswiftc -static-executable >&2 2>"$tmp/static-exe.log"; then
-        static_exe=$(swift build -c release --scratch-path "$scratch-static-executable" -Xswiftc -static-executable --show-bin-path)
-    else
-        echo "warning: lifectl does not build as a static executable here; that row is left out ($(tail -1 "$tmp/static-exe.log"))" >&2
-    fi
+echo "building lifectl (release, -static-executable, $scratch-static-executable)…" >&2
+lifectl_build="a static executable (\`-Xswiftc -static-executable\`, as \`make install\` builds it)"
+if swift build -c release --scratch-path "$scratch-static-executable" --product lifectl -Xswiftc -static-executable >&2 2>"$tmp/static-exe.log"; then
+    lifectl_dir=$(swift build -c release --scratch-path "$scratch-static-executable" -Xswiftc -static-executable --show-bin-path)
+else
+    echo "warning: lifectl does not build as a static executable here ($(tail -1 "$tmp/static-exe.log")); using --static-swift-stdlib" >&2
+    swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifectl >&2
+    lifectl_dir=$bin
+    lifectl_build="\`--static-swift-stdlib\` (it did not link as a static executable here, unlike \`make install\`'s build)"
 fi
 mkdir -p "$tmp/tools"
 for tool in sleeper client launchwait suspend_floor pingpong ctlbench ctlconn relay_floor repeat; do
@@ -90,9 +91,8 @@ done
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 note="Temporary directories (runtime directories, scan directories, configuration) on $(stat -f -c %T "$tmp") ($base)."
-args=(--bin "$bin" --tools "$tmp/tools" --tmp "$tmp" --reps "${REPS:-3}" --json "$tmp/results.json"
-      --peers "$(IFS=,; echo "${available[*]}")" --runtime-note "$note")
-[ -z "$static_exe" ] || args+=(--lifectl-static-exe "$static_exe")
+args=(--bin "$bin" --lifectl-dir "$lifectl_dir" --lifectl-build "$lifectl_build" --tools "$tmp/tools" --tmp "$tmp"
+      --reps "${REPS:-3}" --json "$tmp/results.json" --peers "$(IFS=,; echo "${available[*]}")" --runtime-note "$note")
 posts=200000 apps=100 limit=600
 case $mode in
     smoke) args+=(--smoke --out "$tmp/BENCHMARKS.md" --svg "$tmp/chart.svg"); posts=20000 apps=20 limit=90 ;;  # docs/ untouched
@@ -102,7 +102,7 @@ notifications_failed=
 if [ -z "${NO_NOTIFICATIONS:-}" ]; then
     echo "notifications benchmark ($posts posts to $apps apps)…" >&2
     status=0
-    POSTS=$posts APPS=$apps LIFECYCLED_BIN_DIR="$bin" TMPDIR="$base" timeout "$limit" bash bench/notifications.sh \
+    POSTS=$posts APPS=$apps LIFECYCLED_BIN_DIR="$bin" LIFECTL_BIN_DIR="$lifectl_dir" TMPDIR="$base" timeout "$limit" bash bench/notifications.sh \
         > "$tmp/notifications.txt" 2>&1 || status=$?
     if [ "$status" != 0 ]; then
         echo "(notifications.sh failed, status $status)" >> "$tmp/notifications.txt"

@@ -45,11 +45,22 @@ extension ConfigLoader {
         }
 
         let body = text.unicodeScalars.first == "\u{FEFF}" ? String(text.unicodeScalars.dropFirst()) : text
-        // Split on "\n" scalars: as Characters, "\r\n" is one grapheme that would not match "\n".
-        let lines = body.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false)
-        for (offset, raw) in lines.enumerated() {
-            let number = offset + 1
-            let line = trimmed(String(raw))
+        // Split on "\n" bytes: as Characters, "\r\n" is one grapheme that would not match "\n". Lines are split and
+        // trimmed on the UTF-8 bytes, not on Unicode scalars: "\n", space, tab and CR are ASCII, and no byte of
+        // another character's UTF-8 equals them, so the cuts are the same; the scalar walk was most of a file's parse.
+        let utf8 = body.utf8
+        var lineStart = utf8.startIndex
+        var number = 0
+        var more = true
+        while more {
+            let lineEnd = utf8[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? utf8.endIndex
+            more = lineEnd != utf8.endIndex
+            number += 1
+            var first = lineStart, last = lineEnd
+            while first < last, isBlankByte(utf8[first]) { first = utf8.index(after: first) }
+            while last > first, isBlankByte(utf8[utf8.index(before: last)]) { last = utf8.index(before: last) }
+            let line = String(Substring(utf8[first..<last]))
+            if more { lineStart = utf8.index(after: lineEnd) }
             let isComment = line.hasPrefix("#") || line.hasPrefix(";")
             if var continued = pending {
                 if isComment { continue }
@@ -72,6 +83,11 @@ extension ConfigLoader {
             interpret(trimmed(continued.text), number: continued.line)
         }
         return (items, diagnostics)
+    }
+
+    /// `trimmed`'s blanks (space, tab, CR), as UTF-8 bytes.
+    private static func isBlankByte(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r")
     }
 
     /// An odd number of trailing backslashes: the last one is not itself escaped.

@@ -231,15 +231,17 @@ extension ConfigLoader {
     static func apply<Target>(_ items: [KeyFileItem], keys: [Key<Target>], to target: inout Target, file: String,
                               parsedApart: Set<String> = []) -> [ConfigDiagnostic] {
         let baseline = target
-        let sections = Set(keys.map(\.section)).union(parsedApart)
+        // Looked up per header, not built per file as a Set: a daemon reads one file per app (thousands at start-up).
+        func isKnown(_ section: String) -> Bool { parsedApart.contains(section) || keys.contains { $0.section == section } }
         var diagnostics: [ConfigDiagnostic] = []
         // nil before the first header; .some(nil) in a section whose keys are skipped (unknown or malformed).
         var section: String??
         for item in items {
             switch item {
             case .section(let name, let line):
-                guard let name, sections.contains(name) else {
+                guard let name, isKnown(name) else {
                     if let name {
+                        let sections = Set(keys.map(\.section)).union(parsedApart)
                         diagnostics.append(ConfigDiagnostic(
                             severity: .warning, file: file, line: line,
                             message: "unknown section [\(name)], ignoring it and the keys under it"

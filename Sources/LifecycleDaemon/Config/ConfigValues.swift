@@ -252,7 +252,8 @@ extension ConfigLoader {
         let scalars = text.unicodeScalars
         guard let start = scalars.firstIndex(where: { !isBlank($0) }),
               let end = scalars.lastIndex(where: { !isBlank($0) }) else { return "" }
-        return String(String.UnicodeScalarView(scalars[start...end]))
+        // A copy of the bytes; building a UnicodeScalarView appends scalar by scalar (most of a config file's parse).
+        return String(decoding: text.utf8[start..<scalars.index(after: end)], as: UTF8.self)
     }
 
     // MARK: - Helpers

@@ -39,14 +39,16 @@ public enum Log {
     public static func error(_ message: @autoclosure () -> String) { write(.error, message()) }
 
     /// A structured record: in the journal with its MESSAGE_ID and fields (`LIFECYCLE_APP=` …); on stderr,
-    /// the same words.
-    public static func event(_ event: JournalEvent, _ level: Level, _ message: String, _ fields: [(String, String)]) {
+    /// the same words. Message and fields are built only when the record is written: a transition below the
+    /// log level (the bench runs at `warning`) costs no strings.
+    public static func event(_ event: JournalEvent, _ level: Level, _ message: @autoclosure () -> String,
+                             _ fields: @autoclosure () -> [(String, String)]) {
         guard level >= threshold else { return }
         if toJournal {
-            Journal.send([("MESSAGE", message), ("PRIORITY", String(level.rawValue)), ("SYSLOG_IDENTIFIER", "lifecycled"),
-                          ("MESSAGE_ID", event.messageID), ("LIFECYCLE_EVENT", event.rawValue)] + fields)
+            Journal.send([("MESSAGE", message()), ("PRIORITY", String(level.rawValue)), ("SYSLOG_IDENTIFIER", "lifecycled"),
+                          ("MESSAGE_ID", event.messageID), ("LIFECYCLE_EVENT", event.rawValue)] + fields())
         } else {
-            writeToStderr(level, message)
+            writeToStderr(level, message())
         }
     }
 

@@ -1,0 +1,73 @@
+import Glibc
+import Testing
+@testable import LifecycleDaemon
+
+/// The daemon's bound on what it buffers for a peer (Connection.maxOutgoing) is a bound on the backlog the peer
+/// left unread, not on one message: a `list` of thousands of apps is one reply over 1 MiB. Real sockets (a
+/// socketpair) and the real event loop.
+@Suite struct ConnectionTests {
+    /// A socketpair: the daemon's end (non-blocking, watched by `Connection`) and the peer's end.
+    private func socketPair() throws -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0)
+        return (fds[0], fds[1])
+    }
+
+    /// Reads the peer's end without blocking until `total` bytes came, running the loop meanwhile; gives up
+    /// after 30 s. Returns the bytes read.
+    private func drain(_ peer: Int32, expecting total: Int, loop: EventLoop) throws -> [UInt8] {
+        _ = fcntl(peer, F_SETFL, fcntl(peer, F_GETFL) | O_NONBLOCK)
+        var received: [UInt8] = []
+        let started = loop.now
+        var poll: EventSource?
+        poll = try loop.timer {
+            var chunk = [UInt8](repeating: 0, count: 256 * 1024)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(peer, $0.baseAddress, $0.count) }
+                guard count > 0 else { break }
+                received += chunk[..<count]
+            }
+            if received.count >= total || loop.now - started > .seconds(30) { loop.exit() } else { poll?.arm(after: .milliseconds(1)) }
+        }
+        poll?.arm(after: .zero)
+        _ = loop.run()
+        poll?.cancel()
+        return received
+    }
+
+    @Test("a single reply larger than maxOutgoing reaches a peer that reads it")
+    func replyLargerThanTheBoundIsDelivered() throws {
+        let loop = try EventLoop()
+        let (daemonEnd, peer) = try socketPair()
+        defer { close(peer) }
+        var closed = false
+        let connection = try Connection(fd: daemonEnd, loop: loop) { event in
+            if case .closed = event { closed = true }
+        }
+        // 3 MiB in one line, as a list of about 7,000 apps would be; the peer reads only after the send.
+        var reply = (0..<(3 * Connection.maxOutgoing)).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+        reply.append(UInt8(ascii: "\n"))
+        connection.send(reply)
+        #expect(connection.isOpen, "the connection was dropped for the size of one reply")
+        let received = try drain(peer, expecting: reply.count, loop: loop)
+        #expect(received.count == reply.count && received == reply, "received \(received.count) of \(reply.count) bytes")
+        #expect(!closed && connection.isOpen)
+        connection.closeQuietly()
+    }
+
+    @Test("a peer that leaves more than maxOutgoing unread is dropped at the next message")
+    func peerThatDoesNotReadIsDroppedAtTheNextMessage() throws {
+        let loop = try EventLoop()
+        let (daemonEnd, peer) = try socketPair()
+        defer { close(peer) }
+        var closed = false
+        let connection = try Connection(fd: daemonEnd, loop: loop) { event in
+            if case .closed = event { closed = true }
+        }
+        // Over the bound beyond what the socket itself holds (a few hundred KiB), never read.
+        connection.send([UInt8](repeating: UInt8(ascii: "x"), count: 2 * Connection.maxOutgoing) + [UInt8(ascii: "\n")])
+        #expect(connection.isOpen)
+        connection.send(Array("{\"ok\":true}\n".utf8))
+        #expect(!connection.isOpen && closed, "the backlog left unread is over the bound: the peer must be dropped")
+    }
+}
