@@ -46,7 +46,8 @@ public struct LineFramer: Sendable {
             start = end + 1
             scanned = start
             if start == buffer.count {
-                buffer.removeAll(keepingCapacity: true)
+                // Kept for the next lines, unless a burst made it large (it would stay so for the connection's life).
+                buffer.removeAll(keepingCapacity: buffer.capacity <= 64 * 1024)
                 start = 0
                 scanned = 0
             }
