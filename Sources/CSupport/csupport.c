@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -234,6 +235,10 @@ int cs_spawn(const char *path, char *const argv[], char *const envp[], const cha
 }
 
 // MARK: - Descriptors and sockets
+
+int cs_set_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
+}
 
 int cs_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);

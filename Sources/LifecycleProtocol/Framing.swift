@@ -47,7 +47,7 @@ public struct LineFramer: Sendable {
             scanned = start
             if start == buffer.count {
                 // Kept for the next lines, unless a burst made it large (it would stay so for the connection's life).
-                buffer.removeAll(keepingCapacity: buffer.capacity <= 64 * 1024)
+                buffer.removeAll(keepingCapacity: buffer.capacity <= 20 * 1024)
                 start = 0
                 scanned = 0
             }

@@ -21,6 +21,9 @@ int cs_spawn(const char *path, char *const argv[], char *const envp[], const cha
              int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, pid_t *out_pid);
 
 int cs_pidfd_open(pid_t pid);
+
+// mallopt(M_MMAP_THRESHOLD, bytes): <malloc.h> is not in Swift's Glibc module. Returns mallopt's result (1 on success).
+int cs_set_mmap_threshold(int bytes);
 int cs_socketpair_cloexec(int fds[2]);
 int cs_accept_cloexec_nonblock(int fd);
 int cs_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);

@@ -133,8 +133,8 @@ final class Connection {
             if written > 0 {
                 outgoing.removeFirst(written)
                 // A burst (a notification storm to a slow reader) must not keep its buffer for the connection's
-                // life: past 64 KiB the capacity goes once all is written (the soak test's RSS check, 500 apps).
-                if outgoing.isEmpty && outgoing.capacity > 64 * 1024 { outgoing = [] }
+                // life: past 8 KiB the capacity goes once all is written (the soak test's RSS check, 500 apps).
+                if outgoing.isEmpty && outgoing.capacity > 8 * 1024 { outgoing = [] }
             } else if written < 0 && errno == EINTR {
                 continue
             } else if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
