@@ -136,7 +136,7 @@ public final class Daemon {
         attachStoredConnections(storedConnections)
         for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { autoLaunch(name) }
 
-        serviceManager.ready(status: statusLine())
+        serviceManager.ready { [unowned self] in self.statusLine() }
         return loop.run()
     }
 
@@ -534,7 +534,7 @@ public final class Daemon {
 
     /// Thaws the app's cgroup if its freezer holds it frozen (or freezing).
     private func thawIfFrozen(_ app: AppRuntime) {
-        guard let cgroup = app.cgroup, cgroup.freezer != nil, cgroup.isFrozen() || cgroup.isFreezing() else { return }
+        guard let cgroup = app.cgroup, cgroup.isFreezing() else { return }
         do { try cgroup.thaw() } catch { Log.warning("\(app.name): Failed to thaw its cgroup: \(error)") }
     }
 
@@ -667,7 +667,7 @@ public final class Daemon {
             apply(priority, to: app, pid: pid)
         }
         if !to.isRunning { app.priority = nil }
-        statusLineChanged()
+        serviceManager.statusChanged(loop: loop)
     }
 
     private func apply(_ priority: PriorityClass, to app: AppRuntime, pid: pid_t) {
@@ -855,30 +855,6 @@ public final class Daemon {
         return status
     }
 
-    /// STATUS= is sent at most every `ServiceManager.statusInterval`, and `statusLine()` counts every app: it is
-    /// computed at most that often too (at once when the last one is older, else when the interval ends), not on
-    /// every transition (O(apps) per transition: 87% of an app switch at 1,000 apps). Nothing without a service manager.
-    private lazy var underServiceManager = options.environment["NOTIFY_SOCKET"] != nil
-    private var statusLineTimer: EventSource?
-    private var statusLinePending = false
-    private var statusLineComputedAt: Duration?
-
-    private func statusLineChanged() {
-        guard underServiceManager, !statusLinePending else { return }
-        let elapsed = statusLineComputedAt.map { loop.now - $0 } ?? ServiceManager.statusInterval
-        if elapsed >= ServiceManager.statusInterval { return sendStatusLine() }
-        if statusLineTimer == nil { statusLineTimer = try? loop.timer { [unowned self] in self.sendStatusLine() } }
-        guard let statusLineTimer else { return sendStatusLine() }
-        statusLinePending = true
-        statusLineTimer.arm(after: ServiceManager.statusInterval - elapsed)
-    }
-
-    private func sendStatusLine() {
-        statusLinePending = false
-        statusLineComputedAt = loop.now
-        serviceManager.status(statusLine(), loop: loop)
-    }
-
     /// One line for systemd's STATUS=: "4 apps: 1 active, 1 inactive, 1 background, 1 suspended; 3 notifications queued".
     func statusLine() -> String {
         var counts: [AppState: Int] = [:]
@@ -1064,7 +1040,7 @@ public final class Daemon {
     /// Under a service manager, a pidfd of the app's process goes into its fd store (then closed here: the child
     /// is watched through sd-event, a re-adopted process through `pidfd`, which stays open).
     func storePidfd(_ app: AppRuntime, pid: pid_t, pidfd given: Int32? = nil) {
-        guard serviceManager.storesFDs else { return }
+        guard serviceManager.isEnabled else { return }
         let pidfd = given ?? cs_pidfd_open(pid)
         guard pidfd >= 0 else { return }
         app.pidfdStored = serviceManager.storeFD(pidfd, name: Self.storedPidfdPrefix + app.name)
@@ -1204,7 +1180,7 @@ public final class Daemon {
         config = fresh
         applyDaemonConfig()
         Log.notice("Reloaded the configuration: \(changed.isEmpty ? "nothing changed" : "changed " + changed.joined(separator: ", "))")
-        serviceManager.ready(status: statusLine())
+        serviceManager.ready { [unowned self] in self.statusLine() }
     }
 
     /// SIGTERM/SIGINT: every app gets willTerminate (with its deadline), suspended ones are continued so

@@ -5,67 +5,61 @@ import Glibc
 /// sockets passed in by a `.socket` unit. Without `NOTIFY_SOCKET` (not under systemd) every call is a no-op.
 /// The watchdog is fed by the event loop itself (`sd_event_set_watchdog`), so a stuck loop is caught.
 final class ServiceManager {
-    private let enabled: Bool
-    /// Under a service manager, whose fd store may hold connections and pidfds.
-    var storesFDs: Bool { enabled }
+    /// Under a service manager (NOTIFY_SOCKET is set): only then are there a status to keep, an fd store, and a
+    /// SIGTERM that may be the stop half of a restart.
+    let isEnabled: Bool
+    /// The daemon's status line, given at READY=1 (which carries the first one); STATUS= goes out only after it.
+    private var statusLine: (() -> String)?
     private var statusTimer: EventSource?
-    private var pendingStatus: String?
+    /// A STATUS= is due when `statusTimer` fires.
+    private var statusPending = false
     private var lastStatus: String?
-    private var lastSent: Duration = .zero
-    /// STATUS= goes out only after READY=1, which carries the first one.
-    private var isReady = false
-    /// STATUS= is kept current but sent at most this often: a burst of transitions is one update.
+    private var lastComputed: Duration?
+    /// STATUS= is kept current but computed and sent at most this often: a burst of transitions is one update.
     static let statusInterval: Duration = .milliseconds(100)
 
     init(environment: [String: String]) {
-        enabled = environment["NOTIFY_SOCKET"] != nil
+        isEnabled = environment["NOTIFY_SOCKET"] != nil
     }
 
-    /// Under a service manager (NOTIFY_SOCKET is set): only then can a SIGTERM be the stop half of a restart.
-    var isEnabled: Bool { enabled }
-
-    /// READY=1: the sockets listen and the auto-launch apps run.
-    func ready(status: String) {
+    /// READY=1: the sockets listen and the auto-launch apps run. `statusLine` is asked for each STATUS= from now on.
+    func ready(statusLine: @escaping () -> String) {
+        self.statusLine = statusLine
+        guard isEnabled else { return }
+        let status = statusLine()
         send("READY=1\nSTATUS=\(status)")
         lastStatus = status
-        isReady = true
     }
 
     /// RELOADING=1 with the monotonic time of the request, as systemd ≥ 253 asks for `Type=notify-reload`
     /// (older managers ignore the extra field).
     func reloading() {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let usec = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-        send("RELOADING=1\nMONOTONIC_USEC=\(usec)")
+        send("RELOADING=1\nMONOTONIC_USEC=\(MonotonicDeadline.now())")
     }
 
     func stopping() { send("STOPPING=1") }
 
-    /// A new status line: sent at once if the last one went out long enough ago, else once the interval is over.
-    /// The line is only computed under a service manager: it counts every app (O(apps)), and the daemon asks
-    /// on every transition (callgrind: 12% of an app switch's instructions at 10 apps, more with more apps).
-    func status(_ line: @autoclosure () -> String, loop: EventLoop) {
-        guard enabled, isReady else { return }
-        let line = line()
-        guard line != lastStatus else { return }
-        pendingStatus = line
-        let elapsed = loop.now - lastSent
-        if elapsed >= Self.statusInterval {
-            flushStatus(loop: loop)
-        } else if statusTimer == nil {
-            statusTimer = try? loop.timer { [unowned self, unowned loop] in self.flushStatus(loop: loop) }
-            statusTimer?.arm(after: Self.statusInterval - elapsed)
-        } else {
-            statusTimer?.arm(after: Self.statusInterval - elapsed)
-        }
+    /// The status may have changed (the daemon says so on every transition). The line counts every app (O(apps):
+    /// 87% of an app switch at 1,000 apps when it was computed each time), so it is computed, and sent if it
+    /// changed, at once if the last one was computed long enough ago, else once the interval is over; and never
+    /// without a service manager.
+    func statusChanged(loop: EventLoop) {
+        guard isEnabled, statusLine != nil, !statusPending else { return }
+        let elapsed = lastComputed.map { loop.now - $0 } ?? Self.statusInterval
+        if elapsed >= Self.statusInterval { return flushStatus(loop: loop) }
+        if statusTimer == nil { statusTimer = try? loop.timer { [unowned self, unowned loop] in self.flushStatus(loop: loop) } }
+        guard let statusTimer else { return flushStatus(loop: loop) }
+        statusPending = true
+        statusTimer.arm(after: Self.statusInterval - elapsed)
     }
 
     private func flushStatus(loop: EventLoop) {
-        guard let line = pendingStatus else { return }
-        pendingStatus = nil
+        statusPending = false
+        guard let statusLine else { return }
+        lastComputed = loop.now
+        let line = statusLine()
+        guard line != lastStatus else { return }
         lastStatus = line
-        lastSent = loop.now
         send("STATUS=\(line)")
     }
 
@@ -74,7 +68,7 @@ final class ServiceManager {
     /// daemon. False without a service manager, or when it refused (FileDescriptorStoreMax= reached).
     @discardableResult
     func storeFD(_ fd: Int32, name: String) -> Bool {
-        guard enabled else { return false }
+        guard isEnabled else { return false }
         var descriptor = fd
         return sd_pid_notify_with_fds(0, 0, "FDSTORE=1\nFDNAME=\(name)", &descriptor, 1) > 0
     }
@@ -83,7 +77,7 @@ final class ServiceManager {
     func removeStoredFDs(name: String) { send("FDSTOREREMOVE=1\nFDNAME=\(name)") }
 
     private func send(_ message: String) {
-        guard enabled else { return }
+        guard isEnabled else { return }
         _ = sd_notify(0, message)
     }
 
