@@ -51,8 +51,6 @@ public struct AppRecord: Sendable {
     var graceArmed = false
     var restartScheduled = false
     var refocusOnRestart = false
-    /// Between its `awaitFocus` and its `endFocusClaim`: this app's claim is the one the focus queue serves.
-    var holdsFocusClaim = false
     /// The transition the message in flight belongs to was abandoned (the app was stopped by someone else):
     /// its ack, when it comes, moves nothing.
     var inFlightAbandoned = false
@@ -141,6 +139,16 @@ public struct AppRecord: Sendable {
     }
 
     public var usesScenes: Bool { policy.scenes != nil }
+
+    /// Between its `awaitFocus` and its `endFocusClaim`: this app's claim is the one the focus queue serves (the
+    /// next of the two in its queue is the claim's end).
+    var holdsFocusClaim: Bool {
+        for step in pending {
+            if step == .awaitFocus { return false }
+            if step == .endFocusClaim { return true }
+        }
+        return false
+    }
 
     /// Sessions that queued work will discard: gone for every later request.
     var pendingDiscards: Set<String> {
@@ -766,7 +774,6 @@ public struct Supervisor: Sendable {
             table[name].discardedUntold += scenes
         }
         table[name].pending = []
-        table[name].holdsFocusClaim = false
         focusQueue.removeAll { $0 == name }
     }
 
@@ -842,10 +849,8 @@ public struct Supervisor: Sendable {
             case .awaitFocus:
                 guard focusQueue.first == name, activeApp == nil || activeApp == name else { return }
                 table[name].pending.removeFirst()
-                table[name].holdsFocusClaim = true
             case .endFocusClaim:
                 table[name].pending.removeFirst()
-                table[name].holdsFocusClaim = false
                 if let claim = focusQueue.firstIndex(of: name) { focusQueue.remove(at: claim) }
             case .deliver(let callback, let options):
                 // No message to a stopped process, and no state change under it: the queue waits
