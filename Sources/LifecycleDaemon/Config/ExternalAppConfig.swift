@@ -68,14 +68,9 @@ extension ConfigLoader {
     }
 
     /// `ExternalUser=` as the system knows it: a number is taken as the uid it says (as systemd's `User=` does),
-    /// a name is looked up in the user database (getpwnam_r); nil for a name nobody has.
+    /// a name is looked up in the user database (getpwnam_r, as `User=` is); nil for a name nobody has.
     public static func systemUserID(_ user: String) -> UInt32? {
         if let uid = UInt32(user) { return uid }
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16384)
-        let status = getpwnam_r(user, &entry, &buffer, buffer.count, &result)
-        guard status == 0, result != nil else { return nil }
-        return entry.pw_uid
+        return (try? passwdEntry { getpwnam_r(user, $0, $1, $2, $3) })?.uid
     }
 }

@@ -179,7 +179,7 @@ public func lookupCredentials(user: String?, group: String?) throws(CredentialsE
                        userName: entry.name, home: entry.home)
 }
 
-private struct PasswdEntry {
+struct PasswdEntry {
     var name: String
     var uid: uid_t
     var gid: gid_t
@@ -187,7 +187,7 @@ private struct PasswdEntry {
 }
 
 /// Runs a getpw*_r call, growing the string buffer on ERANGE. nil when there is no entry.
-private func passwdEntry(
+func passwdEntry(
     _ call: (UnsafeMutablePointer<passwd>, UnsafeMutablePointer<CChar>, Int, UnsafeMutablePointer<UnsafeMutablePointer<passwd>?>) -> Int32
 ) throws(CredentialsError) -> PasswdEntry? {
     var size = 1024
