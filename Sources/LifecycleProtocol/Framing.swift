@@ -111,13 +111,18 @@ public struct ProtocolError: Error, Equatable, CustomStringConvertible {
             self.init("missing field '\(key.stringValue)'")
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
              DecodingError.dataCorrupted(let context):
-            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
-            self.init("bad field '\(path)': \(context.debugDescription)")
+            // Both come from the client's bytes (a key may be 60 KiB long): clipped, so the answer stays one short line.
+            let path = Self.clipped(context.codingPath.map(\.stringValue).joined(separator: "."), to: 120)
+            self.init("bad field '\(path)': \(Self.clipped(context.debugDescription, to: 300))")
         case let error as ProtocolError:
             self = error
         default:
             self.init("malformed message: \(Self.preview(line))")
         }
+    }
+
+    static func clipped(_ text: String, to characters: Int) -> String {
+        text.count > characters ? text.prefix(characters) + "…" : text
     }
 
     static func preview(_ line: [UInt8]) -> String {
