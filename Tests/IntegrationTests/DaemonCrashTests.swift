@@ -276,9 +276,13 @@ struct DaemonCrashTests {
         #expect(ids.last! > 1000, "message ids went on past the previous daemon's")
 
         // The re-adopted process ends: both of its stored descriptors leave the store.
+        // (The fake service manager records each datagram when it gets to it: waited for, not read at once.)
         try harness.control("terminate", "a")
-        let removed = notified().compactMap { $0["message"] as? String }.filter { $0.hasPrefix("FDSTOREREMOVE=1") }
-        #expect(removed.contains { $0.contains("FDNAME=pidfd-a") } && removed.contains { $0.contains("FDNAME=app-a") }, "\(removed)")
+        func removed() -> [String] { notified().compactMap { $0["message"] as? String }.filter { $0.hasPrefix("FDSTOREREMOVE=1") } }
+        try? harness.waitUntil("both of a's descriptors left the store") {
+            removed().contains { $0.contains("FDNAME=pidfd-a") } && removed().contains { $0.contains("FDNAME=app-a") }
+        }
+        #expect(removed().contains { $0.contains("FDNAME=pidfd-a") } && removed().contains { $0.contains("FDNAME=app-a") }, "\(removed())")
     }
 
     @Test("kill -9 in the middle of a suspension (stopped, not yet saved): the next daemon continues the process")
