@@ -64,7 +64,7 @@ extension ClientMessage: Codable {
         case "requestSceneDestruction":
             self = .requestSceneDestruction(scene: try container.decode(String.self, forKey: .scene))
         default:
-            throw ProtocolError("unknown message type '\(type)' (expected one of: \(Self.types.joined(separator: ", ")))")
+            throw ProtocolError("unknown message type '\(ProtocolError.clipped(type, to: 80))' (expected one of: \(Self.types.joined(separator: ", ")))")
         }
     }
 
@@ -208,7 +208,7 @@ extension ServerMessage: Codable {
                                   scene: try container.decode(String.self, forKey: .scene), connection: connection)
         default:
             guard let callback = LifecycleCallback(rawValue: type) else {
-                throw ProtocolError("unknown message type '\(type)'")
+                throw ProtocolError("unknown message type '\(ProtocolError.clipped(type, to: 80))'")
             }
             self = .callback(callback, id: try container.decode(Int.self, forKey: .id),
                              deadlineMs: try container.decode(Int.self, forKey: .deadlineMs),

@@ -121,7 +121,8 @@ public struct ProtocolError: Error, Equatable, CustomStringConvertible {
         }
     }
 
-    static func clipped(_ text: String, to characters: Int) -> String {
+    /// Client-given text echoed in an error (a type, a verb, a field path), cut to `characters` with "…".
+    public static func clipped(_ text: String, to characters: Int) -> String {
         text.count > characters ? text.prefix(characters) + "…" : text
     }
 

@@ -212,7 +212,7 @@ final class ControlServer {
         default:
             let verbs = ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs + ControlRequest.otherVerbs
             guard verbs.contains(request.verb) else {
-                return client.reply(.failure("unknown verb '\(request.verb)' (expected one of: \(verbs.joined(separator: ", ")))"))
+                return client.reply(.failure("unknown verb '\(ProtocolError.clipped(request.verb, to: 80))' (expected one of: \(verbs.joined(separator: ", ")))"))
             }
             let access = ControlAccess(daemonUID: geteuid(), group: daemon.config.daemon.controlGroup)
             switch access.mayChange(uid: client.uid, gid: client.gid, verb: request.verb) {
