@@ -154,6 +154,7 @@ class Peer:
         if self.pid is None:
             return
         pids, _ = tree(self.pid)
+        self.stopped_pids = pids
         self.graceful()
         for p in pids:
             try:
@@ -507,6 +508,32 @@ def pingpong(ctx, k=20000):
     return min(free, pinned, key=lambda sample: sample[0])
 
 
+def settle(pids=(), limit=15.0, window=0.2, idle_share=0.9):
+    """Waits until none of `pids` is left in /proc (not even as a zombie) and the machine is idle (at least
+    `idle_share` of every CPU idle over `window` seconds), at most `limit` seconds, and returns the seconds waited.
+    Run after a supervisor is stopped, so that what its stop leaves behind does not land in the next peer's launch.
+    On this VM PID 1 reaps orphans about once a second: s6's 2,000 processes stayed zombies for 1.4 s after the
+    kill, and lifecycled's launch of 1,000 right after s6's stop took 1.4-1.7 s against 0.8 s five seconds later
+    (2026-12-03 02:05-02:20; launchwait's scans then read 3,000 /proc entries instead of 1,000)."""
+    start = time.time()
+    pending = [p for p in pids if os.path.exists(f"/proc/{p}")]
+    while pending and time.time() - start < limit:
+        time.sleep(0.05)
+        pending = [p for p in pending if os.path.exists(f"/proc/{p}")]
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total (jiffies, all CPUs)
+    idle0, total0 = sample()
+    while time.time() - start < limit:
+        time.sleep(window)
+        idle1, total1 = sample()
+        if total1 > total0 and (idle1 - idle0) / (total1 - total0) >= idle_share:
+            break
+        idle0, total0 = idle1, total1
+    return time.time() - start
+
+
 def cpu_ns(pid):
     """Time the process has run on a CPU, in ns (/proc/PID/schedstat: exact, unlike stat's clock ticks)."""
     try:
@@ -590,6 +617,9 @@ def run(args):
                     finally:
                         peer.stop()
                         ctx.started.remove(peer) if peer in ctx.started else None
+                        waited = settle(getattr(peer, "stopped_pids", ()))
+                        if waited > 1:
+                            log(f"  settled after {waited:.1f} s")
             log(f"  ({time.time() - t_start:.0f} s so far)")
 
         # 6 and 7: the switch round trip and status at N apps (2 protocol clients + N-2 plain programs), each
