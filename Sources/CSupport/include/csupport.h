@@ -16,9 +16,25 @@
 /// - stdin is always /dev/null.
 /// - `output_fd`: -1 to inherit stdout and stderr, else it becomes both (a journal stream, or a pipe).
 /// Returns 0 and sets *out_pid, or returns an errno value (the child that failed has been reaped).
+/// The child shares the caller's descriptor table until it has made its own small copy (see "Descriptor slots"
+/// in csupport.c): the first spawn reserves 25 low descriptors (copies of /dev/null) for that.
+/// Thread-safe; spawns from several threads run side by side.
 int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
              int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
              int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, pid_t *out_pid);
+
+/// cs_spawn on a worker thread (one per CPU, at most 4, started at the first submit), so that the children of many
+/// launches set themselves up side by side. The job copies the strings; the descriptors must stay open until
+/// cs_spawn_finish, which waits for the job, frees it, and returns as cs_spawn does. Every submitted job must be
+/// finished exactly once. Returns NULL with errno (ENOMEM).
+typedef struct cs_spawn_job cs_spawn_job;
+cs_spawn_job *cs_spawn_submit(const char *path, char *const argv[], char *const envp[], const char *cwd,
+                              int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+                              int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd);
+int cs_spawn_finish(cs_spawn_job *job, pid_t *out_pid);
+
+/// 1 when spawns use descriptor slots (after a first spawn, on Linux 5.9+), else 0.
+int cs_spawn_uses_slots(void);
 
 int cs_pidfd_open(pid_t pid);
 

@@ -134,7 +134,9 @@ public final class Daemon {
         restorePreviousRun()
         dropUnusedPidfds()
         attachStoredConnections(storedConnections)
-        for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { autoLaunch(name) }
+        launchingTogether {
+            for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { autoLaunch(name) }
+        }
 
         serviceManager.ready { [unowned self] in self.statusLine() }
         return loop.run()
@@ -347,9 +349,65 @@ public final class Daemon {
                                    workingDirectory: config.workingDirectory, credentials: credentials,
                                    inheritedFD: pair?.child, cgroupProcsFiles: app.cgroup?.procsFiles ?? [],
                                    outputFD: output?.child)
+        let started = LaunchInFlight(name: name, launch: launch, pair: pair, output: output)
+        do {
+            started.spawn = try startSpawn(request, onWorker: launchBatch != nil)
+        } catch {
+            started.failure = error
+        }
+        if launchBatch != nil {
+            launchBatch?.append(started)
+            // Bounded: the oldest launch is finished before more than 64 are in flight (descriptors, memory).
+            if let batch = launchBatch, batch.count > 64 {
+                launchBatch?.removeFirst()
+                finishLaunch(batch[0])
+            }
+        } else {
+            finishLaunch(started)
+        }
+    }
+
+    /// A launch whose child is being spawned: what `finishLaunch` needs once its pid is known.
+    private final class LaunchInFlight {
+        let name: String
+        let launch: LaunchOptions
+        let pair: (daemon: Int32, child: Int32)?
+        let output: (child: Int32, reader: Int32?)?
+        var spawn: PendingSpawn?
+        var failure: SystemError?
+
+        init(name: String, launch: LaunchOptions, pair: (daemon: Int32, child: Int32)?, output: (child: Int32, reader: Int32?)?) {
+            self.name = name
+            self.launch = launch
+            self.pair = pair
+            self.output = output
+        }
+    }
+
+    /// Launches started inside `launchingTogether`, not finished yet; nil outside it.
+    private var launchBatch: [LaunchInFlight]?
+
+    /// Runs `body` (which launches apps) with the children spawned on worker threads, so that they set themselves
+    /// up side by side while the next apps are prepared, and finishes every launch before returning. The model
+    /// has moved each app already; its pid, output, connection and priority are set when its launch finishes.
+    private func launchingTogether(_ body: () -> Void) {
+        guard launchBatch == nil else { return body() }
+        launchBatch = []
+        body()
+        let batch = launchBatch ?? []
+        launchBatch = nil
+        for started in batch { finishLaunch(started) }
+        drain()
+    }
+
+    private func finishLaunch(_ started: LaunchInFlight) {
+        let name = started.name, pair = started.pair, output = started.output, launch = started.launch
+        guard let app = apps[name] else { return }
+        let config = app.config
         let pid: pid_t
         do {
-            pid = try spawnProcess(request)
+            guard let spawn = started.spawn else { throw started.failure ?? SystemError(operation: "spawn", errno: EINVAL) }
+            pid = try spawn.wait()
         } catch {
             if let pair { close(pair.daemon); close(pair.child) }
             if let output { close(output.child); output.reader.map { _ = close($0) } }
@@ -383,6 +441,10 @@ public final class Daemon {
         } catch {
             Log.error("Failed to watch \(name) (pid \(pid)): \(error); killing it")
             kill(-pid, SIGKILL)
+        }
+        // Finished after the model moved the app (a launch together with others): its priority now.
+        if let state = model.app(name)?.state, let priority = PriorityClass(state), app.priority == nil {
+            apply(priority, to: app, pid: pid)
         }
         Log.event(.launch, .info, "\(name): started pid \(pid): \(config.exec.joined(separator: " "))"
             + (launch.launchedBy == "lifectl" ? "" : " (\(launch.launchedBy))"),

@@ -64,12 +64,22 @@ public struct SpawnRequest: Sendable {
 /// session id. The caller must reap it. Failures before execve (no such file, permission,
 /// a cgroup that refuses the process) are thrown, with the failed child already reaped.
 public func spawnProcess(_ request: SpawnRequest) throws(SystemError) -> pid_t {
-    var cgroupFDs: [Int32] = []
-    defer { for fd in cgroupFDs { close(fd) } }
-    for path in request.cgroupProcsFiles {
-        cgroupFDs.append(try retryingEINTR("open \(path)") { open(path, O_WRONLY | O_CLOEXEC) })
-    }
+    try startSpawn(request, onWorker: false).wait()
+}
 
+/// Starts a child as `spawnProcess` does, on a worker thread when `onWorker` (the default): the child's set-up
+/// (its cgroups, session, signal dispositions, execve) then runs while the caller goes on, and `wait()` returns
+/// what `spawnProcess` would have. The daemon launches many apps at once this way (see `cs_spawn_submit`).
+public func startSpawn(_ request: SpawnRequest, onWorker: Bool = true) throws(SystemError) -> PendingSpawn {
+    var cgroupFDs: [Int32] = []
+    for path in request.cgroupProcsFiles {
+        do {
+            cgroupFDs.append(try retryingEINTR("open \(path)") { open(path, O_WRONLY | O_CLOEXEC) })
+        } catch {
+            for fd in cgroupFDs { close(fd) }
+            throw error
+        }
+    }
     let argv = (request.argv.isEmpty ? [request.executable] : request.argv).map { strdup($0) } + [nil]
     let envp = request.environment.map { strdup($0) } + [nil]
     defer {
@@ -78,14 +88,61 @@ public func spawnProcess(_ request: SpawnRequest) throws(SystemError) -> pid_t {
     }
     let ids = request.credentials
     let groups = ids?.groups ?? []
+    let pending = PendingSpawn(executable: request.executable, cgroupFDs: cgroupFDs)
+    if onWorker {
+        // The job copies the strings; the descriptors stay open until wait().
+        pending.job = cs_spawn_submit(
+            request.executable, argv, envp, request.workingDirectory,
+            ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
+            request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1)
+        if pending.job == nil { pending.outcome = errno }
+    } else {
+        var pid: pid_t = 0
+        let result = cs_spawn(
+            request.executable, argv, envp, request.workingDirectory,
+            ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
+            request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1, &pid)
+        pending.outcome = result == 0 ? -pid : result
+    }
+    return pending
+}
 
-    var pid: pid_t = 0
-    let result = cs_spawn(
-        request.executable, argv, envp, request.workingDirectory,
-        ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
-        request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1, &pid)
-    if result != 0 { throw SystemError(operation: "spawn \(request.executable)", errno: result) }
-    return pid
+/// A spawn under way (`startSpawn`). `wait()` must be called once; it closes the cgroup files the child joined.
+public final class PendingSpawn {
+    fileprivate var job: OpaquePointer?
+    /// Once known: an errno value (> 0), or -pid.
+    fileprivate var outcome: Int32?
+    private let executable: String
+    private var cgroupFDs: [Int32]
+
+    fileprivate init(executable: String, cgroupFDs: [Int32]) {
+        self.executable = executable
+        self.cgroupFDs = cgroupFDs
+    }
+
+    public func wait() throws(SystemError) -> pid_t {
+        if let job {
+            var pid: pid_t = 0
+            let result = cs_spawn_finish(job, &pid)
+            self.job = nil
+            outcome = result == 0 ? -pid : result
+        }
+        for fd in cgroupFDs { close(fd) }
+        cgroupFDs = []
+        let outcome = outcome ?? EINVAL
+        if outcome > 0 { throw SystemError(operation: "spawn \(executable)", errno: outcome) }
+        return -outcome
+    }
+
+    deinit {
+        // Never left running on a worker with our descriptors: a child nobody asked for is killed and reaped.
+        if job != nil, let pid = try? wait() {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
+        for fd in cgroupFDs { close(fd) }
+    }
 }
 
 /// Makes the daemon the reaper of orphaned descendants (an app's daemonised grandchildren),
