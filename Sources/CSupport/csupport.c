@@ -95,10 +95,14 @@ static int spawn_child(void *p) {
             a->unshare_failed = 1;
             goto fail;
         }
-        for (int fd = 3; fd < a->table_limit; fd++) {
-            int kept = 0;
+        // The rest of [3, table_limit) goes, one close_range per run between kept descriptors.
+        int run = 3;
+        for (int fd = 3; fd <= a->table_limit; fd++) {
+            int kept = fd == a->table_limit;
             for (int i = 0; i < a->nkeep; i++) kept |= a->keep[i] == fd;
-            if (!kept) (void)close(fd);
+            if (!kept) continue;
+            if (fd > run) (void)syscall(SYS_close_range, (unsigned)run, (unsigned)(fd - 1), 0);
+            run = fd + 1;
         }
     }
 
@@ -569,6 +573,10 @@ int cs_set_mmap_threshold(int bytes) {
 
 int cs_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int cs_pipe_cloexec(int fds[2]) {
+    return pipe2(fds, O_CLOEXEC);
 }
 
 int cs_socketpair_cloexec(int fds[2]) {

@@ -40,6 +40,7 @@ int cs_pidfd_open(pid_t pid);
 
 // mallopt(M_MMAP_THRESHOLD, bytes): <malloc.h> is not in Swift's Glibc module. Returns mallopt's result (1 on success).
 int cs_set_mmap_threshold(int bytes);
+int cs_pipe_cloexec(int fds[2]);
 int cs_socketpair_cloexec(int fds[2]);
 int cs_accept_cloexec_nonblock(int fd);
 int cs_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);

@@ -1,5 +1,6 @@
 import CSupport
 import Glibc
+import Synchronization
 import LifecycleModel
 
 /// How the machine mounts cgroups.
@@ -66,6 +67,8 @@ public struct CgroupSupport: Sendable {
     var unifiedFreezer = false
     /// The controllers enabled for the app groups of a delegated subtree, and why some are not.
     var delegatedControllers: Set<String> = []
+    /// The files of an app group, probed once (`AppCgroup.Files`).
+    let appGroupFiles = AppGroupFilesCache()
     var controllerFailure: SystemError?
 
     init(layout: CgroupLayout, fallbackReason: String? = nil) {
@@ -309,7 +312,10 @@ public struct CgroupSupport: Sendable {
             let unified = try make(unifiedParent)
             let cpu = try make(cpuParent)
             let freezer = try make(freezerParent)
-            return AppCgroup(app: app, unifiedPath: unified, cpuPath: cpu, freezerPath: freezer)
+            let files = appGroupFiles.files { AppCgroup.Files(unifiedPath: unified, cpuPath: cpu) }
+            var group = AppCgroup(app: app, unifiedPath: unified, cpuPath: cpu, freezerPath: freezer, files: files)
+            group.isNew = created.count == [unified, cpu, freezer].compactMap({ $0 }).count
+            return group
         } catch {
             for path in created.reversed() { rmdir(path) }
             throw error
@@ -343,6 +349,19 @@ public struct CgroupSupport: Sendable {
     }
 }
 
+/// `AppCgroup.Files` of the first app group made, for the next ones. A class, so that `CgroupSupport` (a value passed
+/// around) shares one; locked, since that value is Sendable.
+final class AppGroupFilesCache: Sendable {
+    private let cached = Mutex<AppCgroup.Files?>(nil)
+
+    func files(_ probe: () -> AppCgroup.Files) -> AppCgroup.Files {
+        if let files = cached.withLock({ $0 }) { return files }
+        let files = probe()
+        cached.withLock { $0 = files }
+        return files
+    }
+}
+
 /// One app's groups: a cgroup2 group and/or v1 cpu and freezer groups (hybrid machines have all three).
 public struct AppCgroup: Sendable, Equatable {
     public let app: String
@@ -359,21 +378,44 @@ public struct AppCgroup: Sendable, Equatable {
     private let hasCPUWeight: Bool
     private let hasIOWeight: Bool
     private let hasCPUShares: Bool
+    /// Made by this `makeAppCgroup` call (every one of its groups), not found from an earlier run: it cannot be
+    /// frozen, so the launch skips the check.
+    public internal(set) var isNew = false
 
-    init(app: String, unifiedPath: String?, cpuPath: String?, freezerPath: String?) {
+    /// What an app group has, the same for every app group under the same parents (the parents' controllers
+    /// decide it): probed on the first group made and reused (`CgroupSupport.appGroupFiles`), which spares a
+    /// launch four access(2) calls and a read.
+    struct Files: Sendable, Equatable {
+        var hasFreeze = false
+        var controllers: Set<String> = []
+        var hasCPUWeight = false
+        var hasIOWeight = false
+        var hasCPUShares = false
+
+        init(unifiedPath: String?, cpuPath: String?) {
+            hasFreeze = unifiedPath.map { fileExists($0 + "/cgroup.freeze") } ?? false
+            controllers = unifiedPath.map { cgroupFileWords($0 + "/cgroup.controllers") } ?? []
+            hasCPUWeight = unifiedPath.map { fileExists($0 + "/cpu.weight") } ?? false
+            hasIOWeight = unifiedPath.map { fileExists($0 + "/io.weight") } ?? false
+            hasCPUShares = cpuPath.map { fileExists($0 + "/cpu.shares") } ?? false
+        }
+    }
+
+    init(app: String, unifiedPath: String?, cpuPath: String?, freezerPath: String?, files: Files? = nil) {
         self.app = app
         self.unifiedPath = unifiedPath
         self.cpuPath = cpuPath
         self.freezerPath = freezerPath
-        if let unifiedPath, fileExists(unifiedPath + "/cgroup.freeze") {
+        let files = files ?? Files(unifiedPath: unifiedPath, cpuPath: cpuPath)
+        if unifiedPath != nil && files.hasFreeze {
             freezer = .cgroup2
         } else if freezerPath != nil {
             freezer = .v1
         }
-        controllers = unifiedPath.map { cgroupFileWords($0 + "/cgroup.controllers") } ?? []
-        hasCPUWeight = unifiedPath.map { fileExists($0 + "/cpu.weight") } ?? false
-        hasIOWeight = unifiedPath.map { fileExists($0 + "/io.weight") } ?? false
-        hasCPUShares = cpuPath.map { fileExists($0 + "/cpu.shares") } ?? false
+        controllers = unifiedPath == nil ? [] : files.controllers
+        hasCPUWeight = unifiedPath != nil && files.hasCPUWeight
+        hasIOWeight = unifiedPath != nil && files.hasIOWeight
+        hasCPUShares = cpuPath != nil && files.hasCPUShares
     }
 
     /// Whether `setPriority` weighs the CPU (cpu.weight or cpu.shares exists); without it,
