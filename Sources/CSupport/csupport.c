@@ -79,6 +79,9 @@ static int raw_sigmask(const sigset_t *set, sigset_t *old) {
     return (int)syscall(SYS_rt_sigprocmask, SIG_SETMASK, set, old, _NSIG / 8);
 }
 
+// The soft descriptor limit the daemon had before cs_raise_nofile_limit raised it; children get it back. 0: unchanged.
+static rlim_t child_nofile_soft;
+
 // Runs in the child, on its own stack but in the parent's memory, until execve.
 // Only async-signal-safe calls. The credential changes are raw syscalls on purpose: glibc's
 // setuid/setgid/setgroups in a multithreaded process broadcast the change to every thread in
@@ -167,6 +170,16 @@ static int spawn_child(void *p) {
     }
 
     if (a->cwd && chdir(a->cwd) < 0) goto fail;
+
+    // The limit the daemon started with, not the one it raised for itself: a program using select() breaks on
+    // descriptors past 1,024 (systemd hands services 1024:524288 for that reason, and lowers it again for children).
+    if (child_nofile_soft > 0) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > child_nofile_soft) {
+            rl.rlim_cur = child_nofile_soft;
+            (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
 
     if (a->has_ids) {
         if (syscall(SYS_setgroups, (size_t)a->ngroups, a->groups) < 0) goto fail;
@@ -566,6 +579,20 @@ int cs_spawn_finish(cs_spawn_job *job, pid_t *out_pid) {
 }
 
 // MARK: - Descriptors and sockets
+
+int cs_raise_nofile_limit(unsigned long long *before, unsigned long long *after) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return -1;
+    *before = rl.rlim_cur;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t soft = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) return -1;
+        child_nofile_soft = soft;
+    }
+    *after = rl.rlim_cur;
+    return 0;
+}
 
 int cs_set_mmap_threshold(int bytes) {
     return mallopt(M_MMAP_THRESHOLD, bytes);

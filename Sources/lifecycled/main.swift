@@ -13,6 +13,10 @@ signal(SIGPIPE, SIG_IGN)
 // the heap and stay as fragmentation; a fixed 64 KiB threshold keeps them mmapped, returned to the kernel on free
 // (the soak test's RSS check: +4.2 MiB after a storm of 500 apps before).
 _ = cs_set_mmap_threshold(64 * 1024)
+// Two descriptors per running app (its pidfd and its output pipe or socket): the soft limit goes up to the hard one
+// (systemd: 1024:524288), and the apps get the soft limit back (cs_spawn).
+var descriptorLimitBefore: UInt64 = 0, descriptorLimitAfter: UInt64 = 0
+_ = cs_raise_nofile_limit(&descriptorLimitBefore, &descriptorLimitAfter)
 
 let usage = """
     Usage: lifecycled [--config DIR] [--runtime-dir DIR] [--log-level LEVEL]
@@ -66,6 +70,9 @@ while let argument = arguments.popFirst() {
 Log.levelPrefixes = environment["JOURNAL_STREAM"] != nil
 // Structured records go to the journal where journald listens; otherwise the same words go to stderr.
 Log.toJournal = journalIsAvailable()
+if descriptorLimitAfter != descriptorLimitBefore {
+    Log.info("descriptor limit raised from \(descriptorLimitBefore) to \(descriptorLimitAfter); apps get \(descriptorLimitBefore)")
+}
 
 do {
     let daemon = try Daemon(options: DaemonOptions(configDirectory: configDirectory, runtimeDirectory: runtimeDirectory,

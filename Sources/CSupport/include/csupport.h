@@ -36,6 +36,11 @@ int cs_spawn_finish(cs_spawn_job *job, pid_t *out_pid);
 /// 1 when spawns use descriptor slots (after a first spawn, on Linux 5.9+), else 0.
 int cs_spawn_uses_slots(void);
 
+/// Raises the soft RLIMIT_NOFILE to the hard one (a daemon holds two descriptors per running app; systemd gives
+/// services 1024:524288 and expects them to raise it themselves). Children spawned afterwards get the soft limit
+/// back. *before and *after: the soft limit before and after.
+int cs_raise_nofile_limit(unsigned long long *before, unsigned long long *after);
+
 int cs_pidfd_open(pid_t pid);
 
 // mallopt(M_MMAP_THRESHOLD, bytes): <malloc.h> is not in Swift's Glibc module. Returns mallopt's result (1 on success).
