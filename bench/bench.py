@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import statistics
@@ -544,7 +545,6 @@ def cpu_ns(pid):
 
 
 def fd_limit():
-    import resource
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
