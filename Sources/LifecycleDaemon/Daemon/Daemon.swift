@@ -1212,20 +1212,23 @@ public final class Daemon {
         let fresh = ConfigLoader.load(directory: options.configDirectory)
         report(fresh.diagnostics)
         var changed: [String] = []
-        for (name, appConfig) in fresh.apps.sorted(by: { $0.key < $1.key }) {
-            if let app = apps[name] {
-                guard app.config != appConfig else { continue }
-                app.config = appConfig
-                app.removeWhenStopped = false
-                model.setPolicy(appConfig.policy, for: name)
-                watchPreferences(of: appConfig)
-                changed.append(name)
-                Log.info("\(name): configuration changed; new settings apply from now on, Exec= at the next launch")
-            } else {
-                add(appConfig)
-                changed.append(name)
-                Log.info("\(name): added")
-                autoLaunch(name)
+        // Added apps launch together, as at start-up.
+        launchingTogether {
+            for (name, appConfig) in fresh.apps.sorted(by: { $0.key < $1.key }) {
+                if let app = apps[name] {
+                    guard app.config != appConfig else { continue }
+                    app.config = appConfig
+                    app.removeWhenStopped = false
+                    model.setPolicy(appConfig.policy, for: name)
+                    watchPreferences(of: appConfig)
+                    changed.append(name)
+                    Log.info("\(name): configuration changed; new settings apply from now on, Exec= at the next launch")
+                } else {
+                    add(appConfig)
+                    changed.append(name)
+                    Log.info("\(name): added")
+                    autoLaunch(name)
+                }
             }
         }
         for name in apps.keys.sorted() where fresh.apps[name] == nil {
