@@ -206,7 +206,9 @@ int main(int argc, char **argv) {
                 int stop = buffer[0] == 'S';
                 if (workDir) set_oom(target, stop ? "900" : "500");
                 kill(signalled, stop ? SIGSTOP : SIGCONT);
-                if (workDir && stop) while (state(target) != 'T' && state(target) != 't') {}
+                /* Polled with sched_yield(): pinned to the target's CPU, a busy loop kept it from running (and so
+                   from stopping) until the scheduler's tick, 4 ms. */
+                if (workDir && stop) while (state(target) != 'T' && state(target) != 't') sched_yield();
                 put(control[1], "{\"ok\":true}\n");
                 if (workDir) save_state("app");
                 continue;
