@@ -495,7 +495,7 @@ public final class Daemon {
         if mechanism == .signal {
             kill(-pid, SIGSTOP)
             // A child that left the group (setsid) is still in the app's cgroup: it is stopped too.
-            for member in membersOutsideGroup(app, members, leader: pid) { kill(member, SIGSTOP) }
+            for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGSTOP) }
         }
         app.suspendedWith = mechanism
         app.stopCheckStarted = loop.now
@@ -514,9 +514,13 @@ public final class Daemon {
     /// The members of the app's cgroup outside its process group (a child that called setsid()), which the
     /// signal to the group does not reach. None without a cgroup: the process group is all there is. The process
     /// the daemon spawned leads its group for good (a session leader cannot change its group): no getpgid for it.
-    private func membersOutsideGroup(_ app: AppRuntime, _ members: [pid_t], leader pid: pid_t) -> [pid_t] {
+    /// Read at most once per callback (`members(iteration:)`), and not at all without a cgroup (where it would be a
+    /// scan of /proc).
+    private func membersOutsideGroup(_ app: AppRuntime, leader pid: pid_t) -> [pid_t] {
         guard app.cgroup != nil else { return [] }
-        return members.filter { member in !(member == pid && app.pidfd == nil) && getpgid(member) != pid }
+        return app.members(iteration: loop.iteration).filter { member in
+            !(member == pid && app.pidfd == nil) && getpgid(member) != pid
+        }
     }
 
     private func armStopCheck(_ app: AppRuntime) {
@@ -564,8 +568,7 @@ public final class Daemon {
             do { try app.cgroup?.thaw() } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
         case .signal, nil:
             kill(-pid, SIGCONT)
-            // Stopped processes do not fork: the members the priority read in this callback are all there are.
-            for member in membersOutsideGroup(app, app.members(iteration: loop.iteration), leader: pid) { kill(member, SIGCONT) }
+            for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGCONT) }
         }
         app.suspendedWith = nil
         app.stopMembers = []
