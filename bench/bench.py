@@ -364,6 +364,8 @@ class Runit(ServiceDirs):
 PEERS = [Lifecycled, Supervisord, S6, Runit]
 ONE_CONNECTION = "lifecycled, one open control connection (bench/ctlconn.c, no lifectl)"
 RELAY_SUSPEND = "floor with a control message: C relay, kill() + reply (bench/relay_floor.c)"
+RELAY_SUSPEND_WORK = ("floor with the required work: the C relay + oom_score_adj, /proc confirmation, state file"
+                      " (bench/relay_floor.c --work)")
 LIFECTL_STATIC_EXE = "lifecycled, lifectl as a static executable (proposed build)"
 
 # ------------------------------------------------------------------------------------------ context
@@ -385,6 +387,7 @@ class Context:
         self.started = []
         self.instances = 0
         self.samples = {}  # label -> the fewest samples a measurement got
+        self.relay_notes = set()  # what relay_floor said on stderr (no cgroup for the weights, say)
         self.launch_timeout = 60
 
     def tool(self, name):
@@ -489,11 +492,29 @@ def ctlconn_suspend(ctx, sock, k, app, pid):
     return rows
 
 
-def relay_floor(ctx, *args):
-    out = subprocess.run([ctx.tool("relay_floor"), *map(str, args)], capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        raise RuntimeError(f"relay_floor: {out.stderr.strip()}")
-    return {line.split()[0]: tuple(map(float, line.split()[1:4])) for line in out.stdout.splitlines()}
+def relay_floor(ctx, *args, work=False):
+    """The C relay in the daemon's place (bench/relay_floor.c), at the faster of two placements, as the ping-pong
+    floor: every process of the floor pinned to one CPU (--pin 0; in suspend mode the target too, its affinity put
+    back after), and left to the scheduler. Each row (switch, suspend, resume) is the faster placement's median,
+    min and max. `work`: the floor with the kernel work the daemon must do per transition (--work: state files in a
+    tmpfs directory, oom_score_adj, the CPU weight of a foreground/background change, the /proc confirmation)."""
+    options = []
+    if work:
+        directory = os.path.join(ctx.tmp, "relay-floor-state")
+        os.makedirs(directory, exist_ok=True)
+        options = ["--work", directory]
+
+    def run(pin):
+        out = subprocess.run([ctx.tool("relay_floor"), *pin, *options, *map(str, args)], capture_output=True,
+                             text=True, timeout=600)
+        if out.returncode != 0:
+            raise RuntimeError(f"relay_floor: {out.stderr.strip()}")
+        if out.stderr.strip():
+            ctx.relay_notes.add(out.stderr.strip())
+        return {line.split()[0]: tuple(map(float, line.split()[1:4])) for line in out.stdout.splitlines()}
+    free = run([])
+    pinned = run(["--pin", "0"])
+    return {label: min(free[label], pinned[label], key=lambda sample: sample[0]) for label in free}
 
 
 def pingpong(ctx, k=20000):
@@ -614,6 +635,9 @@ def run(args):
                                 relay = relay_floor(ctx, "suspend", 200 if not smoke else 20, pid)
                                 results["suspend"].setdefault(RELAY_SUSPEND, []).append(relay["suspend"])
                                 results["resume"].setdefault(RELAY_SUSPEND, []).append(relay["resume"])
+                                relay = relay_floor(ctx, "suspend", 200 if not smoke else 20, pid, work=True)
+                                results["suspend"].setdefault(RELAY_SUSPEND_WORK, []).append(relay["suspend"])
+                                results["resume"].setdefault(RELAY_SUSPEND_WORK, []).append(relay["resume"])
                     finally:
                         peer.stop()
                         ctx.started.remove(peer) if peer in ctx.started else None
@@ -627,6 +651,7 @@ def run(args):
         results["scaling"] = {}
         results["pingpong_samples"] = []
         results["relay_samples"] = []
+        results["relay_work_samples"] = []
         scale_sizes = [10] if smoke else [10, 100, 1000]
         if args.large:
             # Each running app holds two of the daemon's descriptors (pidfd, output pipe): 10,000 apps need a
@@ -646,6 +671,7 @@ def run(args):
             k = 20 if smoke else 200
             results["pingpong_samples"].append(pingpong(ctx))
             results["relay_samples"].append(relay_floor(ctx, "switch", k * 2)["switch"])
+            results["relay_work_samples"].append(relay_floor(ctx, "switch", k * 2, work=True)["switch"])
             peer = Lifecycled(ctx, n, clients=2)
             try:
                 peer.start()
@@ -689,9 +715,11 @@ def run(args):
                 ctx.started.remove(peer) if peer in ctx.started else None
         results["pingpong"] = stats([x[0] for x in results["pingpong_samples"]])
         results["relay"] = stats([x[0] for x in results["relay_samples"]])
+        results["relay_work"] = stats([x[0] for x in results["relay_work_samples"]])
     finally:
         ctx.cleanup()
     results["samples"] = ctx.samples
+    results["relay_notes"] = sorted(ctx.relay_notes)
     return results
 
 # ------------------------------------------------------------------------------------------ report
@@ -831,30 +859,42 @@ def report(results, args, notif_text, seconds):
     p("the process group. One open control connection: bench/ctlconn.c sends `{\"verb\":\"suspend\",…}` on a")
     p("connection kept open (no process start-up, no connect) and waits for the reply and for state T in /proc")
     p("(resume: the reply and no T); median of 200 pairs. The relay floor is the same exchange with a C process in")
-    p("the daemon's place: request, kill(), reply, /proc. Pairs the daemon refused (see the analysis): "
+    p("the daemon's place: request, kill(), reply, /proc; with the required work, the relay also writes the app's")
+    p("oom_score_adj (900, then 500), polls /proc until T before it replies, and writes and renames a state file in a")
+    p("tmpfs directory after the reply, as the daemon does (no CPU weight: a suspended app keeps its background one).")
+    p("Both relay floors are the faster of two placements, as the ping-pong floor: every process of the floor (and the")
+    p("app's process) pinned to one CPU, and left to the scheduler. Pairs the daemon refused (see the analysis): "
       + ", ".join(str(x) for x in results.get("suspend_refused", [])) + ".")
+    for note in results.get("relay_notes", []):
+        p(f"relay_floor said: {note}")
     p("")
     pp = results["pingpong"]
     relay = results["relay"]
+    relay_work = results.get("relay_work")
     p("### 6. App switch round trip, and 7. scaling (lifecycled, 2 protocol clients + N-2 plain programs)")
     p("")
     p(f"Floors, measured right before each N (median of those medians, and their range): one AF_UNIX message between")
     p(f"two processes (bench/pingpong.c, half a round trip; the faster of the two on one CPU and left to the scheduler): {fmt(pp, 1, 1)} µs, so 4 messages + 4 acks = "
       f"**{8 * pp[0]:.0f} µs** (the issue's floor); the same app switch between four C processes (bench/relay_floor.c:")
-    p(f"controller, a relay in the daemon's place, two clients; 10 messages, no JSON): **{fmt(relay, 1, 0)} µs**.")
+    p(f"controller, a relay in the daemon's place, two clients; 10 messages, no JSON): **{fmt(relay, 1, 0)} µs**;")
+    p(f"the same with the required work (`--work`: 4 state files written and renamed in a tmpfs directory, the CPU weight")
+    p(f"and oom_score_adj of the app leaving and of the app taking the foreground): **{fmt(relay_work, 1, 0)} µs**. Both")
+    p("relay floors are, as the ping-pong floor, the faster of all four processes on one CPU and left to the scheduler.")
     if results.get("large_limit"):
         limit, fits = results["large_limit"]
         p(f"The largest N here is {fits:,}, not 10,000: the descriptor limit is {limit:,} (`ulimit -Hn`), and the daemon")
         p("holds two descriptors per running app (its pidfd and its output pipe).")
     p("")
-    p("| N apps | switch, one connection (µs) | / ping-pong floor | / relay floor | daemon CPU per switch (µs) "
+    p("| N apps | switch, one connection (µs) | / ping-pong floor | / relay floor | / relay floor with the work "
+      "| daemon CPU per switch (µs) "
       "| switch, lifectl focus (ms) | status APP, one connection (µs) | daemon CPU per status (µs) "
       "| status APP, lifectl (ms) | list, one connection (µs) | daemon RSS (MiB) |")
-    p("|---|---|---|---|---|---|---|---|---|---|---|")
+    p("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, row in results["scaling"].items():
         cpu = lambda x: f"{x:,.0f}" if x is not None else "n/a"
+        work = f"{row['switch_conn'][0] / relay_work[0]:.1f}x" if relay_work else "n/a"
         p(f"| {n:,} | {fmt(row['switch_conn'], 1, 0)} | {row['switch_conn'][0] / (8 * pp[0]):.1f}x | "
-          f"{row['switch_conn'][0] / relay[0]:.1f}x | {cpu(row['switch_cpu'])} | {fmt(row['switch_lifectl'], 1000, 2)} | "
+          f"{row['switch_conn'][0] / relay[0]:.1f}x | {work} | {cpu(row['switch_cpu'])} | {fmt(row['switch_lifectl'], 1000, 2)} | "
           f"{fmt(row['status_conn'], 1, 0)} | {cpu(row['status_cpu'])} | {fmt(row['status_lifectl'], 1000, 2)} | "
           f"{fmt(row['list_conn'], 1, 0) if row['list_conn'] else 'failed'} | {row['rss'] / 1024:.1f} |")
     p("")
@@ -871,7 +911,7 @@ def report(results, args, notif_text, seconds):
     p("```")
     p(notif_text.strip() or "not run")
     p("```")
-    return L, {"fs": fs, "fr": fr, "pp": pp, "relay": relay, "launch_best": (bestname, best)}
+    return L, {"fs": fs, "fr": fr, "pp": pp, "relay": relay, "relay_work": relay_work, "launch_best": (bestname, best)}
 
 
 def verdicts(results, extra, args):
@@ -917,22 +957,30 @@ def verdicts(results, extra, args):
     cr = stats([x[0] for x in results["resume"].get(ONE_CONNECTION, [])])
     rs = stats([x[0] for x in results["suspend"].get(RELAY_SUSPEND, [])])
     rr = stats([x[0] for x in results["resume"].get(RELAY_SUSPEND, [])])
+    ws = stats([x[0] for x in results["suspend"].get(RELAY_SUSPEND_WORK, [])])
+    wr = stats([x[0] for x in results["resume"].get(RELAY_SUSPEND_WORK, [])])
     if cs and extra["fs"]:
         ok = cs[0] <= 2 * extra["fs"][0] and cr[0] <= 2 * extra["fr"][0]
         text = (f"suspend {cs[0]:.0f} µs ({cs[0] / extra['fs'][0]:.1f}x), resume {cr[0]:.0f} µs ({cr[0] / extra['fr'][0]:.1f}x)")
         if rs:
             text += (f"; the C relay with the same message: {rs[0]:.0f} / {rr[0]:.0f} µs "
                      f"(lifecycled {cs[0] / rs[0]:.1f}x / {cr[0] / rr[0]:.1f}x of it)")
+        if ws:
+            text += (f"; with the required work (oom_score_adj, /proc confirmation, state file): {ws[0]:.0f} / {wr[0]:.0f} µs "
+                     f"(lifecycled {cs[0] / ws[0]:.1f}x / {cr[0] / wr[0]:.1f}x of it)")
         out.append(("suspend/resume within 2x of the floor: the daemon's share (one open connection)", ok, text))
     sc = results["scaling"]
     if sc:
         first = min(sc); row = sc[first]
         floor = 8 * extra["pp"][0]
         relay = extra["relay"][0]
+        work = extra.get("relay_work")
         out.append(("switch round trip within 2x of the ping-pong floor", row["switch_conn"][0] <= 2 * floor,
                     f"{row['switch_conn'][0]:.0f} µs (one connection, N={first}) vs {floor:.0f} µs ({row['switch_conn'][0] / floor:.1f}x);"
-                    f" vs the same switch between four C processes {relay:.0f} µs ({row['switch_conn'][0] / relay:.1f}x);"
-                    f" through lifectl {row['switch_lifectl'][0] / 1000:.1f} ms"))
+                    f" vs the same switch between four C processes {relay:.0f} µs ({row['switch_conn'][0] / relay:.1f}x)"
+                    + (f", and with the required work (state files, weights, oom_score_adj) {work[0]:.0f} µs"
+                       f" ({row['switch_conn'][0] / work[0]:.1f}x)" if work else "")
+                    + f"; through lifectl {row['switch_lifectl'][0] / 1000:.1f} ms"))
         last = max(sc)
         sw = sc[last]["switch_conn"][0] / sc[first]["switch_conn"][0]
         stt = sc[last]["status_conn"][0] / sc[first]["status_conn"][0]

@@ -1,22 +1,41 @@
 // relay_floor: the physical floor of lifecycled's two round trips with the same processes and messages, in C,
 // without JSON, logs, priorities or a model: what is left is the kernel's socket and wake-up costs.
 //
-//   relay_floor switch K
+//   relay_floor [--pin CPU] [--work DIR] switch K
 //       Four processes, as in an app switch through the daemon: this one (the controller), a relay (the daemon's
 //       stand-in) and two clients. K times, alternating the target: the controller sends a request line; the relay
 //       sends two lifecycle-sized lines to the app losing focus and two to the one gaining it, each waiting for its
 //       ack line, then replies. 10 one-way messages per switch, as the daemon's (request, 4 callbacks, 4 acks, reply).
-//   relay_floor suspend K PID
+//   relay_floor [--pin CPU] [--work DIR] suspend K PID
 //       Two processes: the controller sends a request, the relay kill()s PID's process group (SIGSTOP) and replies;
 //       the controller waits for the reply and polls /proc until PID is in state T; then the same with SIGCONT.
+//   --pin CPU   every process of the floor on that one CPU (sched_setaffinity before the forks, inherited), and in
+//               suspend mode PID too (its own affinity is put back at the end). Without it the scheduler places
+//               them: on a VM a wake-up across vCPUs can cost several times one on the same CPU, so the harness
+//               measures both and takes the faster (bench/bench.py), as for the ping-pong floor.
+//   --work DIR  the floor with the kernel work the daemon must do per transition, done the cheapest way:
+//               each transition writes a ~400-byte state file in DIR (open, write, close, rename: DIR on tmpfs, as
+//               the daemon's runtime directory) and the oom_score_adj of the process; a foreground/background
+//               change also writes the app's CPU weight (v1 cpu.shares, else cgroup2 cpu.weight) of a cgroup of
+//               its own, made for the run under the cpu hierarchy (skipped, said on stderr, where none can be made).
+//               switch: 4 transitions per switch (the losing app to inactive and background, the gaining one to
+//               inactive and active), so 4 state files, 2 weights and 2 oom_score_adj, each written when the ack
+//               that completes its transition comes in. suspend: oom_score_adj 900, SIGSTOP, /proc polled until T
+//               (the confirmation), the reply, then the state file; resume: oom_score_adj 500, SIGCONT, the reply,
+//               the state file. The CPU weight is not written on suspend/resume: a suspended app keeps its
+//               background weight (a stopped process runs no code).
 // Prints, in microseconds:
 //   switch   <median> <min> <max>            or      suspend <median> <min> <max> / resume <median> <min> <max>
+#define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +81,58 @@ static char state(pid_t pid) {
     return paren && paren[1] ? paren[2] : 0;
 }
 
+/* --work: the state file of one app, written as the daemon writes its own (a temporary file renamed over it). */
+static const char *workDir;
+static char stateText[400];
+
+static void save_state(const char *app) {
+    char path[4096], temporary[4200];
+    snprintf(path, sizeof path, "%s/%s.json", workDir, app);
+    snprintf(temporary, sizeof temporary, "%s.tmp", path);
+    int f = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (f < 0 || write(f, stateText, sizeof stateText) != (ssize_t) sizeof stateText) { perror("relay_floor: state file"); exit(1); }
+    close(f);
+    if (rename(temporary, path) != 0) { perror("relay_floor: rename"); exit(1); }
+}
+
+/* One small write to a kernel file, as the daemon's writeKernelFile: open, write, close. */
+static void write_file(const char *path, const char *text) {
+    if (!path) return;
+    int f = open(path, O_WRONLY | O_CLOEXEC);
+    if (f < 0) return;  /* a process gone meanwhile */
+    if (write(f, text, strlen(text)) < 0) {}
+    close(f);
+}
+
+static void set_oom(pid_t pid, const char *value) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/oom_score_adj", pid);
+    write_file(path, value);
+}
+
+/* A cgroup of the run's own under the cpu hierarchy, with `pid` in it; its weight file (v1 cpu.shares, else cgroup2
+   cpu.weight), or NULL where none can be made (not root, no cpu controller). The directory goes in `made`. */
+static char *cpu_group(const char *name, pid_t pid, char *made, size_t size) {
+    static const char *parents[][2] = {
+        {"/sys/fs/cgroup/cpu", "cpu.shares"}, {"/sys/fs/cgroup/cpu,cpuacct", "cpu.shares"}, {"/sys/fs/cgroup", "cpu.weight"},
+    };
+    for (size_t i = 0; i < sizeof parents / sizeof parents[0]; i++) {
+        char file[4096], procs[4096], pidText[32];
+        snprintf(made, size, "%s/%s-%d", parents[i][0], name, getpid());
+        if (mkdir(made, 0755) != 0) continue;
+        snprintf(file, sizeof file, "%s/%s", made, parents[i][1]);
+        snprintf(procs, sizeof procs, "%s/cgroup.procs", made);
+        snprintf(pidText, sizeof pidText, "%d", pid);
+        int f = open(procs, O_WRONLY);
+        int moved = f >= 0 && write(f, pidText, strlen(pidText)) > 0;
+        if (f >= 0) close(f);
+        if (moved && access(file, W_OK) == 0) return strdup(file);
+        rmdir(made);
+    }
+    made[0] = 0;
+    return NULL;
+}
+
 static pid_t spawn_client(int fd) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -75,7 +146,15 @@ static pid_t spawn_client(int fd) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: relay_floor switch K | relay_floor suspend K PID\n"); return 2; }
+    int pin = -1;
+    while (argc > 2 && strncmp(argv[1], "--", 2) == 0) {
+        if (strcmp(argv[1], "--pin") == 0) pin = atoi(argv[2]);
+        else if (strcmp(argv[1], "--work") == 0) workDir = argv[2];
+        else break;
+        argv += 2;
+        argc -= 2;
+    }
+    if (argc < 3) { fprintf(stderr, "usage: relay_floor [--pin CPU] [--work DIR] switch K | ... suspend K PID\n"); return 2; }
     int k = atoi(argv[2]);
     int suspendMode = strcmp(argv[1], "suspend") == 0;
     if (k < 1 || (suspendMode && argc != 4) || (!suspendMode && strcmp(argv[1], "switch") != 0)) return 2;
@@ -85,9 +164,30 @@ int main(int argc, char **argv) {
     pid_t children[3];
     int count = 0;
     pid_t target = suspendMode ? atoi(argv[3]) : 0;
+    cpu_set_t targetMask;
+    int targetPinned = 0;
+    if (pin >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(pin, &one);
+        if (sched_setaffinity(0, sizeof one, &one) != 0) { perror("relay_floor: sched_setaffinity"); return 1; }
+        if (suspendMode && sched_getaffinity(target, sizeof targetMask, &targetMask) == 0)
+            targetPinned = sched_setaffinity(target, sizeof one, &one) == 0;
+    }
+    memset(stateText, ' ', sizeof stateText);
+    memcpy(stateText, "{\"name\":\"app\",\"pid\":1,\"snapshot\":{\"state\":\"background\"}}", 52);
+    stateText[sizeof stateText - 1] = '\n';
     if (!suspendMode) {
         children[count++] = spawn_client(a[1]);
         children[count++] = spawn_client(b[1]);
+    }
+    /* --work, switch: a weight file per client (in a cgroup of its own). */
+    char groupA[4096] = "", groupB[4096] = "";
+    char *weightA = NULL, *weightB = NULL;
+    if (workDir && !suspendMode) {
+        weightA = cpu_group("relay-floor-a", children[0], groupA, sizeof groupA);
+        weightB = cpu_group("relay-floor-b", children[1], groupB, sizeof groupB);
+        if (!weightA || !weightB) fprintf(stderr, "relay_floor: no cgroup with a CPU weight could be made; no weight written\n");
     }
     pid_t relay = fork();
     if (relay == 0) {
@@ -103,15 +203,31 @@ int main(int argc, char **argv) {
         for (;;) {
             get(control[1], buffer, sizeof buffer);
             if (suspendMode) {
-                kill(signalled, buffer[0] == 'S' ? SIGSTOP : SIGCONT);
+                int stop = buffer[0] == 'S';
+                if (workDir) set_oom(target, stop ? "900" : "500");
+                kill(signalled, stop ? SIGSTOP : SIGCONT);
+                /* Polled with sched_yield(): pinned to the target's CPU, a busy loop kept it from running (and so
+                   from stopping) until the scheduler's tick, 4 ms. */
+                if (workDir && stop) while (state(target) != 'T' && state(target) != 't') sched_yield();
                 put(control[1], "{\"ok\":true}\n");
+                if (workDir) save_state("app");
                 continue;
             }
-            int losing = buffer[0] == 'A' ? b[0] : a[0], gaining = buffer[0] == 'A' ? a[0] : b[0];
+            int toA = buffer[0] == 'A';
+            int losing = toA ? b[0] : a[0], gaining = toA ? a[0] : b[0];
+            pid_t losingPid = toA ? children[1] : children[0], gainingPid = toA ? children[0] : children[1];
+            char *losingWeight = toA ? weightB : weightA, *gainingWeight = toA ? weightA : weightB;
+            int v1 = weightA && strstr(weightA, "cpu.shares") != NULL;
             for (int i = 0; i < 4; i++) {
                 int fd = i < 2 ? losing : gaining;
                 put(fd, callbacks[i]);
                 get(fd, buffer, sizeof buffer);
+                if (!workDir) continue;
+                /* The ack completes a transition: losing app inactive, then background (lower priority); gaining
+                   app inactive (foreground priority), then active. Each is saved. */
+                if (i == 1) { write_file(losingWeight, v1 ? "128" : "20"); set_oom(losingPid, "500"); }
+                if (i == 2) { write_file(gainingWeight, v1 ? "1024" : "100"); set_oom(gainingPid, "0"); }
+                save_state(i < 2 ? (toA ? "b" : "a") : (toA ? "a" : "b"));
             }
             put(control[1], "{\"apps\":[{\"name\":\"app1\",\"state\":\"active\"}],\"ok\":true}\n");
         }
@@ -124,11 +240,13 @@ int main(int argc, char **argv) {
             double start = now();
             put(control[0], "S\n");
             get(control[0], buffer, sizeof buffer);
-            while (state(target) != 'T' && state(target) != 't') {}
+            /* Pinned, the target shares this CPU: yield while polling, or a busy loop can keep it from running (and
+               from stopping) until the scheduler's tick (4 ms in some pinned runs). */
+            while (state(target) != 'T' && state(target) != 't') if (pin >= 0) sched_yield();
             double middle = now();
             put(control[0], "C\n");
             get(control[0], buffer, sizeof buffer);
-            while (state(target) == 'T' || state(target) == 't') {}
+            while (state(target) == 'T' || state(target) == 't') if (pin >= 0) sched_yield();
             first[i] = middle - start;
             second[i] = now() - middle;
         } else {
@@ -140,6 +258,10 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < count; i++) kill(children[i], SIGKILL);
     for (int i = 0; i < count; i++) waitpid(children[i], NULL, 0);
+    if (targetPinned) sched_setaffinity(target, sizeof targetMask, &targetMask);
+    if (suspendMode && workDir) set_oom(target, "500");  /* as the daemon left it: in the background */
+    for (char *group = groupA; group; group = group == groupA ? groupB : NULL)
+        if (group[0]) rmdir(group);  /* its processes are reaped: empty */
     if (suspendMode) {
         report("suspend", first, k);
         report("resume", second, k);

@@ -131,8 +131,8 @@ private let isHybridRoot = getuid() == 0
         #expect(support.mechanisms == [
             "app cgroups under: cgroup2 \(root) (delegated; lifecycled runs in \(root)/supervisor)",
             "cgroup2 controllers for apps: cpu io memory",
-            "background priority: cgroup2 cpu.weight 100 → 20, suspended 1",
-            "background io priority: cgroup2 io.weight 100 → 20, suspended 1",
+            "background priority: cgroup2 cpu.weight 100 → 20, kept while suspended",
+            "background io priority: cgroup2 io.weight 100 → 20, kept while suspended",
             "suspend (freezer): cgroup2 cgroup.freeze",
             "oom_score_adj: 0 / 500 / 900",
         ])
@@ -173,7 +173,7 @@ private let isHybridRoot = getuid() == 0
             #expect(cgroupFileWords(root + "/cgroup.subtree_control").isSubset(of: offered.intersection(DelegatedSubtree.wantedControllers)))
             #expect(support.mechanisms.contains("cgroup2 controllers for apps: none"))
             #expect(support.mechanisms.contains("suspend (freezer): cgroup2 cgroup.freeze"))
-            #expect(support.mechanisms.contains("background priority: nice 0 → 10, suspended 19 (no cgroup cpu control)"))
+            #expect(support.mechanisms.contains("background priority: nice 0 → 10, kept while suspended (no cgroup cpu control)"))
             #expect(!fileExists("/sys/fs/cgroup/cpu/\(name)-unused") && !fileExists(root + "/\(name)-unused"),
                     "no lifecycled group when delegated")
 

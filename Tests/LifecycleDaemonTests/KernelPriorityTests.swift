@@ -24,6 +24,38 @@ import Testing
         #expect(getpriority(which, id_t(pid)) == 0)
     }
 
+    @Test(.enabled(if: getuid() == 0, "lowering nice again needs root"))
+    func niceIsLeftAloneWhereTheClassWeighsTheSame() throws {
+        let children = Children()
+        defer { children.killAndReapAll() }
+        let pid = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"]))
+        let which = __priority_which_t(PRIO_PGRP.rawValue)
+
+        #expect(ProcessPriority.apply(.background, processGroup: pid, members: [pid], useNice: true).isEmpty)
+        #expect(getpriority(which, id_t(pid)) == 10)
+        // Someone else renices it: a suspension (same weights as the background) does not write nice again...
+        #expect(setpriority(which, id_t(pid), 5) == 0)
+        #expect(ProcessPriority.apply(.suspended, from: .background, processGroup: pid, members: [pid], useNice: true).isEmpty)
+        #expect(try readKernelFile("/proc/\(pid)/oom_score_adj") == "900\n", "oom_score_adj differs, and is written")
+        #expect(getpriority(which, id_t(pid)) == 5)
+        // ...while a class known to weigh otherwise, or an unknown previous one, does.
+        #expect(ProcessPriority.apply(.suspended, from: .foreground, processGroup: pid, members: [pid], useNice: true).isEmpty)
+        #expect(getpriority(which, id_t(pid)) == 10)
+        #expect(setpriority(which, id_t(pid), 5) == 0)
+        #expect(ProcessPriority.apply(.suspended, processGroup: pid, members: [pid], useNice: true).isEmpty)
+        #expect(getpriority(which, id_t(pid)) == 10)
+    }
+
+    @Test func suspendedAppsKeepTheirBackgroundWeights() {
+        // A stopped or frozen process runs no code: only its rank for the OOM killer changes.
+        #expect(PriorityClass.suspended.weightClass == .background)
+        #expect(PriorityClass.suspended.cpuShares == PriorityClass.background.cpuShares)
+        #expect(PriorityClass.suspended.cgroupWeight == PriorityClass.background.cgroupWeight)
+        #expect(PriorityClass.suspended.niceValue == PriorityClass.background.niceValue)
+        #expect(PriorityClass.suspended.oomScoreAdj > PriorityClass.background.oomScoreAdj)
+        #expect(PriorityClass.foreground.cpuShares > PriorityClass.background.cpuShares)
+    }
+
     @Test func vanishedMembersAreNotFailures() {
         #expect(ProcessPriority.apply(.background, processGroup: 4_194_305, members: [4_194_305], useNice: true).isEmpty)
     }

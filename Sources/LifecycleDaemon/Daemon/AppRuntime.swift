@@ -35,6 +35,10 @@ final class AppRuntime {
     var suspendedWith: SuspendMechanism?
     var stopCheck: EventSource?
     var stopCheckStarted: Duration = .zero
+    /// The processes the current suspension stopped (read as it began), which the leader's stop report confirms.
+    var stopMembers: [pid_t] = []
+    /// `members()` as read in one loop iteration (`members(iteration:)`).
+    private var membersRead: (iteration: UInt64, leader: pid_t?, pids: [pid_t])?
     /// Removed from the config while running: forget it once it has exited.
     var removeWhenStopped = false
 
@@ -51,6 +55,16 @@ final class AppRuntime {
             if !pids.isEmpty { return pids }
         }
         return ProcessTable.members(ofProcessGroup: pid)
+    }
+
+    /// `members()`, read once per loop iteration: a suspend (or resume) writes each member's oom_score_adj, signals
+    /// the members outside the process group and checks the stop, all in one callback, and read cgroup.procs three
+    /// times for it. A later callback reads it again (`EventLoop.iteration`).
+    func members(iteration: UInt64) -> [pid_t] {
+        if let read = membersRead, read.iteration == iteration, read.leader == pid { return read.pids }
+        let pids = members()
+        membersRead = (iteration, pid, pids)
+        return pids
     }
 
     /// The processes SIGSTOP reached: the app's process group. Taken from the app's cgroup where it has one

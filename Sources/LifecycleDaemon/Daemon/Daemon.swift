@@ -474,8 +474,14 @@ public final class Daemon {
             unconfirmedStops.remove(name)
             exited(app, code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status))
         case Int32(CLD_STOPPED):
-            // A stop we caused is already known to the model; check /proc so a stale event after our own
-            // SIGCONT is not taken for someone else's stop.
+            // waitid() reports a stop only while the process is stopped (a SIGCONT clears it as it is sent): the
+            // stop this daemon caused is confirmed for the leader without reading /proc (see `suspend`).
+            if unconfirmedStops.contains(name) && app.suspendedWith == .signal {
+                return confirmStopped(name, leaderStopped: true)
+            }
+            // The model takes a stop only for an app it does not hold suspended: for one it does, nothing to check.
+            guard model.app(name)?.state != .suspended else { return }
+            // Check /proc so a stale event after our own SIGCONT is not taken for someone else's stop.
             if ProcessTable.state(of: pid) == "T" { dispatch(.processStopped(app: name)) }
         case Int32(CLD_CONTINUED):
             // While our own stop is unconfirmed, a continue is the late report of our previous SIGCONT: the new
@@ -483,6 +489,9 @@ public final class Daemon {
             // someone else's continue would move the app to the background as it stops (seen once in 3,000
             // back-to-back suspend/resume pairs).
             guard !(unconfirmedStops.contains(name) && app.suspendedWith != nil) else { return }
+            // The model takes a continue only for a suspended app it is not terminating (the report of our own
+            // resume comes when the app is in the background already): for any other, nothing to check.
+            guard let record = model.app(name), record.state == .suspended, !record.isTerminating else { return }
             if ProcessTable.state(of: pid) != "T" { dispatch(.processContinued(app: name)) }
         default: break
         }
@@ -543,37 +552,69 @@ public final class Daemon {
                 Log.notice("\(name): SuspendMethod=freezer, but it has no cgroup freezer here; using SIGSTOP")
             }
         }
+        // The members as the priority of the transition read them, in this same callback (`members(iteration:)`).
+        let members = app.members(iteration: loop.iteration)
         if mechanism == .signal {
             kill(-pid, SIGSTOP)
             // A child that left the group (setsid) is still in the app's cgroup: it is stopped too.
-            for member in app.cgroup?.pids() ?? [] where getpgid(member) != pid { kill(member, SIGSTOP) }
+            for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGSTOP) }
         }
         app.suspendedWith = mechanism
         app.stopCheckStarted = loop.now
-        confirmStopped(name)
+        app.stopMembers = members
+        if mechanism == .signal && app.pidfd == nil {
+            // Our own child: the kernel reports its stop (CLD_STOPPED, `childChanged`), which confirms it without a
+            // read of /proc, and the other members are checked then. Checking /proc now, before the signal has had
+            // time to land, mostly found it running and polled. The recheck stays armed, in case no report comes
+            // (someone's SIGCONT cut the stop short).
+            armStopCheck(app)
+        } else {
+            confirmStopped(name)
+        }
+    }
+
+    /// The members of the app's cgroup outside its process group (a child that called setsid()), which the
+    /// signal to the group does not reach. None without a cgroup: the process group is all there is. The process
+    /// the daemon spawned leads its group for good (a session leader cannot change its group): no getpgid for it.
+    /// Read at most once per callback (`members(iteration:)`), and not at all without a cgroup (where it would be a
+    /// scan of /proc).
+    private func membersOutsideGroup(_ app: AppRuntime, leader pid: pid_t) -> [pid_t] {
+        guard app.cgroup != nil else { return [] }
+        return app.members(iteration: loop.iteration).filter { member in
+            !(member == pid && app.pidfd == nil) && getpgid(member) != pid
+        }
+    }
+
+    private func armStopCheck(_ app: AppRuntime) {
+        let name = app.name
+        if app.stopCheck == nil {
+            app.stopCheck = try? loop.timer { [unowned self] in self.confirmStopped(name) }
+        }
+        app.stopCheck?.arm(after: .milliseconds(1))
     }
 
     /// The stop is confirmed when every process shows `T` in /proc (or the cgroup reports frozen).
     /// Signals are delivered asynchronously, so recheck briefly (typically well under a millisecond).
-    private func confirmStopped(_ name: String) {
-        guard let app = apps[name], app.pid != nil, let mechanism = app.suspendedWith else {
+    /// `leaderStopped`: the kernel reported the stop of the leader (our child), so only the other processes the
+    /// suspension stopped are read in /proc, and none for an app of one process.
+    private func confirmStopped(_ name: String, leaderStopped: Bool = false) {
+        guard let app = apps[name], let pid = app.pid, let mechanism = app.suspendedWith else {
             unconfirmedStops.remove(name)
             return
         }
-        let members = app.members()
+        let members = leaderStopped ? app.stopMembers : app.members(iteration: loop.iteration)
         let confirmed = switch mechanism {
-        case .signal: ProcessTable.allStopped(members)
+        case .signal: leaderStopped ? ProcessTable.noneRunning(members.filter { $0 != pid }) : ProcessTable.allStopped(members)
         case .freezer: app.cgroup?.isFrozen() ?? false
         }
         let elapsed = loop.now - app.stopCheckStarted
         if confirmed {
             unconfirmedStops.remove(name)
-            Log.info("\(name): suspended with \(mechanism.description): \(members.count) process\(members.count == 1 ? "" : "es") stopped, confirmed after \(Int(elapsed / .microseconds(1))) µs")
+            app.stopCheck?.disarm()
+            let count = max(members.count, 1)
+            Log.info("\(name): suspended with \(mechanism.description): \(count) process\(count == 1 ? "" : "es") stopped, confirmed after \(Int(elapsed / .microseconds(1))) µs")
         } else if elapsed < .seconds(2) {
-            if app.stopCheck == nil {
-                app.stopCheck = try? loop.timer { [unowned self] in self.confirmStopped(name) }
-            }
-            app.stopCheck?.arm(after: .milliseconds(1))
+            armStopCheck(app)
         } else {
             unconfirmedStops.remove(name)
             Log.warning("\(name): Failed to confirm the suspension within 2s: some processes are still running")
@@ -589,9 +630,10 @@ public final class Daemon {
             do { try app.cgroup?.thaw() } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
         case .signal, nil:
             kill(-pid, SIGCONT)
-            for member in app.cgroup?.pids() ?? [] where getpgid(member) != pid { kill(member, SIGCONT) }
+            for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGCONT) }
         }
         app.suspendedWith = nil
+        app.stopMembers = []
     }
 
     /// Thaws the app's cgroup if its freezer holds it frozen (or freezing).
@@ -733,17 +775,23 @@ public final class Daemon {
     }
 
     private func apply(_ priority: PriorityClass, to app: AppRuntime, pid: pid_t) {
+        var previous = app.priority
         app.priority = priority
         var cpuByCgroup = false
         if let cgroup = app.cgroup {
             do {
-                try cgroup.setPriority(priority)
+                // Background and suspended weigh the same (PriorityClass.weightClass): between them nothing is written.
+                if previous?.weightClass != priority.weightClass { try cgroup.setPriority(priority) }
                 cpuByCgroup = cgroup.controlsCPU
             } catch {
                 Log.debug("\(app.name): Failed to set the cgroup priority: \(error)")
+                // Nice instead, now and (nothing known to be applied) at the next transition too.
+                previous = nil
+                app.priority = nil
             }
         }
-        let failures = ProcessPriority.apply(priority, processGroup: pid, members: app.members(), useNice: !cpuByCgroup)
+        let failures = ProcessPriority.apply(priority, from: previous, processGroup: pid,
+                                             members: app.members(iteration: loop.iteration), useNice: !cpuByCgroup)
         for failure in failures { Log.debug("\(app.name): \(failure), ignoring") }
     }
 

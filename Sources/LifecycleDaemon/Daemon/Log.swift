@@ -32,11 +32,14 @@ public enum Log {
         set { prefixesValue.store(newValue, ordering: .relaxed) }
     }
 
-    public static func debug(_ message: @autoclosure () -> String) { write(.debug, message()) }
-    public static func info(_ message: @autoclosure () -> String) { write(.info, message()) }
-    public static func notice(_ message: @autoclosure () -> String) { write(.notice, message()) }
-    public static func warning(_ message: @autoclosure () -> String) { write(.warning, message()) }
-    public static func error(_ message: @autoclosure () -> String) { write(.error, message()) }
+    // The message is built only when it is written, as `event`'s: `write(.info, message())` built it first, so
+    // every debug and info line on a transition path (a suspend's confirmation, each callback sent on a switch)
+    // cost its string at the bench's level (`warning`) too.
+    public static func debug(_ message: @autoclosure () -> String) { if Level.debug >= threshold { write(.debug, message()) } }
+    public static func info(_ message: @autoclosure () -> String) { if Level.info >= threshold { write(.info, message()) } }
+    public static func notice(_ message: @autoclosure () -> String) { if Level.notice >= threshold { write(.notice, message()) } }
+    public static func warning(_ message: @autoclosure () -> String) { if Level.warning >= threshold { write(.warning, message()) } }
+    public static func error(_ message: @autoclosure () -> String) { if Level.error >= threshold { write(.error, message()) } }
 
     /// A structured record: in the journal with its MESSAGE_ID and fields (`LIFECYCLE_APP=` …); on stderr,
     /// the same words. Message and fields are built only when the record is written: a transition below the

@@ -104,15 +104,16 @@ public struct CgroupSupport: Sendable {
         }
 
         let (fg, bg, sus) = (PriorityClass.foreground, PriorityClass.background, PriorityClass.suspended)
+        // Suspended apps keep the background weights (PriorityClass.weightClass): a stopped process runs no code.
         if unifiedCPU {
-            lines.append("background priority: cgroup2 cpu.weight \(fg.cgroupWeight) → \(bg.cgroupWeight), suspended \(sus.cgroupWeight)")
+            lines.append("background priority: cgroup2 cpu.weight \(fg.cgroupWeight) → \(bg.cgroupWeight), kept while suspended")
         } else if cpuParent != nil {
-            lines.append("background priority: cgroup v1 cpu.shares \(fg.cpuShares) → \(bg.cpuShares), suspended \(sus.cpuShares)")
+            lines.append("background priority: cgroup v1 cpu.shares \(fg.cpuShares) → \(bg.cpuShares), kept while suspended")
         } else {
-            lines.append("background priority: nice \(fg.niceValue) → \(bg.niceValue), suspended \(sus.niceValue) (no cgroup cpu control)")
+            lines.append("background priority: nice \(fg.niceValue) → \(bg.niceValue), kept while suspended (no cgroup cpu control)")
         }
         if unifiedIO {
-            lines.append("background io priority: cgroup2 io.weight \(fg.cgroupWeight) → \(bg.cgroupWeight), suspended \(sus.cgroupWeight)")
+            lines.append("background io priority: cgroup2 io.weight \(fg.cgroupWeight) → \(bg.cgroupWeight), kept while suspended")
         }
         if unifiedFreezer {
             lines.append("suspend (freezer): cgroup2 cgroup.freeze")

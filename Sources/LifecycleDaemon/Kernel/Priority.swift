@@ -13,30 +13,35 @@ extension PriorityClass {
         }
     }
 
+    /// The class whose CPU and IO weights apply. A suspended app keeps its background weights: a stopped or
+    /// frozen process runs no code and issues no IO, so a weight of its own would change nothing while it is
+    /// suspended, and would cost a write of each weight file on every suspend and another on every resume
+    /// (half of a suspend/resume's cgroup writes; bench/callgrind.sh, docs/BENCHMARKS.md).
+    var weightClass: PriorityClass {
+        self == .suspended ? .background : self
+    }
+
     /// cgroup2 cpu.weight and io.weight (default 100, range 1–10000).
     var cgroupWeight: Int {
-        switch self {
+        switch weightClass {
         case .foreground: 100
-        case .background: 20
-        case .suspended: 1
+        case .background, .suspended: 20
         }
     }
 
     /// cgroup v1 cpu.shares (default 1024, minimum 2).
     var cpuShares: Int {
-        switch self {
+        switch weightClass {
         case .foreground: 1024
-        case .background: 128
-        case .suspended: 2
+        case .background, .suspended: 128
         }
     }
 
     /// The nice value, used only where no cgroup controls the CPU.
     var niceValue: Int32 {
-        switch self {
+        switch weightClass {
         case .foreground: 0
-        case .background: 10
-        case .suspended: 19
+        case .background, .suspended: 10
         }
     }
 }
@@ -47,9 +52,10 @@ public enum ProcessPriority {
     /// renices the whole process group. Members that exit meanwhile are skipped. Returns the
     /// failures for the caller to log. Going back to foreground lowers both values, which
     /// needs CAP_SYS_RESOURCE and CAP_SYS_NICE (the daemon runs as root).
+    /// `from`: the class applied before, when known; the nice value is left alone where it is the same.
     public static func apply(
-        _ cls: PriorityClass, processGroup pgid: pid_t, members: [pid_t], useNice: Bool,
-        procRoot: String = "/proc"
+        _ cls: PriorityClass, from previous: PriorityClass? = nil, processGroup pgid: pid_t, members: [pid_t],
+        useNice: Bool, procRoot: String = "/proc"
     ) -> [SystemError] {
         var failures: [SystemError] = []
         for pid in members {
@@ -61,7 +67,7 @@ public enum ProcessPriority {
                 failures.append(error)
             }
         }
-        if useNice {
+        if useNice && previous?.niceValue != cls.niceValue {
             // PRIO_PGRP sets every process of the group in one call.
             let which = __priority_which_t(PRIO_PGRP.rawValue)
             if setpriority(which, id_t(pgid), cls.niceValue) != 0 && errno != ESRCH {

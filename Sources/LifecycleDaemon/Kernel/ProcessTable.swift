@@ -43,6 +43,12 @@ public enum ProcessTable {
         return sawStopped
     }
 
+    /// Whether no live process in `pids` runs: each is stopped (T or t), or has exited (gone, zombie, dead).
+    /// True for an empty list: for the members besides a leader whose stop the kernel reported already.
+    public static func noneRunning(_ pids: [pid_t], procRoot: String = "/proc") -> Bool {
+        pids.allSatisfy { pid in state(of: pid, procRoot: procRoot).map { isStopped($0) || isExited($0) } ?? true }
+    }
+
     /// Whether no process in `pids` is stopped (T or t); true for an empty list.
     public static func noneStopped(_ pids: [pid_t], procRoot: String = "/proc") -> Bool {
         !pids.contains { pid in state(of: pid, procRoot: procRoot).map(isStopped) ?? false }

@@ -37,6 +37,14 @@ public final class EventLoop {
         return .microseconds(Int64(usec))
     }
 
+    /// The number of the current iteration. sd-event dispatches one source per iteration, so what a callback read
+    /// of the kernel may be reused within that callback and is read again in the next one.
+    public var iteration: UInt64 {
+        var iteration: UInt64 = 0
+        _ = sd_event_get_iteration(event, &iteration)
+        return iteration
+    }
+
     // MARK: Sources
 
     /// Calls `handler(revents)` whenever `fd` is ready for `events` (EPOLLIN, EPOLLOUT…).
