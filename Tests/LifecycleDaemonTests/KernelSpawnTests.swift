@@ -63,7 +63,12 @@ import Testing
         // /proc/PID/fd identifies it. (Counting the child's fds is racy: after execve, sleep's own
         // setlocale briefly opens the locale archive.)
         let strayPath = "/tmp/lifecycled-stray-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let stray = open(strayPath, O_RDWR | O_CREAT, 0o600)
+        // Moved above 10: other tests of this process close their descriptors meanwhile, and a low free number
+        // (3) would make it the inherited descriptor's place (a flake seen once).
+        let opened = open(strayPath, O_RDWR | O_CREAT, 0o600)
+        try #require(opened >= 0)
+        let stray = fcntl(opened, F_DUPFD, 10)
+        close(opened)
         try #require(stray > 3)
         defer { close(stray); unlink(strayPath) }
         var pipeFDs: [Int32] = [-1, -1]
