@@ -17,6 +17,34 @@ struct PersistedApp: Codable, Equatable {
     var snapshot: AppSnapshot
 }
 
+extension PersistedApp {
+    /// The file's JSON as the Codable conformance gives it through JSONEncoder (LineCoder's bytes), written by hand:
+    /// keys in sorted order, nil optionals left out (AppSnapshot.writeJSON says why and how).
+    func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
+        writer.raw(#"{"name":"#)
+        writer.string(name)
+        if let pid {
+            writer.raw(#","pid":"#)
+            writer.integer(Int64(pid))
+        }
+        writer.raw(#","snapshot":"#)
+        try snapshot.writeJSON(into: &writer)
+        if let startTime {
+            writer.raw(#","startTime":"#)
+            writer.unsigned(startTime)
+        }
+        if let suspendedWith {
+            writer.raw(#","suspendedWith":"#)
+            writer.string(suspendedWith)
+        }
+        if let token {
+            writer.raw(#","token":"#)
+            writer.string(token)
+        }
+        writer.byte(UInt8(ascii: "}"))
+    }
+}
+
 /// RUNTIME_DIR/state/NAME.json, one file per app, each written whole to a temporary file and renamed over
 /// the old one: a reader (the next daemon) sees the old file or the new one, never a torn one.
 ///
@@ -71,7 +99,7 @@ final class StateStore {
     /// Writes the app's file, unless it already holds exactly these bytes (then returns false).
     @discardableResult
     func save(_ app: PersistedApp) throws(SystemError) -> Bool {
-        let bytes = coder.encode(app)
+        let bytes = encode(app)
         let digest = Digest(bytes)
         if lastSaved[app.name] == digest { return false }
         // Whatever happens below, the file may no longer hold what was last saved.
@@ -104,6 +132,20 @@ final class StateStore {
             savedIdentity[app.name] = nil
         }
         return true
+    }
+
+    /// The file's bytes: what `LineCoder.encode` gives (JSON and a newline), by `PersistedApp.writeJSON`.
+    func encode(_ app: PersistedApp) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.bytes.reserveCapacity(1024)
+        do {
+            try app.writeJSON(into: &writer)
+        } catch {
+            // A payload number JSON cannot hold: LineCoder's verdict, as it was before the hand-written path.
+            return coder.encode(app)
+        }
+        writer.byte(UInt8(ascii: "\n"))
+        return writer.bytes
     }
 
     func remove(_ name: String) {
