@@ -1,0 +1,156 @@
+// The messages of an app switch, written by hand (JSONWriter, LifecycleModel/JSONWriter.swift): the four callbacks and
+// the reply to `focus` (one app's status). callgrind put their encoding through the generic Encodable path at a quarter
+// of a switch's instructions once the state files no longer went through it (a reply some 60k, a callback some 11k),
+// against a few thousand here.
+//
+// The contract is FastJSONEncoder's: the bytes JSONEncoder writes with [.sortedKeys, .withoutEscapingSlashes] for the
+// same value (keys spelled in their sorted place, a nil optional left out as `encodeIfPresent` leaves it out). What is
+// not written here returns false and takes the generic path: other messages, a reply carrying the daemon's block or a
+// post summary, a callback with launch options, a number JSON cannot hold. Tests/LifecycleProtocolTests/
+// MessageJSONTests.swift compares both with JSONEncoder, and fails when a stored property is added to one of these types
+// without being written here.
+
+import LifecycleModel
+
+extension FastJSONEncoder {
+    /// The hand-written bytes of the value, or nil when it is left to the generic path.
+    static func handWritten<T: Encodable>(_ value: T) -> [UInt8]? {
+        var writer = JSONWriter()
+        writer.bytes.reserveCapacity(512)
+        // A metatype comparison, then a cast that cannot fail (as for the leaves in EncodedItem.make).
+        if T.self == ServerMessage.self {
+            guard unsafeBitCast(value, to: ServerMessage.self).writeJSON(into: &writer) else { return nil }
+        } else if T.self == ControlReply.self {
+            guard (try? unsafeBitCast(value, to: ControlReply.self).writeJSON(into: &writer)) == true else { return nil }
+        } else {
+            return nil
+        }
+        return writer.bytes
+    }
+}
+
+extension ServerMessage {
+    /// A lifecycle callback without launch options (every callback but a launch's didFinishLaunching); false, and
+    /// nothing written, for any other message.
+    func writeJSON(into writer: inout JSONWriter) -> Bool {
+        guard case .callback(let callback, let id, let deadlineMs, nil) = self else { return false }
+        writer.raw(#"{"deadlineMs":"#)
+        writer.integer(Int64(deadlineMs))
+        writer.raw(#","id":"#)
+        writer.integer(Int64(id))
+        writer.raw(#","type":"#)
+        writer.string(callback.rawValue)
+        writer.byte(UInt8(ascii: "}"))
+        return true
+    }
+}
+
+extension ControlReply {
+    /// A reply without the daemon's block and without a post summary; false, and nothing written, for the others.
+    func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) -> Bool {
+        guard daemon == nil, posted == nil else { return false }
+        writer.byte(UInt8(ascii: "{"))
+        if let apps {
+            writer.raw(#""apps":"#)
+            try writer.array(apps) { (writer, app) throws(JSONWriter.Unrepresentable) in try app.writeJSON(into: &writer) }
+            writer.byte(UInt8(ascii: ","))
+        }
+        if let error {
+            writer.raw(#""error":"#)
+            writer.string(error)
+            writer.byte(UInt8(ascii: ","))
+        }
+        writer.raw(#""ok":"#)
+        writer.bool(ok)
+        if let scene {
+            writer.raw(#","scene":"#)
+            writer.string(scene)
+        }
+        writer.byte(UInt8(ascii: "}"))
+        return true
+    }
+}
+
+extension AppStatus {
+    func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
+        writer.byte(UInt8(ascii: "{"))
+        if let awaiting {
+            writer.raw(#""awaiting":"#)
+            writer.string(awaiting)
+            writer.byte(UInt8(ascii: ","))
+        }
+        writer.raw(#""backgroundModes":"#)
+        writer.strings(backgroundModes)
+        writer.raw(#","backgroundTasks":"#)
+        writer.array(backgroundTasks) { writer, task in
+            writer.raw(#"{"name":"#)
+            writer.string(task.name)
+            writer.raw(#","task":"#)
+            writer.integer(Int64(task.task))
+            writer.byte(UInt8(ascii: "}"))
+        }
+        if let backgroundTimeRemaining {
+            writer.raw(#","backgroundTimeRemaining":"#)
+            try writer.double(backgroundTimeRemaining)
+        }
+        if let cgroup {
+            writer.raw(#","cgroup":"#)
+            writer.string(cgroup)
+        }
+        writer.raw(#","deadlineMisses":"#)
+        writer.integer(Int64(deadlineMisses))
+        writer.raw(#","launches":"#)
+        writer.integer(Int64(launches))
+        writer.raw(#","memoryTerminations":"#)
+        writer.integer(Int64(memoryTerminations))
+        writer.raw(#","name":"#)
+        writer.string(name)
+        writer.raw(#","observing":"#)
+        writer.strings(observing)
+        if let pid {
+            writer.raw(#","pid":"#)
+            writer.integer(Int64(pid))
+        }
+        writer.raw(#","protocol":"#)
+        writer.string(`protocol`)
+        writer.raw(#","queuedNotifications":"#)
+        writer.integer(Int64(queuedNotifications))
+        writer.raw(#","queuedPosts":"#)
+        writer.integer(Int64(queuedPosts))
+        if let scenes {
+            writer.raw(#","scenes":"#)
+            try writer.array(scenes) { (writer, scene) throws(JSONWriter.Unrepresentable) in try scene.writeJSON(into: &writer) }
+        }
+        writer.raw(#","since":"#)
+        writer.string(since)
+        writer.raw(#","sinceSeconds":"#)
+        try writer.double(sinceSeconds)
+        writer.raw(#","state":"#)
+        writer.string(state.rawValue)
+        writer.raw(#","suspendMethod":"#)
+        writer.string(suspendMethod)
+        writer.raw(#","taskOverruns":"#)
+        writer.integer(Int64(taskOverruns))
+        writer.raw(#","terminatedInBackground":"#)
+        writer.bool(terminatedInBackground)
+        writer.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension SceneStatus {
+    func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
+        writer.raw(#"{"configuration":"#)
+        writer.string(configuration)
+        writer.raw(#","role":"#)
+        writer.string(role)
+        if let savedState {
+            writer.raw(#","savedState":"#)
+            try writer.value(savedState)
+        }
+        writer.raw(#","scene":"#)
+        writer.string(scene)
+        writer.raw(#","state":"#)
+        writer.string(state)
+        writer.byte(UInt8(ascii: "}"))
+    }
+}

@@ -1,0 +1,148 @@
+import FoundationEssentials
+import LifecycleModel
+@testable import LifecycleProtocol
+import Testing
+
+/// The hand-written messages of an app switch (MessageJSON.swift) against JSONEncoder and the generic fast path:
+/// the same bytes, on seeded random replies and every callback; and no stored property of those types left unwritten.
+@Suite("Hand-written switch messages")
+struct MessageJSONTests {
+    let foundationEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// The hand-written bytes, which must exist, against JSONEncoder's and the generic path's.
+    func expectHandWrittenAsCodable(_ value: some Encodable, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let handWritten = try #require(FastJSONEncoder.handWritten(value), sourceLocation: sourceLocation)
+        let reference = [UInt8](try foundationEncoder.encode(value))
+        #expect(String(decoding: handWritten, as: UTF8.self) == String(decoding: reference, as: UTF8.self), sourceLocation: sourceLocation)
+        #expect(handWritten == (try FastJSONEncoder.encodeGenerically(value)), sourceLocation: sourceLocation)
+        #expect(LineCoder().encode(value) == reference + [UInt8(ascii: "\n")], sourceLocation: sourceLocation)
+    }
+
+    static func randomString(_ generator: inout SplitMix) -> String {
+        LineCoderTests.awkwardStrings[Int(generator.next() % UInt64(LineCoderTests.awkwardStrings.count))] + String(generator.next() % 97)
+    }
+
+    static func randomDouble(_ generator: inout SplitMix) -> Double {
+        switch generator.next() % 3 {
+        case 0: return LineCoderTests.awkwardNumbers[Int(generator.next() % UInt64(LineCoderTests.awkwardNumbers.count))]
+        case 1: return Double(generator.next() % 1_000_000) / 1000
+        default:
+            let number = Double(bitPattern: generator.next())
+            return number.isFinite ? number : 0.5
+        }
+    }
+
+    static func randomInt(_ generator: inout SplitMix) -> Int {
+        generator.next() % 2 == 0 ? Int(generator.next() % 1000) : Int(Int64(bitPattern: generator.next()))
+    }
+
+    static func randomStatus(_ generator: inout SplitMix) -> AppStatus {
+        func chance(_ generator: inout SplitMix) -> Bool { generator.next() % 2 == 0 }
+        var status = AppStatus(
+            name: randomString(&generator), state: AppState.allCases[Int(generator.next() % UInt64(AppState.allCases.count))],
+            pid: chance(&generator) ? Int32(truncatingIfNeeded: Int64(bitPattern: generator.next())) : nil,
+            since: randomString(&generator), sinceSeconds: randomDouble(&generator), protocol: randomString(&generator),
+            launches: randomInt(&generator), deadlineMisses: randomInt(&generator),
+            awaiting: chance(&generator) ? randomString(&generator) : nil, suspendMethod: randomString(&generator),
+            cgroup: chance(&generator) ? randomString(&generator) : nil)
+        status.queuedNotifications = randomInt(&generator)
+        status.queuedPosts = randomInt(&generator)
+        status.observing = (0..<generator.next() % 4).map { _ in randomString(&generator) }
+        status.backgroundTasks = (0..<generator.next() % 3).map { _ in TaskStatus(task: randomInt(&generator), name: randomString(&generator)) }
+        status.backgroundTimeRemaining = chance(&generator) ? randomDouble(&generator) : nil
+        status.taskOverruns = randomInt(&generator)
+        status.backgroundModes = (0..<generator.next() % 3).map { _ in randomString(&generator) }
+        status.memoryTerminations = randomInt(&generator)
+        status.terminatedInBackground = chance(&generator)
+        if chance(&generator) {
+            status.scenes = (0..<generator.next() % 3).map { _ in
+                SceneStatus(scene: randomString(&generator), role: randomString(&generator), configuration: randomString(&generator),
+                            state: randomString(&generator),
+                            savedState: chance(&generator) ? LineCoderTests.randomValue(&generator, depth: 0) : nil)
+            }
+        }
+        return status
+    }
+
+    @Test("replies without the daemon's block are written by hand, to JSONEncoder's bytes")
+    func repliesMatch() throws {
+        var generator = SplitMix(seed: 0xF0C5)
+        var scenes = 0, savedStates = 0, optionalsSet = 0, optionalsUnset = 0
+        for _ in 0..<400 {
+            let apps: [AppStatus]? = generator.next() % 4 == 0 ? nil : (0..<generator.next() % 3).map { _ in Self.randomStatus(&generator) }
+            let reply = ControlReply(ok: generator.next() % 2 == 0, error: generator.next() % 3 == 0 ? Self.randomString(&generator) : nil,
+                                     apps: apps, scene: generator.next() % 3 == 0 ? Self.randomString(&generator) : nil)
+            try expectHandWrittenAsCodable(reply)
+            for app in apps ?? [] {
+                scenes += app.scenes?.count ?? 0
+                savedStates += app.scenes?.filter { $0.savedState != nil }.count ?? 0
+                if app.pid != nil, app.awaiting != nil, app.cgroup != nil, app.backgroundTimeRemaining != nil { optionalsSet += 1 }
+                if app.pid == nil, app.awaiting == nil, app.cgroup == nil, app.backgroundTimeRemaining == nil { optionalsUnset += 1 }
+            }
+        }
+        #expect(scenes > 0 && savedStates > 0 && optionalsSet > 0 && optionalsUnset > 0)
+        try expectHandWrittenAsCodable(ControlReply(ok: true, apps: [LineCoderTests.status("notes")]))
+        try expectHandWrittenAsCodable(ControlReply.failure("cannot resume 'notes': it is active"))
+    }
+
+    @Test("every callback without launch options is written by hand, to JSONEncoder's bytes")
+    func callbacksMatch() throws {
+        var generator = SplitMix(seed: 0xCA11)
+        for callback in LifecycleCallback.allCases {
+            for _ in 0..<20 {
+                try expectHandWrittenAsCodable(ServerMessage.callback(callback, id: Self.randomInt(&generator),
+                                                                      deadlineMs: Self.randomInt(&generator), launchOptions: nil))
+            }
+        }
+    }
+
+    @Test("the other messages and replies are left to the generic path")
+    func othersAreLeftToTheGenericPath() {
+        let daemon = DaemonStatus(pid: 1, version: "0.1.0", configDirectory: "/etc/lifecycled", runtimeDirectory: "/run/lifecycled",
+                                  cgroupLayout: "hybrid", mechanisms: [], configErrors: [], uptimeSeconds: 1)
+        #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [], daemon: daemon)) == nil)
+        #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, posted: PostSummary(delivered: 1, queued: 2))) == nil)
+        #expect(FastJSONEncoder.handWritten(ServerMessage.callback(.didFinishLaunching, id: 1, deadlineMs: 20000,
+                                                                   launchOptions: LaunchOptions(launchedBy: "lifectl"))) == nil)
+        #expect(FastJSONEncoder.handWritten(ServerMessage.error("no")) == nil)
+        #expect(FastJSONEncoder.handWritten(ClientMessage.ack(id: 1)) == nil)
+        var status = LineCoderTests.status("a")
+        status.sinceSeconds = .nan
+        #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [status])) == nil, "a number JSON cannot hold")
+    }
+
+    /// The keys of one JSON object.
+    func keys(of bytes: [UInt8]) throws -> Set<String> {
+        guard case .object(let members) = try JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else { return [] }
+        return Set(members.keys)
+    }
+
+    /// A property added to one of these types without its line in MessageJSON.swift fails here: every stored property
+    /// (Mirror) is a key of the hand-written JSON of a value that sets them all.
+    @Test("every stored property of a hand-written type is written")
+    func noPropertyIsLeftOut() throws {
+        var status = LineCoderTests.status("a")
+        status.scenes = [SceneStatus(scene: "s1", role: "window", configuration: "Default", state: "background", savedState: ["k": 1])]
+        let statusBytes = try #require(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [status])))
+        guard case .object(let reply) = try JSONDecoder().decode(JSONValue.self, from: Data(statusBytes)),
+              case .array(let apps) = reply["apps"], case .object(let app) = apps.first,
+              case .array(let scenes) = app["scenes"], case .object(let scene) = scenes.first,
+              case .array(let tasks) = app["backgroundTasks"], case .object(let task) = tasks.first
+        else {
+            Issue.record("not the expected shape: \(String(decoding: statusBytes, as: UTF8.self))")
+            return
+        }
+        #expect(Set(app.keys) == Set(Mirror(reflecting: status).children.compactMap(\.label)))
+        #expect(Set(scene.keys) == Set(Mirror(reflecting: status.scenes![0]).children.compactMap(\.label)))
+        #expect(Set(task.keys) == Set(Mirror(reflecting: status.backgroundTasks[0]).children.compactMap(\.label)))
+
+        let full = ControlReply(ok: false, error: "e", apps: [], scene: "s1")
+        let handWrittenKeys = try keys(of: try #require(FastJSONEncoder.handWritten(full)))
+        // `daemon` and `posted` are the generic path's: a reply that has either is not written by hand.
+        #expect(handWrittenKeys.union(["daemon", "posted"]) == Set(Mirror(reflecting: full).children.compactMap(\.label)))
+    }
+}
