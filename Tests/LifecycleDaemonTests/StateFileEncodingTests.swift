@@ -238,6 +238,23 @@ struct StateFileEncodingTests {
         }
     }
 
+    @Test("a save that fails names the file, and the next save of the same app writes it")
+    func failedSaveIsRetried() throws {
+        let directory = NSTemporaryDirectory() + "state-file-failure-\(getpid())-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = StateStore(runtimeDirectory: directory)
+        var generator = Generator(seed: 7, forFiles: true)
+        let app = generator.app()
+        // No state directory yet: the temporary file cannot be created.
+        #expect(throws: SystemError(operation: "open \(directory)/state/\(app.name).json.tmp", errno: ENOENT)) { try store.save(app) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try store.prepare()
+        #expect(try store.save(app), "the failed save left nothing that counts as saved")
+        #expect(try store.save(app) == false)
+        #expect(store.loadAll().apps.map(\.name) == [app.name])
+        #expect(store.savedStartTime(of: app.name, pid: app.pid ?? 0) == app.startTime)
+    }
+
     @Test("a file of an earlier daemon (no tasks, no message id) loads, and is written back byte for byte")
     func earlierFileLoads() throws {
         let (store, directory) = try makeStore()
