@@ -389,6 +389,8 @@ enum FastJSONDecoder {
             let value = try parser.parseDocument()
             return value
         }
+        // The acks of an app switch are read by hand (MessageJSON.swift).
+        if let message = handRead(type, from: value) { return message }
         return try ParsedDecoder.decode(type, from: value, codingPath: [])
     }
 }

@@ -115,6 +115,45 @@ struct MessageJSONTests {
         #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [status])) == nil, "a number JSON cannot hold")
     }
 
+    @Test("plain acks are read by hand, as the Decodable path reads them; other acks and messages are left to it")
+    func acksAreReadAsJSONDecoderReadsThem() throws {
+        let handRead = [
+            #"{"type":"ack","id":7}"#, #"{"id":7,"type":"ack"}"#, #" { "type" : "ack" , "id" : -3 } "#,
+            #"{"type":"ack","id":999999999999999999,"extra":[1,{"state":2}]}"#, #"{"typ\u0065":"ack","id":0}"#,
+            #"{"type":"ack","id":-99999999999999999}"#,
+        ]
+        // (Integers of more than 18 characters are the parser's to leave to JSONDecoder, JSONParser.parseNumber.)
+        let leftToDecodable = [
+            #"{"type":"ack","id":7,"configuration":"Default"}"#, #"{"type":"ack","id":7,"state":{"draft":"x"}}"#,
+            #"{"type":"ack","id":7,"state":null}"#, #"{"type":"ack","id":7,"configuration":null}"#,
+            #"{"type":"ack","id":7.0}"#, #"{"type":"ack","id":1e2}"#, #"{"type":"ack","id":"7"}"#, #"{"type":"ack"}"#,
+            #"{"type":"ack","id":99999999999999999999}"#, #"{"type":"ack","id":9223372036854775807}"#, #"{"type":"Ack","id":7}"#, #"{"type":7,"id":7}"#,
+            #"{"type":"hello","protocol":1,"id":7}"#, #"{"id":7}"#, #"[{"type":"ack","id":7}]"#,
+        ]
+        let coder = LineCoder()
+        let reference = JSONDecoder()
+        for text in handRead + leftToDecodable {
+            let line = Array(text.utf8)
+            let parsed = try? line.withUnsafeBufferPointer { bytes in
+                var parser = JSONParser(bytes: bytes)
+                return try parser.parseDocument()
+            }
+            let read = parsed.flatMap { FastJSONDecoder.handRead(ClientMessage.self, from: $0) }
+            #expect((read != nil) == handRead.contains(text), "\(text)")
+            let mine = Result { try coder.decode(ClientMessage.self, from: line) }
+            let theirs = Result { try reference.decode(ClientMessage.self, from: Data(line)) }
+            switch (mine, theirs) {
+            case (.success(let a), .success(let b)):
+                #expect(a == b, "\(text)")
+                if let read { #expect(read == b, "\(text)") }
+            case (.failure(let a), .failure(let b)):
+                #expect(ProtocolError(decoding: a, line: line) == ProtocolError(decoding: b, line: line), "\(text)")
+            default: Issue.record("\(text): \(mine) against JSONDecoder's \(theirs)")
+            }
+        }
+        #expect(FastJSONDecoder.handRead(ControlRequest.self, from: .object(keys: ["type", "id"], values: [.string("ack"), .integer(1)])) == nil)
+    }
+
     /// The keys of one JSON object.
     func keys(of bytes: [UInt8]) throws -> Set<String> {
         guard case .object(let members) = try JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else { return [] }
