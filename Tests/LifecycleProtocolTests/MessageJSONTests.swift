@@ -154,6 +154,68 @@ struct MessageJSONTests {
         #expect(FastJSONDecoder.handRead(ControlRequest.self, from: .object(keys: ["type", "id"], values: [.string("ack"), .integer(1)])) == nil)
     }
 
+    @Test("acks in the forms clients send are read without a parse, to JSONDecoder's value; near misses are parsed")
+    func plainAcksAreReadAsJSONDecoderReadsThem() throws {
+        let plain: [(String, Int)] = [
+            (#"{"type":"ack","id":7}"#, 7), (#"{"id":12,"type":"ack"}"#, 12), (#"{"type": "ack", "id": 3}"#, 3),
+            (" \t{ \"id\" :\r\n0 , \"type\" : \"ack\" }\n ", 0), (#"{"type":"ack","id":-42}"#, -42),
+            (#"{"type":"ack","id":999999999999999999}"#, 999_999_999_999_999_999), (#"{"type":"ack","id":-99999999999999999}"#, -99_999_999_999_999_999),
+        ]
+        let nearMisses = [
+            #"{"type":"ack","id":-0}"#, #"{"type":"ack","id":07}"#, #"{"type":"ack","id":7.5}"#, #"{"type":"ack","id":7e0}"#,
+            #"{"type":"ack","id":-}"#, #"{"type":"ack","id":}"#, #"{"type":"ack","id":1234567890123456789}"#,
+            #"{"type":"ack","id":-123456789012345678}"#, #"{"type":"ack","id":7,}"#, #"{"type":"ack","id":7}x"#,
+            #"{"type":"ack","id":7"#, #"{"type":"ack" "id":7}"#, #"{"type""ack","id":7}"#, #"{"type":"ack","type":"ack"}"#,
+            #"{"id":1,"id":2}"#, #"{"type":"ack"}"#, #"{"id":7}"#, #"{"type":"ack","id":7,"state":null}"#,
+            #"{"type":"Ack","id":7}"#, #"{"typ\u0065":"ack","id":7}"#, #"{"type":"ac\u006b","id":7}"#, #"{"type":"ack","id":"7"}"#,
+            #"[{"type":"ack","id":7}]"#, "", "{", #"{"type":"ack","id":7}}"#, #"{"id":7,"type":"ack","x":1}"#,
+        ]
+        let coder = LineCoder()
+        for (text, id) in plain {
+            let line = Array(text.utf8)
+            #expect(line.withUnsafeBufferPointer(FastJSONDecoder.plainAck) == id, "\(text)")
+            #expect(try JSONDecoder().decode(ClientMessage.self, from: Data(line)) == .ack(id: id), "\(text)")
+            #expect(try coder.decode(ClientMessage.self, from: line) == .ack(id: id), "\(text)")
+        }
+        // Seeded mutations of the plain forms (bytes replaced, inserted or removed, from JSON's punctuation, digits and
+        // whitespace): whatever the scanner takes, JSONDecoder reads the same; whatever it leaves, the parse does.
+        var generator = SplitMix(seed: 0xAC4)
+        let alphabet = Array(#"0123456789-+.eE ,:{}"\ta"#.utf8) + [0x0A, 0x0D]
+        var mutations: [String] = []
+        for _ in 0..<3000 {
+            var bytes = Array(plain[Int(generator.next() % UInt64(plain.count))].0.utf8)
+            for _ in 0...generator.next() % 3 {
+                let index = Int(generator.next() % UInt64(bytes.count + 1))
+                let byte = alphabet[Int(generator.next() % UInt64(alphabet.count))]
+                switch generator.next() % 3 {
+                case 0 where index < bytes.count: bytes[index] = byte
+                case 1 where index < bytes.count: bytes.remove(at: index)
+                default: bytes.insert(byte, at: index)
+                }
+            }
+            mutations.append(String(decoding: bytes, as: UTF8.self))
+        }
+        var taken = 0
+        for text in nearMisses + mutations {
+            let line = Array(text.utf8)
+            let id = line.withUnsafeBufferPointer(FastJSONDecoder.plainAck)
+            if nearMisses.contains(text) { #expect(id == nil, "\(text)") }
+            if let id {
+                taken += 1
+                #expect(try JSONDecoder().decode(ClientMessage.self, from: Data(line)) == .ack(id: id), "\(text)")
+            }
+            let mine = Result { try coder.decode(ClientMessage.self, from: line) }
+            let theirs = Result { try JSONDecoder().decode(ClientMessage.self, from: Data(line)) }
+            switch (mine, theirs) {
+            case (.success(let a), .success(let b)): #expect(a == b, "\(text)")
+            case (.failure(let a), .failure(let b)):
+                #expect(ProtocolError(decoding: a, line: line) == ProtocolError(decoding: b, line: line), "\(text)")
+            default: Issue.record("\(text): \(mine) against JSONDecoder's \(theirs)")
+            }
+        }
+        #expect(taken > 100 && taken < 3000, "the mutations include plain acks and others (\(taken) taken)")
+    }
+
     /// The keys of one JSON object.
     func keys(of bytes: [UInt8]) throws -> Set<String> {
         guard case .object(let members) = try JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else { return [] }
