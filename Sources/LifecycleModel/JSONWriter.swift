@@ -6,8 +6,9 @@
 // calls, keys sorted at run time) around some thirty keys per file. A writer that knows the keys writes them in
 // order, with no intermediate values.
 //
-// The contract (checked against JSONEncoder by Tests/LifecycleDaemonTests/StateFileEncodingTests.swift and
-// Tests/LifecycleProtocolTests/LineCoderTests.swift): what is written here is byte for byte what JSONEncoder
+// The contract (checked against JSONEncoder by Tests/LifecycleDaemonTests/StateFileEncodingTests.swift,
+// Tests/LifecycleProtocolTests/MessageJSONTests.swift and, for the generic path that writes through it too,
+// LineCoderTests.swift): what is written here is byte for byte what JSONEncoder
 // writes with [.sortedKeys, .withoutEscapingSlashes]: no spaces, keys in UTF-8 byte order, `"` `\` and the
 // control characters escaped (\b \f \n \r \t, the others as \u00xx in lower case), everything else as its UTF-8
 // bytes, and Doubles as their shortest round-tripping digits without a trailing ".0". A value JSON cannot hold
