@@ -16,22 +16,73 @@
 
 /// A JSON text being written: scalars, `JSONValue`s, and the punctuation the callers spell out themselves
 /// (`{"key":`, `,`, `}`), keys included in their sorted place.
-public struct JSONWriter {
+///
+/// The text goes into a buffer of its own, not an Array: `Array.append(contentsOf:)` cost some 90 instructions per
+/// key literal, more than the key's bytes (a state file has thirty). Noncopyable, so that the buffer has one owner,
+/// freed when the writer ends; `bytes` gives the text as an Array.
+public struct JSONWriter: ~Copyable {
     /// Thrown for a number JSON cannot hold (NaN, an infinity).
     public struct Unrepresentable: Error, Equatable {}
 
-    public var bytes: [UInt8]
+    @usableFromInline var start: UnsafeMutablePointer<UInt8>
+    @usableFromInline var capacity: Int
+    @usableFromInline var count = 0
 
-    public init(bytes: [UInt8] = []) { self.bytes = bytes }
+    /// `capacity`: the bytes expected (the buffer grows past it as needed).
+    public init(capacity: Int = 256) {
+        self.capacity = max(16, capacity)
+        start = .allocate(capacity: self.capacity)
+    }
+
+    deinit { start.deallocate() }
+
+    /// What was written.
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: start, count: count)) }
+
+    /// Room for `extra` more bytes.
+    @inlinable
+    mutating func reserve(_ extra: Int) {
+        if count + extra > capacity { grow(extra) }
+    }
+
+    @usableFromInline
+    mutating func grow(_ extra: Int) {
+        let larger = max(capacity * 2, count + extra)
+        let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
+        moved.initialize(from: start, count: count)
+        start.deallocate()
+        start = moved
+        capacity = larger
+    }
+
+    @inlinable
+    mutating func append(_ source: UnsafePointer<UInt8>, count length: Int) {
+        reserve(length)
+        (start + count).initialize(from: source, count: length)
+        count += length
+    }
 
     /// Text written as it is: punctuation, and keys (which need no escape) with their quotes and colon.
     @inlinable
     public mutating func raw(_ text: StaticString) {
-        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        append(text.utf8Start, count: text.utf8CodeUnitCount)
     }
 
     @inlinable
-    public mutating func byte(_ byte: UInt8) { bytes.append(byte) }
+    public mutating func byte(_ byte: UInt8) {
+        reserve(1)
+        start[count] = byte
+        count += 1
+    }
+
+    /// Bytes written as they are (number text already formatted).
+    public mutating func utf8(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            guard let base = utf8.baseAddress else { return }
+            append(base, count: utf8.count)
+        }
+    }
 
     public mutating func null() { raw("null") }
 
@@ -40,26 +91,27 @@ public struct JSONWriter {
     }
 
     public mutating func integer(_ value: Int64) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        if value < 0 { byte(UInt8(ascii: "-")) }
         unsigned(value.magnitude)
     }
 
     /// Decimal digits, written in place (no String made for them).
     public mutating func unsigned(_ value: UInt64) {
-        if value < 10 {
-            bytes.append(UInt8(ascii: "0") + UInt8(value))
-            return
+        var digits = 1
+        var rest = value / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
         }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var start = 20
-            var rest = value
-            repeat {
-                start -= 1
-                digits[start] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-            } while rest > 0
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
-        }
+        reserve(digits)
+        var position = count + digits
+        rest = value
+        repeat {
+            position -= 1
+            start[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+        } while rest > 0
+        count += digits
     }
 
     /// JSONEncoder's Double: the shortest digits that read back the same (`description`), without a trailing ".0".
@@ -67,21 +119,22 @@ public struct JSONWriter {
         guard value.isFinite else { throw Unrepresentable() }
         var text = value.description
         if text.hasSuffix(".0") { text.removeLast(2) }
-        bytes.append(contentsOf: text.utf8)
+        utf8(text)
     }
 
     /// A quoted string with JSONEncoder's escapes (`.withoutEscapingSlashes`): `"`, `\` and the control
     /// characters; every other byte of its UTF-8 as it is.
     public mutating func string(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
+        byte(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in
-            var start = 0
+            guard let base = utf8.baseAddress else { return }
+            var run = 0
             for index in 0..<utf8.count {
                 let byte = utf8[index]
                 guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
-                start = index + 1
+                append(base + run, count: index - run)
+                run = index + 1
                 switch byte {
                 case UInt8(ascii: "\""): raw("\\\"")
                 case UInt8(ascii: "\\"): raw("\\\\")
@@ -93,27 +146,27 @@ public struct JSONWriter {
                 default:
                     let hex: StaticString = "0123456789abcdef"
                     raw("\\u00")
-                    bytes.append(hex.utf8Start[Int(byte >> 4)])
-                    bytes.append(hex.utf8Start[Int(byte & 0xF)])
+                    self.byte(hex.utf8Start[Int(byte >> 4)])
+                    self.byte(hex.utf8Start[Int(byte & 0xF)])
                 }
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))
+            append(base + run, count: utf8.count - run)
         }
-        bytes.append(UInt8(ascii: "\""))
+        byte(UInt8(ascii: "\""))
     }
 
     /// `[` the elements `]`, each written by `element`.
     @inlinable
     public mutating func array<Element, E: Error>(_ elements: some Sequence<Element>,
                                                   _ element: (inout JSONWriter, Element) throws(E) -> Void) throws(E) {
-        bytes.append(UInt8(ascii: "["))
+        byte(UInt8(ascii: "["))
         var first = true
         for item in elements {
-            if !first { bytes.append(UInt8(ascii: ",")) }
+            if !first { byte(UInt8(ascii: ",")) }
             first = false
             try element(&self, item)
         }
-        bytes.append(UInt8(ascii: "]"))
+        byte(UInt8(ascii: "]"))
     }
 
     public mutating func strings(_ elements: [String]) {
@@ -131,14 +184,14 @@ public struct JSONWriter {
         case .string(let text): string(text)
         case .array(let items): try array(items) { (writer, item) throws(Unrepresentable) in try writer.value(item) }
         case .object(let members):
-            bytes.append(UInt8(ascii: "{"))
+            byte(UInt8(ascii: "{"))
             for (position, member) in members.sorted(by: { Self.precedesInUTF8($0.key, $1.key) }).enumerated() {
-                if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                if position > 0 { byte(UInt8(ascii: ",")) }
                 string(member.key)
-                bytes.append(UInt8(ascii: ":"))
+                byte(UInt8(ascii: ":"))
                 try self.value(member.value)
             }
-            bytes.append(UInt8(ascii: "}"))
+            byte(UInt8(ascii: "}"))
         }
     }
 

@@ -33,8 +33,7 @@ enum FastJSONEncoder {
     /// Through `Encodable`: every value, the hand-written ones too (what their tests compare with).
     static func encodeGenerically<T: Encodable>(_ value: T) throws -> [UInt8] {
         let item = try EncodedItem.make(value, parent: nil, key: nil)
-        var out = JSONWriter()
-        out.bytes.reserveCapacity(256)
+        var out = JSONWriter(capacity: 256)
         try item.write(into: &out)
         return out.bytes
     }
@@ -98,7 +97,7 @@ enum EncodedItem {
         case .unsigned(let value): out.unsigned(value)
         case .double(let value): try out.double(value)
         case .string(let value): out.string(value)
-        case .literal(let text): out.bytes.append(contentsOf: text.utf8)
+        case .literal(let text): out.utf8(text)
         case .object(let box):
             // JSONEncoder sorts keys by their UTF-8 bytes; a key encoded twice keeps its last value.
             // Sorted by each key's first 8 bytes as one big-endian number, then the whole keys where those

@@ -15,8 +15,7 @@ import LifecycleModel
 extension FastJSONEncoder {
     /// The hand-written bytes of the value, or nil when it is left to the generic path.
     static func handWritten<T: Encodable>(_ value: T) -> [UInt8]? {
-        var writer = JSONWriter()
-        writer.bytes.reserveCapacity(512)
+        var writer = JSONWriter(capacity: 512)
         // A metatype comparison, then a cast that cannot fail (as for the leaves in EncodedItem.make).
         if T.self == ServerMessage.self {
             guard unsafeBitCast(value, to: ServerMessage.self).writeJSON(into: &writer) else { return nil }

@@ -164,8 +164,7 @@ final class StateStore {
 
     /// The file's bytes: what `LineCoder.encode` gives (JSON and a newline), by `PersistedApp.writeJSON`.
     func encode(_ app: PersistedApp) -> [UInt8] {
-        var writer = JSONWriter()
-        writer.bytes.reserveCapacity(1024)
+        var writer = JSONWriter(capacity: 1024)
         do {
             try app.writeJSON(into: &writer)
         } catch {
