@@ -8,13 +8,15 @@
 // - `FastJSONEncoder` writes exactly the bytes JSONEncoder writes with [.sortedKeys, .withoutEscapingSlashes]
 //   (keys in UTF-8 byte order, the same escapes, the same numbers). It throws `Unsupported` for anything it
 //   does not mirror (Date, Data, URL, Decimal, non-finite numbers, a value that encodes nothing), and LineCoder
-//   then uses JSONEncoder.
+//   then uses JSONEncoder. The messages of an app switch (MessageJSON.swift) skip the Encodable machinery
+//   altogether, written by hand with JSONWriter to the same bytes.
 // - `FastJSONDecoder` succeeds only where JSONDecoder succeeds, with the same value. On any failure (bad JSON,
 //   a type mismatch, a missing key, an error thrown by the type itself) LineCoder runs JSONDecoder on the
 //   line, so error messages stay JSONDecoder's. Inputs it does not mirror exactly (duplicate keys, numbers
 //   with a fraction or an exponent read as integers, Date/Data/URL/Decimal) are refused the same way.
 
 import FoundationEssentials
+import LifecycleModel
 
 /// Thrown by the fast coders for what they leave to Foundation.
 struct Unsupported: Error {}
@@ -23,11 +25,17 @@ struct Unsupported: Error {}
 
 enum FastJSONEncoder {
     static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        // The messages of an app switch have writers of their own (MessageJSON.swift).
+        if let bytes = handWritten(value) { return bytes }
+        return try encodeGenerically(value)
+    }
+
+    /// Through `Encodable`: every value, the hand-written ones too (what their tests compare with).
+    static func encodeGenerically<T: Encodable>(_ value: T) throws -> [UInt8] {
         let item = try EncodedItem.make(value, parent: nil, key: nil)
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
+        var out = JSONWriter(capacity: 256)
         try item.write(into: &out)
-        return out
+        return out.bytes
     }
 }
 
@@ -79,20 +87,17 @@ enum EncodedItem {
         return .double(value)
     }
 
-    func write(into out: inout [UInt8]) throws {
+    /// The scalars as JSONWriter writes them (JSONEncoder's escapes and number forms, one implementation for the
+    /// generic and the hand-written paths).
+    func write(into out: inout JSONWriter) throws {
         switch self {
-        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])  // null
-        case .bool(let value):
-            if value { out.append(contentsOf: [0x74, 0x72, 0x75, 0x65]) } else { out.append(contentsOf: [0x66, 0x61, 0x6C, 0x73, 0x65]) }
-        case .signed(let value): Self.writeInteger(value, into: &out)
-        case .unsigned(let value): out.append(contentsOf: String(value).utf8)
-        case .double(let value):
-            // JSONEncoder: the shortest round-tripping digits (`description`), without a trailing ".0".
-            var text = value.description
-            if text.hasSuffix(".0") { text.removeLast(2) }
-            out.append(contentsOf: text.utf8)
-        case .string(let value): Self.writeString(value, into: &out)
-        case .literal(let text): out.append(contentsOf: text.utf8)
+        case .null: out.null()
+        case .bool(let value): out.bool(value)
+        case .signed(let value): out.integer(value)
+        case .unsigned(let value): out.unsigned(value)
+        case .double(let value): try out.double(value)
+        case .string(let value): out.string(value)
+        case .literal(let text): out.utf8(text)
         case .object(let box):
             // JSONEncoder sorts keys by their UTF-8 bytes; a key encoded twice keeps its last value.
             // Sorted by each key's first 8 bytes as one big-endian number, then the whole keys where those
@@ -104,25 +109,25 @@ enum EncodedItem {
                 let order = Self.compareUTF8(box.keys[a], box.keys[b])
                 return order == 0 ? a < b : order < 0
             }
-            out.append(UInt8(ascii: "{"))
+            out.byte(UInt8(ascii: "{"))
             var first = true
             for (position, index) in order.enumerated() {
                 if position + 1 < order.count, prefixes[order[position + 1]] == prefixes[index],
                    Self.compareUTF8(box.keys[order[position + 1]], box.keys[index]) == 0 { continue }
-                if !first { out.append(UInt8(ascii: ",")) }
+                if !first { out.byte(UInt8(ascii: ",")) }
                 first = false
-                Self.writeString(box.keys[index], into: &out)
-                out.append(UInt8(ascii: ":"))
+                out.string(box.keys[index])
+                out.byte(UInt8(ascii: ":"))
                 try box.values[index].write(into: &out)
             }
-            out.append(UInt8(ascii: "}"))
+            out.byte(UInt8(ascii: "}"))
         case .array(let box):
-            out.append(UInt8(ascii: "["))
+            out.byte(UInt8(ascii: "["))
             for (index, value) in box.values.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
+                if index > 0 { out.byte(UInt8(ascii: ",")) }
                 try value.write(into: &out)
             }
-            out.append(UInt8(ascii: "]"))
+            out.byte(UInt8(ascii: "]"))
         case .encoder(let encoder):
             guard let item = encoder.item else { throw Unsupported() }
             try item.write(into: &out)
@@ -155,45 +160,6 @@ enum EncodedItem {
                 return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
             }
         }
-    }
-
-    static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
-        if value >= 0 && value < 10 {
-            out.append(UInt8(ascii: "0") + UInt8(value))
-            return
-        }
-        out.append(contentsOf: String(value).utf8)
-    }
-
-    /// JSONEncoder's escapes with `.withoutEscapingSlashes`: `"` `\` and the control characters
-    /// (\b \f \n \r \t, the others as \u00xx in lower case); everything else as its UTF-8 bytes.
-    static func writeString(_ value: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var value = value
-        value.withUTF8 { bytes in
-            var start = 0
-            for index in 0..<bytes.count {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
-                start = index + 1
-                switch byte {
-                case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
-                case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
-                case 0x08: out.append(contentsOf: [0x5C, UInt8(ascii: "b")])
-                case 0x0C: out.append(contentsOf: [0x5C, UInt8(ascii: "f")])
-                case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-                case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-                case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-                default:
-                    let hex = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                            hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-                }
-            }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<bytes.count]))
-        }
-        out.append(UInt8(ascii: "\""))
     }
 }
 
@@ -376,11 +342,17 @@ struct ArrayEncodingContainer: UnkeyedEncodingContainer {
 
 enum FastJSONDecoder {
     static func decode<T: Decodable>(_ type: T.Type, from line: [UInt8]) throws -> T {
+        // The acks of an app switch, in the forms clients send, are read without a parse (MessageJSON.swift).
+        if T.self == ClientMessage.self, let id = line.withUnsafeBufferPointer(plainAck) {
+            return unsafeBitCast(ClientMessage.ack(id: id), to: T.self)
+        }
         let value = try line.withUnsafeBufferPointer { bytes in
             var parser = JSONParser(bytes: bytes)
             let value = try parser.parseDocument()
             return value
         }
+        // The acks of an app switch are read by hand (MessageJSON.swift).
+        if let message = handRead(type, from: value) { return message }
         return try ParsedDecoder.decode(type, from: value, codingPath: [])
     }
 }

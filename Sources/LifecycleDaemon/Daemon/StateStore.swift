@@ -17,6 +17,34 @@ struct PersistedApp: Codable, Equatable {
     var snapshot: AppSnapshot
 }
 
+extension PersistedApp {
+    /// The file's JSON as the Codable conformance gives it through JSONEncoder (LineCoder's bytes), written by hand:
+    /// keys in sorted order, nil optionals left out (AppSnapshot.writeJSON says why and how).
+    func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
+        writer.raw(#"{"name":"#)
+        writer.string(name)
+        if let pid {
+            writer.raw(#","pid":"#)
+            writer.integer(Int64(pid))
+        }
+        writer.raw(#","snapshot":"#)
+        try snapshot.writeJSON(into: &writer)
+        if let startTime {
+            writer.raw(#","startTime":"#)
+            writer.unsigned(startTime)
+        }
+        if let suspendedWith {
+            writer.raw(#","suspendedWith":"#)
+            writer.string(suspendedWith)
+        }
+        if let token {
+            writer.raw(#","token":"#)
+            writer.string(token)
+        }
+        writer.byte(UInt8(ascii: "}"))
+    }
+}
+
 /// RUNTIME_DIR/state/NAME.json, one file per app, each written whole to a temporary file and renamed over
 /// the old one: a reader (the next daemon) sees the old file or the new one, never a torn one.
 ///
@@ -32,8 +60,28 @@ struct PersistedApp: Codable, Equatable {
 final class StateStore {
     let directory: String
     private let coder = LineCoder()
-    /// What the file of each app holds, as this daemon last wrote it: its digest.
-    private var lastSaved: [String: Digest] = [:]
+    /// What the store knows of each app's file: one record, found with one lookup per save (four lookups and the
+    /// paths built anew at every save were a quarter of a save's instructions once its encoding was cheap).
+    private var files: [String: AppFile] = [:]
+
+    /// One app's file: its paths (as C strings, made once, for open and rename), the digest of what this daemon last wrote to
+    /// it, and the process identity it last saved.
+    private final class AppFile {
+        let path: ContiguousArray<CChar>
+        let temporary: ContiguousArray<CChar>
+        /// nil: not written by this daemon, or its content is uncertain (a save failed halfway).
+        var digest: Digest?
+        /// So that a save need not read /proc/PID/stat again.
+        var identity: (pid: pid_t, startTime: UInt64)?
+
+        init(path: String) {
+            self.path = path.utf8CString
+            temporary = (path + ".tmp").utf8CString
+        }
+
+        /// For messages.
+        var temporaryPath: String { temporary.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } }
+    }
 
     struct Digest: Equatable {
         let count: Int
@@ -45,8 +93,6 @@ final class StateStore {
             hash = hasher.finalize()
         }
     }
-    /// The process identity last saved for each app, so that a save need not read /proc/PID/stat again.
-    private var savedIdentity: [String: (pid: pid_t, startTime: UInt64)] = [:]
 
     init(runtimeDirectory: String) {
         directory = runtimeDirectory + "/state"
@@ -61,24 +107,31 @@ final class StateStore {
 
     private func path(_ name: String) -> String { "\(directory)/\(name).json" }
 
+    private func record(for name: String) -> AppFile {
+        if let file = files[name] { return file }
+        let file = AppFile(path: path(name))
+        files[name] = file
+        return file
+    }
+
     /// The start time last saved for this app's process `pid`: a process's start time never changes, so a
     /// save need not read /proc/PID/stat again while the pid is the same (nil: not saved yet for this pid).
     func savedStartTime(of name: String, pid: pid_t) -> UInt64? {
-        guard let identity = savedIdentity[name], identity.pid == pid else { return nil }
+        guard let identity = files[name]?.identity, identity.pid == pid else { return nil }
         return identity.startTime
     }
 
     /// Writes the app's file, unless it already holds exactly these bytes (then returns false).
     @discardableResult
     func save(_ app: PersistedApp) throws(SystemError) -> Bool {
-        let bytes = coder.encode(app)
+        let bytes = encode(app)
         let digest = Digest(bytes)
-        if lastSaved[app.name] == digest { return false }
+        let file = record(for: app.name)
+        if file.digest == digest { return false }
         // Whatever happens below, the file may no longer hold what was last saved.
-        lastSaved[app.name] = nil
-        let temporary = path(app.name) + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw SystemError(operation: "open \(temporary)", errno: errno) }
+        file.digest = nil
+        let fd = file.temporary.withUnsafeBufferPointer { open($0.baseAddress!, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        guard fd >= 0 else { throw SystemError(operation: "open \(file.temporaryPath)", errno: errno) }
         var written = 0
         while written < bytes.count {
             let count = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -86,29 +139,44 @@ final class StateStore {
             guard count > 0 else {
                 let error = errno
                 close(fd)
-                unlink(temporary)
-                throw SystemError(operation: "write \(temporary)", errno: error)
+                file.temporary.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+                throw SystemError(operation: "write \(file.temporaryPath)", errno: error)
             }
             written += count
         }
         close(fd)
-        guard rename(temporary, path(app.name)) == 0 else {
-            let error = errno
-            unlink(temporary)
-            throw SystemError(operation: "rename \(temporary)", errno: error)
+        let renamed = file.temporary.withUnsafeBufferPointer { temporary in
+            file.path.withUnsafeBufferPointer { rename(temporary.baseAddress!, $0.baseAddress!) }
         }
-        lastSaved[app.name] = digest
+        guard renamed == 0 else {
+            let error = errno
+            file.temporary.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+            throw SystemError(operation: "rename \(file.temporaryPath)", errno: error)
+        }
+        file.digest = digest
         if let pid = app.pid, let startTime = app.startTime {
-            savedIdentity[app.name] = (pid, startTime)
+            file.identity = (pid, startTime)
         } else {
-            savedIdentity[app.name] = nil
+            file.identity = nil
         }
         return true
     }
 
+    /// The file's bytes: what `LineCoder.encode` gives (JSON and a newline), by `PersistedApp.writeJSON`.
+    func encode(_ app: PersistedApp) -> [UInt8] {
+        var writer = JSONWriter(capacity: 1024)
+        do {
+            try app.writeJSON(into: &writer)
+        } catch {
+            // A payload number JSON cannot hold: LineCoder's verdict, as it was before the hand-written path.
+            return coder.encode(app)
+        }
+        writer.byte(UInt8(ascii: "\n"))
+        return writer.bytes
+    }
+
     func remove(_ name: String) {
-        lastSaved[name] = nil
-        savedIdentity[name] = nil
+        files[name] = nil
         unlink(path(name))
     }
 

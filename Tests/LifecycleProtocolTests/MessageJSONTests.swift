@@ -1,0 +1,249 @@
+import FoundationEssentials
+import LifecycleModel
+@testable import LifecycleProtocol
+import Testing
+
+/// The hand-written messages of an app switch (MessageJSON.swift) against JSONEncoder and the generic fast path:
+/// the same bytes, on seeded random replies and every callback; and no stored property of those types left unwritten.
+@Suite("Hand-written switch messages")
+struct MessageJSONTests {
+    let foundationEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// The hand-written bytes, which must exist, against JSONEncoder's and the generic path's.
+    func expectHandWrittenAsCodable(_ value: some Encodable, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let handWritten = try #require(FastJSONEncoder.handWritten(value), sourceLocation: sourceLocation)
+        let reference = [UInt8](try foundationEncoder.encode(value))
+        #expect(String(decoding: handWritten, as: UTF8.self) == String(decoding: reference, as: UTF8.self), sourceLocation: sourceLocation)
+        #expect(handWritten == (try FastJSONEncoder.encodeGenerically(value)), sourceLocation: sourceLocation)
+        #expect(LineCoder().encode(value) == reference + [UInt8(ascii: "\n")], sourceLocation: sourceLocation)
+    }
+
+    static func randomString(_ generator: inout SplitMix) -> String {
+        LineCoderTests.awkwardStrings[Int(generator.next() % UInt64(LineCoderTests.awkwardStrings.count))] + String(generator.next() % 97)
+    }
+
+    static func randomDouble(_ generator: inout SplitMix) -> Double {
+        switch generator.next() % 3 {
+        case 0: return LineCoderTests.awkwardNumbers[Int(generator.next() % UInt64(LineCoderTests.awkwardNumbers.count))]
+        case 1: return Double(generator.next() % 1_000_000) / 1000
+        default:
+            let number = Double(bitPattern: generator.next())
+            return number.isFinite ? number : 0.5
+        }
+    }
+
+    static func randomInt(_ generator: inout SplitMix) -> Int {
+        generator.next() % 2 == 0 ? Int(generator.next() % 1000) : Int(Int64(bitPattern: generator.next()))
+    }
+
+    static func randomStatus(_ generator: inout SplitMix) -> AppStatus {
+        func chance(_ generator: inout SplitMix) -> Bool { generator.next() % 2 == 0 }
+        var status = AppStatus(
+            name: randomString(&generator), state: AppState.allCases[Int(generator.next() % UInt64(AppState.allCases.count))],
+            pid: chance(&generator) ? Int32(truncatingIfNeeded: Int64(bitPattern: generator.next())) : nil,
+            since: randomString(&generator), sinceSeconds: randomDouble(&generator), protocol: randomString(&generator),
+            launches: randomInt(&generator), deadlineMisses: randomInt(&generator),
+            awaiting: chance(&generator) ? randomString(&generator) : nil, suspendMethod: randomString(&generator),
+            cgroup: chance(&generator) ? randomString(&generator) : nil)
+        status.queuedNotifications = randomInt(&generator)
+        status.queuedPosts = randomInt(&generator)
+        status.observing = (0..<generator.next() % 4).map { _ in randomString(&generator) }
+        status.backgroundTasks = (0..<generator.next() % 3).map { _ in TaskStatus(task: randomInt(&generator), name: randomString(&generator)) }
+        status.backgroundTimeRemaining = chance(&generator) ? randomDouble(&generator) : nil
+        status.taskOverruns = randomInt(&generator)
+        status.backgroundModes = (0..<generator.next() % 3).map { _ in randomString(&generator) }
+        status.memoryTerminations = randomInt(&generator)
+        status.terminatedInBackground = chance(&generator)
+        if chance(&generator) {
+            status.scenes = (0..<generator.next() % 3).map { _ in
+                SceneStatus(scene: randomString(&generator), role: randomString(&generator), configuration: randomString(&generator),
+                            state: randomString(&generator),
+                            savedState: chance(&generator) ? LineCoderTests.randomValue(&generator, depth: 0) : nil)
+            }
+        }
+        return status
+    }
+
+    @Test("replies without the daemon's block are written by hand, to JSONEncoder's bytes")
+    func repliesMatch() throws {
+        var generator = SplitMix(seed: 0xF0C5)
+        var scenes = 0, savedStates = 0, optionalsSet = 0, optionalsUnset = 0
+        for _ in 0..<400 {
+            let apps: [AppStatus]? = generator.next() % 4 == 0 ? nil : (0..<generator.next() % 3).map { _ in Self.randomStatus(&generator) }
+            let reply = ControlReply(ok: generator.next() % 2 == 0, error: generator.next() % 3 == 0 ? Self.randomString(&generator) : nil,
+                                     apps: apps, scene: generator.next() % 3 == 0 ? Self.randomString(&generator) : nil)
+            try expectHandWrittenAsCodable(reply)
+            for app in apps ?? [] {
+                scenes += app.scenes?.count ?? 0
+                savedStates += app.scenes?.filter { $0.savedState != nil }.count ?? 0
+                if app.pid != nil, app.awaiting != nil, app.cgroup != nil, app.backgroundTimeRemaining != nil { optionalsSet += 1 }
+                if app.pid == nil, app.awaiting == nil, app.cgroup == nil, app.backgroundTimeRemaining == nil { optionalsUnset += 1 }
+            }
+        }
+        #expect(scenes > 0 && savedStates > 0 && optionalsSet > 0 && optionalsUnset > 0)
+        try expectHandWrittenAsCodable(ControlReply(ok: true, apps: [LineCoderTests.status("notes")]))
+        try expectHandWrittenAsCodable(ControlReply.failure("cannot resume 'notes': it is active"))
+    }
+
+    @Test("every callback without launch options is written by hand, to JSONEncoder's bytes")
+    func callbacksMatch() throws {
+        var generator = SplitMix(seed: 0xCA11)
+        for callback in LifecycleCallback.allCases {
+            for _ in 0..<20 {
+                try expectHandWrittenAsCodable(ServerMessage.callback(callback, id: Self.randomInt(&generator),
+                                                                      deadlineMs: Self.randomInt(&generator), launchOptions: nil))
+            }
+        }
+    }
+
+    @Test("the other messages and replies are left to the generic path")
+    func othersAreLeftToTheGenericPath() {
+        let daemon = DaemonStatus(pid: 1, version: "0.1.0", configDirectory: "/etc/lifecycled", runtimeDirectory: "/run/lifecycled",
+                                  cgroupLayout: "hybrid", mechanisms: [], configErrors: [], uptimeSeconds: 1)
+        #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [], daemon: daemon)) == nil)
+        #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, posted: PostSummary(delivered: 1, queued: 2))) == nil)
+        #expect(FastJSONEncoder.handWritten(ServerMessage.callback(.didFinishLaunching, id: 1, deadlineMs: 20000,
+                                                                   launchOptions: LaunchOptions(launchedBy: "lifectl"))) == nil)
+        #expect(FastJSONEncoder.handWritten(ServerMessage.error("no")) == nil)
+        #expect(FastJSONEncoder.handWritten(ClientMessage.ack(id: 1)) == nil)
+        var status = LineCoderTests.status("a")
+        status.sinceSeconds = .nan
+        #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [status])) == nil, "a number JSON cannot hold")
+    }
+
+    @Test("plain acks are read by hand, as the Decodable path reads them; other acks and messages are left to it")
+    func acksAreReadAsJSONDecoderReadsThem() throws {
+        let handRead = [
+            #"{"type":"ack","id":7}"#, #"{"id":7,"type":"ack"}"#, #" { "type" : "ack" , "id" : -3 } "#,
+            #"{"type":"ack","id":999999999999999999,"extra":[1,{"state":2}]}"#, #"{"typ\u0065":"ack","id":0}"#,
+            #"{"type":"ack","id":-99999999999999999}"#,
+        ]
+        // (Integers of more than 18 characters are the parser's to leave to JSONDecoder, JSONParser.parseNumber.)
+        let leftToDecodable = [
+            #"{"type":"ack","id":7,"configuration":"Default"}"#, #"{"type":"ack","id":7,"state":{"draft":"x"}}"#,
+            #"{"type":"ack","id":7,"state":null}"#, #"{"type":"ack","id":7,"configuration":null}"#,
+            #"{"type":"ack","id":7.0}"#, #"{"type":"ack","id":1e2}"#, #"{"type":"ack","id":"7"}"#, #"{"type":"ack"}"#,
+            #"{"type":"ack","id":99999999999999999999}"#, #"{"type":"ack","id":9223372036854775807}"#, #"{"type":"Ack","id":7}"#, #"{"type":7,"id":7}"#,
+            #"{"type":"hello","protocol":1,"id":7}"#, #"{"id":7}"#, #"[{"type":"ack","id":7}]"#,
+        ]
+        let coder = LineCoder()
+        let reference = JSONDecoder()
+        for text in handRead + leftToDecodable {
+            let line = Array(text.utf8)
+            let parsed = try? line.withUnsafeBufferPointer { bytes in
+                var parser = JSONParser(bytes: bytes)
+                return try parser.parseDocument()
+            }
+            let read = parsed.flatMap { FastJSONDecoder.handRead(ClientMessage.self, from: $0) }
+            #expect((read != nil) == handRead.contains(text), "\(text)")
+            let mine = Result { try coder.decode(ClientMessage.self, from: line) }
+            let theirs = Result { try reference.decode(ClientMessage.self, from: Data(line)) }
+            switch (mine, theirs) {
+            case (.success(let a), .success(let b)):
+                #expect(a == b, "\(text)")
+                if let read { #expect(read == b, "\(text)") }
+            case (.failure(let a), .failure(let b)):
+                #expect(ProtocolError(decoding: a, line: line) == ProtocolError(decoding: b, line: line), "\(text)")
+            default: Issue.record("\(text): \(mine) against JSONDecoder's \(theirs)")
+            }
+        }
+        #expect(FastJSONDecoder.handRead(ControlRequest.self, from: .object(keys: ["type", "id"], values: [.string("ack"), .integer(1)])) == nil)
+    }
+
+    @Test("acks in the forms clients send are read without a parse, to JSONDecoder's value; near misses are parsed")
+    func plainAcksAreReadAsJSONDecoderReadsThem() throws {
+        let plain: [(String, Int)] = [
+            (#"{"type":"ack","id":7}"#, 7), (#"{"id":12,"type":"ack"}"#, 12), (#"{"type": "ack", "id": 3}"#, 3),
+            (" \t{ \"id\" :\r\n0 , \"type\" : \"ack\" }\n ", 0), (#"{"type":"ack","id":-42}"#, -42),
+            (#"{"type":"ack","id":999999999999999999}"#, 999_999_999_999_999_999), (#"{"type":"ack","id":-99999999999999999}"#, -99_999_999_999_999_999),
+        ]
+        let nearMisses = [
+            #"{"type":"ack","id":-0}"#, #"{"type":"ack","id":07}"#, #"{"type":"ack","id":7.5}"#, #"{"type":"ack","id":7e0}"#,
+            #"{"type":"ack","id":-}"#, #"{"type":"ack","id":}"#, #"{"type":"ack","id":1234567890123456789}"#,
+            #"{"type":"ack","id":-123456789012345678}"#, #"{"type":"ack","id":7,}"#, #"{"type":"ack","id":7}x"#,
+            #"{"type":"ack","id":7"#, #"{"type":"ack" "id":7}"#, #"{"type""ack","id":7}"#, #"{"type":"ack","type":"ack"}"#,
+            #"{"id":1,"id":2}"#, #"{"type":"ack"}"#, #"{"id":7}"#, #"{"type":"ack","id":7,"state":null}"#,
+            #"{"type":"Ack","id":7}"#, #"{"typ\u0065":"ack","id":7}"#, #"{"type":"ac\u006b","id":7}"#, #"{"type":"ack","id":"7"}"#,
+            #"[{"type":"ack","id":7}]"#, "", "{", #"{"type":"ack","id":7}}"#, #"{"id":7,"type":"ack","x":1}"#,
+        ]
+        let coder = LineCoder()
+        for (text, id) in plain {
+            let line = Array(text.utf8)
+            #expect(line.withUnsafeBufferPointer(FastJSONDecoder.plainAck) == id, "\(text)")
+            #expect(try JSONDecoder().decode(ClientMessage.self, from: Data(line)) == .ack(id: id), "\(text)")
+            #expect(try coder.decode(ClientMessage.self, from: line) == .ack(id: id), "\(text)")
+        }
+        // Seeded mutations of the plain forms (bytes replaced, inserted or removed, from JSON's punctuation, digits and
+        // whitespace): whatever the scanner takes, JSONDecoder reads the same; whatever it leaves, the parse does.
+        var generator = SplitMix(seed: 0xAC4)
+        let alphabet = Array(#"0123456789-+.eE ,:{}"\ta"#.utf8) + [0x0A, 0x0D]
+        var mutations: [String] = []
+        for _ in 0..<3000 {
+            var bytes = Array(plain[Int(generator.next() % UInt64(plain.count))].0.utf8)
+            for _ in 0...generator.next() % 3 {
+                let index = Int(generator.next() % UInt64(bytes.count + 1))
+                let byte = alphabet[Int(generator.next() % UInt64(alphabet.count))]
+                switch generator.next() % 3 {
+                case 0 where index < bytes.count: bytes[index] = byte
+                case 1 where index < bytes.count: bytes.remove(at: index)
+                default: bytes.insert(byte, at: index)
+                }
+            }
+            mutations.append(String(decoding: bytes, as: UTF8.self))
+        }
+        var taken = 0
+        for text in nearMisses + mutations {
+            let line = Array(text.utf8)
+            let id = line.withUnsafeBufferPointer(FastJSONDecoder.plainAck)
+            if nearMisses.contains(text) { #expect(id == nil, "\(text)") }
+            if let id {
+                taken += 1
+                #expect(try JSONDecoder().decode(ClientMessage.self, from: Data(line)) == .ack(id: id), "\(text)")
+            }
+            let mine = Result { try coder.decode(ClientMessage.self, from: line) }
+            let theirs = Result { try JSONDecoder().decode(ClientMessage.self, from: Data(line)) }
+            switch (mine, theirs) {
+            case (.success(let a), .success(let b)): #expect(a == b, "\(text)")
+            case (.failure(let a), .failure(let b)):
+                #expect(ProtocolError(decoding: a, line: line) == ProtocolError(decoding: b, line: line), "\(text)")
+            default: Issue.record("\(text): \(mine) against JSONDecoder's \(theirs)")
+            }
+        }
+        #expect(taken > 100 && taken < 3000, "the mutations include plain acks and others (\(taken) taken)")
+    }
+
+    /// The keys of one JSON object.
+    func keys(of bytes: [UInt8]) throws -> Set<String> {
+        guard case .object(let members) = try JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else { return [] }
+        return Set(members.keys)
+    }
+
+    /// A property added to one of these types without its line in MessageJSON.swift fails here: every stored property
+    /// (Mirror) is a key of the hand-written JSON of a value that sets them all.
+    @Test("every stored property of a hand-written type is written")
+    func noPropertyIsLeftOut() throws {
+        var status = LineCoderTests.status("a")
+        status.scenes = [SceneStatus(scene: "s1", role: "window", configuration: "Default", state: "background", savedState: ["k": 1])]
+        let statusBytes = try #require(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [status])))
+        guard case .object(let reply) = try JSONDecoder().decode(JSONValue.self, from: Data(statusBytes)),
+              case .array(let apps) = reply["apps"], case .object(let app) = apps.first,
+              case .array(let scenes) = app["scenes"], case .object(let scene) = scenes.first,
+              case .array(let tasks) = app["backgroundTasks"], case .object(let task) = tasks.first
+        else {
+            Issue.record("not the expected shape: \(String(decoding: statusBytes, as: UTF8.self))")
+            return
+        }
+        #expect(Set(app.keys) == Set(Mirror(reflecting: status).children.compactMap(\.label)))
+        #expect(Set(scene.keys) == Set(Mirror(reflecting: status.scenes![0]).children.compactMap(\.label)))
+        #expect(Set(task.keys) == Set(Mirror(reflecting: status.backgroundTasks[0]).children.compactMap(\.label)))
+
+        let full = ControlReply(ok: false, error: "e", apps: [], scene: "s1")
+        let handWrittenKeys = try keys(of: try #require(FastJSONEncoder.handWritten(full)))
+        // `daemon` and `posted` are the generic path's: a reply that has either is not written by hand.
+        #expect(handWrittenKeys.union(["daemon", "posted"]) == Set(Mirror(reflecting: full).children.compactMap(\.label)))
+    }
+}
