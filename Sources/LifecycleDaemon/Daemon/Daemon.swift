@@ -523,7 +523,14 @@ public final class Daemon {
         dispatch(.exited(app: app.name, status))
     }
 
+    /// Frees `source` after the callback that is running now (it may be that source's own). It is disabled at once:
+    /// for an I/O source that takes its descriptor out of epoll while the descriptor is still open. Closing a pidfd
+    /// first and freeing its source later left the registration in epoll, since the service manager's fd store kept
+    /// the same file open, and the next wait returned an event for the freed source: sd-event aborted ("Code should
+    /// not be reached", process_epoll) on `systemctl stop` after a restart had handed over re-adopted apps (the real
+    /// systemd test, `make test-systemd`).
     private func retire(_ source: EventSource) {
+        source.disarm()
         retired.append(source)
         if retireSource == nil {
             retireSource = try? loop.deferred { [unowned self] in
