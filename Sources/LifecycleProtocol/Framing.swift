@@ -29,12 +29,23 @@ public struct LineFramer: Sendable {
     public init(limit: Int = maxLineLength) { self.limit = limit }
 
     public mutating func append(_ bytes: some Sequence<UInt8>) {
+        compact()
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The same for a slice of a read buffer, the common case: not generic across modules, so lifectl does not look
+    /// up the Sequence witnesses at run time.
+    public mutating func append(_ bytes: ArraySlice<UInt8>) {
+        compact()
+        buffer.append(contentsOf: bytes)
+    }
+
+    private mutating func compact() {
         if start > 0 && start >= buffer.count - start {
             buffer.removeSubrange(..<start)
             scanned -= start
             start = 0
         }
-        buffer.append(contentsOf: bytes)
     }
 
     /// The next complete line without its newline, or nil when none is complete yet.
@@ -62,16 +73,22 @@ public struct LineFramer: Sendable {
     public var pendingByteCount: Int { buffer.count - start }
 }
 
-/// One encoder and decoder per side, reused: making new ones per message halves throughput.
-public struct LineCoder {
-    private let encoder: JSONEncoder
-    private let decoder = JSONDecoder()
+/// Foundation's coders, for what the fast path leaves to them: one of each per process, made when first needed
+/// (making new ones per message halves throughput; making them in every LineCoder was a twentieth of
+/// `lifectl status`, perf record, which never uses them).
+private let foundationEncoder: JSONEncoder = {
+    let encoder = JSONEncoder()
+    // Stable key order makes the wire output reproducible (and greppable in tests).
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return encoder
+}()
+private let foundationDecoder = JSONDecoder()
 
-    public init() {
-        encoder = JSONEncoder()
-        // Stable key order makes the wire output reproducible (and greppable in tests).
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    }
+public struct LineCoder {
+    private var encoder: JSONEncoder { foundationEncoder }
+    private var decoder: JSONDecoder { foundationDecoder }
+
+    public init() {}
 
     /// The value as one JSON line, newline included.
     /// The same bytes as JSONEncoder's, written by `FastJSONEncoder` (LineCoderJSON.swift: the coders' generic

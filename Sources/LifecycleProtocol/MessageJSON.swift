@@ -1,5 +1,5 @@
 // The messages of an app switch, written by hand (JSONWriter, LifecycleModel/JSONWriter.swift): the four callbacks and
-// the reply to `focus` (one app's status); and the four acks, read by hand from the parsed line. callgrind put their encoding through the generic Encodable path at a quarter
+// the reply to `focus` (one app's status), and lifectl's request; and the four acks, read by hand from the parsed line. callgrind put their encoding through the generic Encodable path at a quarter
 // of a switch's instructions once the state files no longer went through it (a reply some 60k, a callback some 11k),
 // against a few thousand here.
 //
@@ -21,6 +21,8 @@ extension FastJSONEncoder {
             guard unsafeBitCast(value, to: ServerMessage.self).writeJSON(into: &writer) else { return nil }
         } else if T.self == ControlReply.self {
             guard (try? unsafeBitCast(value, to: ControlReply.self).writeJSON(into: &writer)) == true else { return nil }
+        } else if T.self == ControlRequest.self {
+            guard (try? unsafeBitCast(value, to: ControlRequest.self).writeJSON(into: &writer)) != nil else { return nil }
         } else {
             return nil
         }
@@ -90,6 +92,8 @@ extension FastJSONDecoder {
     /// of a switch); nil for anything else, which the Decodable path reads: other messages, an ack carrying a
     /// configuration or a state, an id that is not an integer in Int's range.
     static func handRead<T: Decodable>(_ type: T.Type, from value: ParsedValue) -> T? {
+        // lifectl's reply (ControlReplyJSON.swift).
+        if T.self == ControlReply.self { return ControlReply(parsed: value).map { unsafeBitCast($0, to: T.self) } }
         guard T.self == ClientMessage.self, case .object(let keys, let values) = value else { return nil }
         var type: String?, id: Int?
         for (key, value) in zip(keys, values) {
@@ -122,6 +126,52 @@ extension ServerMessage {
         writer.string(callback.rawValue)
         writer.byte(UInt8(ascii: "}"))
         return true
+    }
+}
+
+extension ControlRequest {
+    /// lifectl's request (a generic encoding of it was a twentieth of `lifectl status`'s time, perf record): every
+    /// request, `post`'s payload included; throws, and the generic path decides, for a payload number JSON cannot hold.
+    func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
+        writer.byte(UInt8(ascii: "{"))
+        if let app {
+            writer.raw(#""app":"#)
+            writer.string(app)
+            writer.byte(UInt8(ascii: ","))
+        }
+        if let background {
+            writer.raw(#""background":"#)
+            writer.bool(background)
+            writer.byte(UInt8(ascii: ","))
+        }
+        if let configuration {
+            writer.raw(#""configuration":"#)
+            writer.string(configuration)
+            writer.byte(UInt8(ascii: ","))
+        }
+        if let data {
+            writer.raw(#""data":"#)
+            try writer.value(data)
+            writer.byte(UInt8(ascii: ","))
+        }
+        if let name {
+            writer.raw(#""name":"#)
+            writer.string(name)
+            writer.byte(UInt8(ascii: ","))
+        }
+        if let role {
+            writer.raw(#""role":"#)
+            writer.string(role)
+            writer.byte(UInt8(ascii: ","))
+        }
+        if let scene {
+            writer.raw(#""scene":"#)
+            writer.string(scene)
+            writer.byte(UInt8(ascii: ","))
+        }
+        writer.raw(#""verb":"#)
+        writer.string(verb)
+        writer.byte(UInt8(ascii: "}"))
     }
 }
 

@@ -3,9 +3,15 @@ public enum RuntimeDirectory {
     /// `LIFECYCLED_RUNTIME_DIR` if set; else `/run/lifecycled` for root and `$XDG_RUNTIME_DIR/lifecycled`
     /// for everyone else (falling back to `/tmp/lifecycled-UID` when XDG_RUNTIME_DIR is unset).
     public static func path(environment: [String: String], uid: UInt32) -> String {
-        if let explicit = environment["LIFECYCLED_RUNTIME_DIR"], !explicit.isEmpty { return explicit }
+        path(lifecycledRuntimeDir: environment["LIFECYCLED_RUNTIME_DIR"], xdgRuntimeDir: environment["XDG_RUNTIME_DIR"], uid: uid)
+    }
+
+    /// The same from the two variables' values (lifectl reads them alone: a dictionary's storage type was made at run
+    /// time, a thirtieth of `lifectl status`, perf record).
+    public static func path(lifecycledRuntimeDir: String?, xdgRuntimeDir: String?, uid: UInt32) -> String {
+        if let explicit = lifecycledRuntimeDir, !explicit.isEmpty { return explicit }
         if uid == 0 { return "/run/lifecycled" }
-        if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty { return xdg + "/lifecycled" }
+        if let xdg = xdgRuntimeDir, !xdg.isEmpty { return xdg + "/lifecycled" }
         return "/tmp/lifecycled-\(uid)"
     }
 

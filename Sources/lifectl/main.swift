@@ -71,10 +71,10 @@ func output(_ text: String) {
 // MARK: Arguments
 
 // Only the variables lifectl reads: a dictionary of the whole environment cost a tenth of `lifectl status`'s
-// instructions (callgrind; bench/lifectl-latency.sh).
-var environment: [String: String] = [:]
-for key in ["LIFECYCLED_RUNTIME_DIR", "XDG_RUNTIME_DIR", "PATH", "NO_COLOR"] { environment[key] = ProcessEnvironment.get(key) }
-var runtimeDirectory = RuntimeDirectory.path(environment: environment, uid: getuid())
+// instructions (callgrind; bench/lifectl-latency.sh), and a dictionary of these four still made its storage type at
+// run time (perf record).
+var runtimeDirectory = RuntimeDirectory.path(lifecycledRuntimeDir: ProcessEnvironment.get("LIFECYCLED_RUNTIME_DIR"),
+                                             xdgRuntimeDir: ProcessEnvironment.get("XDG_RUNTIME_DIR"), uid: getuid())
 var timeoutSeconds = 120.0
 var json = false
 var quiet = false
@@ -153,7 +153,7 @@ if verb == "logs" {
     guard access(journalSocket, F_OK) == 0 else {
         fail("no systemd journal here (\(journalSocket) does not exist). \(elsewhere)", status: ExitStatus.refused)
     }
-    guard let journalctl = executable("journalctl", inPath: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") else {
+    guard let journalctl = executable("journalctl", inPath: ProcessEnvironment.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin") else {
         fail("journalctl is not installed here (not found in PATH), so the journal cannot be read. \(elsewhere)",
              status: ExitStatus.refused)
     }
@@ -249,7 +249,7 @@ guard reply.ok else {
 
 // MARK: Output
 
-let colour = environment["NO_COLOR"].map(\.isEmpty) ?? true && isatty(1) == 1
+let colour = ProcessEnvironment.get("NO_COLOR").map(\.isEmpty) ?? true && isatty(1) == 1
 
 func paint(_ text: String, _ state: String) -> String {
     guard colour else { return text }
