@@ -145,22 +145,8 @@ enum EncodedItem {
         }
     }
 
-    /// -1, 0 or 1 as `x` sorts before, with or after `y` by UTF-8 bytes (the order of JSONEncoder's
-    /// `.sortedKeys` here; `utf8.lexicographicallyPrecedes` did the same at several times the cost).
-    static func compareUTF8(_ x: String, _ y: String) -> Int {
-        var x = x, y = y
-        return x.withUTF8 { a in
-            y.withUTF8 { b in
-                let common = min(a.count, b.count)
-                var index = 0
-                while index < common {
-                    if a[index] != b[index] { return a[index] < b[index] ? -1 : 1 }
-                    index += 1
-                }
-                return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
-            }
-        }
-    }
+    /// The order of JSONEncoder's `.sortedKeys`: by UTF-8 bytes.
+    static func compareUTF8(_ x: String, _ y: String) -> Int { JSONWriter.compareUTF8(x, y) }
 }
 
 /// The Encoder handed to `encode(to:)`: it records one item (a scalar, an object or an array).
