@@ -9,7 +9,7 @@ Restart=on-failure does, with the stored descriptors passed back (LISTEN_FDS/LIS
 listening socket). Like KillMode=process, the service's other processes (its apps) are left alone.
 
 usage: fake_service_manager.py --record FILE [--watchdog-usec N] [--listen PATH] [--restart-on-failure]
-                               [--restart-on-signal] -- COMMAND ARGS...
+                               [--restart-on-signal] [--keep-removed] -- COMMAND ARGS...
 Each received notification is one JSON line: {"t": monotonic ns, "message": "READY=1\\nSTATUS=...",
 "fds": N (descriptors that came with it, if any)}; each restart is {"t": ..., "restart": N, "fds": [names],
 "status": the exit status of the service that ended, "requested": true when SIGUSR1 asked for it}.
@@ -26,6 +26,9 @@ parser.add_argument("--watchdog-usec", type=int)
 parser.add_argument("--listen")
 parser.add_argument("--restart-on-failure", action="store_true")
 parser.add_argument("--restart-on-signal", action="store_true")
+# FDSTOREREMOVE=1 is recorded, but the descriptors stay open here (systemd closes its copy when it gets to the
+# message, which may be after the service went on): the service must not depend on the store letting go of a file.
+parser.add_argument("--keep-removed", action="store_true")
 parser.add_argument("command", nargs=argparse.REMAINDER)
 options = parser.parse_args()
 command = options.command[1:] if options.command[:1] == ["--"] else options.command
@@ -48,6 +51,7 @@ if options.listen:
 
 # The file-descriptor store: (name, fd) in the order stored; systemd allows a name more than once.
 store = []
+kept = []  # removed from the store but left open (--keep-removed)
 
 
 def start():
@@ -87,7 +91,10 @@ def receive(record):
     if fields.get("FDSTOREREMOVE") == "1":
         for entry in [entry for entry in store if entry[0] == fields.get("FDNAME")]:
             store.remove(entry)
-            os.close(entry[1])
+            if options.keep_removed:
+                kept.append(entry[1])
+            else:
+                os.close(entry[1])
     entry = {"t": time.monotonic_ns(), "message": message}
     if fds:
         entry["fds"] = len(fds)

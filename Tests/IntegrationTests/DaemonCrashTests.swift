@@ -285,6 +285,44 @@ struct DaemonCrashTests {
         #expect(removed().contains { $0.contains("FDNAME=pidfd-a") } && removed().contains { $0.contains("FDNAME=app-a") }, "\(removed())")
     }
 
+    @Test("a re-adopted app ends while the service manager still holds its pidfd: the daemon goes on")
+    func readoptedExitWhileTheStoreHoldsThePidfd() throws {
+        // The exit of a re-adopted process is watched on the pidfd taken back from the fd store. Closing that pidfd
+        // before its event source left the registration in epoll, since the store still held the same file, and the
+        // next wait returned an event for the freed source: sd-event aborted (seen under systemd 252 on
+        // `systemctl stop` after a restart). The fake service manager keeps removed descriptors open here.
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let fixture = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_service_manager.py").path
+        let notifications = harness.root.appendingPathComponent("notify.jsonl")
+        try harness.app("a", "[App]\nExec=/bin/sleep 1000\nProtocol=none\nAutoLaunch=yes\n")
+        try harness.app("b", client())
+        try harness.start(wrapper: ["/usr/bin/python3", fixture, "--record", notifications.path, "--restart-on-failure",
+                                    "--keep-removed", "--"])
+        try harness.control("focus", "b")
+        func daemonPID() throws -> pid_t {
+            let output = try harness.lifectl("status", "--json")
+            let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
+            return try #require((object?["daemon"] as? [String: Any])?["pid"] as? Int).map { pid_t($0) }!
+        }
+        let first = try daemonPID()
+        kill(first, SIGKILL)
+        try harness.waitUntil("the service manager restarted the daemon") { (try? daemonPID()).map { $0 != first } ?? false }
+        try harness.waitUntil("a's pidfd was taken back") { harness.log.contains("a: took back the pidfd of process") }
+        let second = try daemonPID()
+        let pid = try #require(try harness.status("a").pid)
+
+        kill(pid, SIGKILL)
+        try harness.waitUntil("a's end was seen") { (try? harness.status("a").pid) == nil }
+        for _ in 0..<5 { _ = try harness.list() }
+        try harness.control("background", "b")
+        try harness.control("focus", "b")
+        #expect(try daemonPID() == second, "the same daemon answers")
+        #expect(!harness.log.contains("Code should not be reached"))
+        #expect(!(((try? String(contentsOf: notifications, encoding: .utf8)) ?? "").contains("\"restart\": 2")),
+                "the service manager did not have to restart it again")
+    }
+
     @Test("kill -9 in the middle of a suspension (stopped, not yet saved): the next daemon continues the process")
     func crashMidSuspension() throws {
         let harness = try DaemonHarness()
