@@ -230,11 +230,10 @@ struct DaemonCrashTests {
     func fdStoreKeepsClientsConnected() throws {
         let harness = try DaemonHarness()
         defer { harness.stop() }
-        let fixture = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_service_manager.py").path
         let notifications = harness.root.appendingPathComponent("notify.jsonl")
         try harness.app("a", client())
         try harness.app("c", client("--observe batteryLevelDidChange"))
-        try harness.start(wrapper: ["/usr/bin/python3", fixture, "--record", notifications.path, "--restart-on-failure", "--"])
+        try harness.start(wrapper: ["/usr/bin/python3", DaemonHarness.fakeServiceManager, "--record", notifications.path, "--restart-on-failure", "--"])
         try harness.control("focus", "a")
         try harness.control("launch", "c", "--background")
         try harness.control("suspend", "c")
@@ -246,15 +245,10 @@ struct DaemonCrashTests {
         let stored = notified().filter { ($0["message"] as? String)?.contains("FDSTORE=1") == true }
         #expect(stored.count == 4 && stored.allSatisfy { $0["fds"] as? Int == 1 }, "each app's connection and pidfd went into the store")
         #expect(stored.filter { ($0["message"] as? String)?.contains("FDNAME=pidfd-") == true }.count == 2)
-        func daemonPID() throws -> pid_t {
-            let output = try harness.lifectl("status", "--json")
-            let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
-            return try #require((object?["daemon"] as? [String: Any])?["pid"] as? Int).map { pid_t($0) }!
-        }
-        let first = try daemonPID()
+        let first = try harness.answeringDaemonPID()
 
         kill(first, SIGKILL)
-        try harness.waitUntil("the service manager restarted the daemon") { (try? daemonPID()).map { $0 != first } ?? false }
+        try harness.waitUntil("the service manager restarted the daemon") { (try? harness.answeringDaemonPID()).map { $0 != first } ?? false }
         let restart = try #require(notified().first { $0["restart"] != nil })
         #expect((restart["fds"] as? [String])?.sorted() == ["app-a", "app-c", "pidfd-a", "pidfd-c"],
                 "the stored connections and pidfds were passed back")
@@ -293,23 +287,17 @@ struct DaemonCrashTests {
         // `systemctl stop` after a restart). The fake service manager keeps removed descriptors open here.
         let harness = try DaemonHarness()
         defer { harness.stop() }
-        let fixture = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_service_manager.py").path
         let notifications = harness.root.appendingPathComponent("notify.jsonl")
         try harness.app("a", "[App]\nExec=/bin/sleep 1000\nProtocol=none\nAutoLaunch=yes\n")
         try harness.app("b", client())
-        try harness.start(wrapper: ["/usr/bin/python3", fixture, "--record", notifications.path, "--restart-on-failure",
+        try harness.start(wrapper: ["/usr/bin/python3", DaemonHarness.fakeServiceManager, "--record", notifications.path, "--restart-on-failure",
                                     "--keep-removed", "--"])
         try harness.control("focus", "b")
-        func daemonPID() throws -> pid_t {
-            let output = try harness.lifectl("status", "--json")
-            let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
-            return try #require((object?["daemon"] as? [String: Any])?["pid"] as? Int).map { pid_t($0) }!
-        }
-        let first = try daemonPID()
+        let first = try harness.answeringDaemonPID()
         kill(first, SIGKILL)
-        try harness.waitUntil("the service manager restarted the daemon") { (try? daemonPID()).map { $0 != first } ?? false }
+        try harness.waitUntil("the service manager restarted the daemon") { (try? harness.answeringDaemonPID()).map { $0 != first } ?? false }
         try harness.waitUntil("a's pidfd was taken back") { harness.log.contains("a: took back the pidfd of process") }
-        let second = try daemonPID()
+        let second = try harness.answeringDaemonPID()
         let pid = try #require(try harness.status("a").pid)
 
         kill(pid, SIGKILL)
@@ -317,7 +305,7 @@ struct DaemonCrashTests {
         for _ in 0..<5 { _ = try harness.list() }
         try harness.control("background", "b")
         try harness.control("focus", "b")
-        #expect(try daemonPID() == second, "the same daemon answers")
+        #expect(try harness.answeringDaemonPID() == second, "the same daemon answers")
         #expect(!harness.log.contains("Code should not be reached"))
         #expect(!(((try? String(contentsOf: notifications, encoding: .utf8)) ?? "").contains("\"restart\": 2")),
                 "the service manager did not have to restart it again")

@@ -13,6 +13,8 @@ final class DaemonHarness {
     /// The products sit beside the test bundle (.build/<config>/).
     static let products = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
     static let pythonClient = repository.appendingPathComponent("Examples/python/lifecycle_client.py").path
+    /// Plays systemd's part (notify socket, fd store, restarts): a `start(wrapper:)` for the daemon.
+    static let fakeServiceManager = repository.appendingPathComponent("Tests/Fixtures/fake_service_manager.py").path
     private static let counter = Atomic<Int>(0)
 
     let root: URL
@@ -119,6 +121,15 @@ final class DaemonHarness {
         }
         for pid in pids { kill(-pid, SIGCONT); kill(-pid, SIGKILL) }
         try? FileManager.default.removeItem(at: root)
+    }
+
+    /// The pid of the daemon answering now, as it says (`lifectl status --json`): under a service manager that
+    /// restarts it, not `daemonPID`, which is the manager's.
+    func answeringDaemonPID() throws -> pid_t {
+        let output = try lifectl("status", "--json")
+        let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
+        let pid = try #require((object?["daemon"] as? [String: Any])?["pid"] as? Int)
+        return pid_t(pid)
     }
 
     // MARK: lifectl

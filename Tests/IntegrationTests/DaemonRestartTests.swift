@@ -12,17 +12,9 @@ import Testing
 @Suite("systemctl restart keeps the apps; systemctl stop terminates them", .serialized)
 struct DaemonRestartTests {
     let python = DaemonHarness.pythonClient
-    static let serviceManager = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_service_manager.py").path
 
     func client(_ arguments: String = "") -> String {
         "[App]\nExec=\(python) \(arguments)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n"
-    }
-
-    func daemonPID(_ harness: DaemonHarness) throws -> pid_t {
-        let output = try harness.lifectl("status", "--json")
-        let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
-        let pid = try #require((object?["daemon"] as? [String: Any])?["pid"] as? Int)
-        return pid_t(pid)
     }
 
     func notifications(_ file: URL) -> [[String: Any]] {
@@ -43,7 +35,7 @@ struct DaemonRestartTests {
         try harness.app("a", client())
         try harness.app("b", client("--observe batteryLevelDidChange"))
         try harness.app("c", client("--observe batteryLevelDidChange"))
-        try harness.start(wrapper: ["/usr/bin/python3", Self.serviceManager, "--record", notify.path, "--restart-on-signal", "--"],
+        try harness.start(wrapper: ["/usr/bin/python3", DaemonHarness.fakeServiceManager, "--record", notify.path, "--restart-on-signal", "--"],
                           extraEnvironment: [bus.variable: bus.address])
         try harness.control("focus", "a")
         try harness.control("launch", "b", "--background")
@@ -53,12 +45,12 @@ struct DaemonRestartTests {
         let pids = Dictionary(uniqueKeysWithValues: before.compactMap { app in app.pid.map { (app.name, $0) } })
         let c = try #require(pids["c"])
         #expect(Kernel.state(c) == "T")
-        let first = try daemonPID(harness)
+        let first = try harness.answeringDaemonPID()
         let wrapper = try #require(harness.daemonPID)
 
         // `systemctl restart`: SIGTERM, then a new start with the fd store passed back.
         kill(wrapper, SIGUSR1)
-        try harness.waitUntil("the next daemon answers") { (try? daemonPID(harness)).map { $0 != first } ?? false }
+        try harness.waitUntil("the next daemon answers") { (try? harness.answeringDaemonPID()).map { $0 != first } ?? false }
 
         #expect(bus.requests.contains("GetUnitByPID \(first)"), "the daemon asked for its own unit: \(bus.requests)")
         #expect(bus.requests.contains("Get /org/freedesktop/systemd1/job/42 org.freedesktop.systemd1.Job JobType"))
@@ -124,14 +116,14 @@ struct DaemonRestartTests {
         let notify = harness.root.appendingPathComponent("notify.jsonl")
         try harness.app("a", client())
         try harness.app("c", client())
-        try harness.start(wrapper: ["/usr/bin/python3", Self.serviceManager, "--record", notify.path, "--"],
+        try harness.start(wrapper: ["/usr/bin/python3", DaemonHarness.fakeServiceManager, "--record", notify.path, "--"],
                           extraEnvironment: [bus.variable: bus.address])
         try harness.control("focus", "a")
         try harness.control("launch", "c", "--background")
         try harness.control("suspend", "c")
         let a = try #require(try harness.status("a").pid)
         let c = try #require(try harness.status("c").pid)
-        let daemon = try daemonPID(harness)
+        let daemon = try harness.answeringDaemonPID()
         let wrapper = try #require(harness.daemonPID)
 
         // `systemctl stop`: SIGTERM, and the fake service manager exits with the daemon's status.

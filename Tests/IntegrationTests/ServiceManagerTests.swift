@@ -9,7 +9,7 @@ import Testing
 /// (PID 1 is not systemd), so the test is the service manager.
 @Suite("systemd service manager protocol", .serialized)
 struct ServiceManagerTests {
-    static let fixture = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_service_manager.py").path
+    static let fixture = DaemonHarness.fakeServiceManager
 
     struct Notification: Decodable {
         var t: Int64
