@@ -349,12 +349,9 @@ public final class Daemon {
                                    workingDirectory: config.workingDirectory, credentials: credentials,
                                    inheritedFD: pair?.child, cgroupProcsFiles: app.cgroup?.procsFiles ?? [],
                                    outputFD: output?.child)
-        let started = LaunchInFlight(name: name, launch: launch, pair: pair, output: output)
-        do {
-            started.spawn = try startSpawn(request, onWorker: launchBatch != nil)
-        } catch {
-            started.failure = error
-        }
+        let onWorker = launchBatch != nil
+        let started = LaunchInFlight(name: name, launch: launch, pair: pair, output: output,
+                                     spawn: Result { () throws(SystemError) in try startSpawn(request, onWorker: onWorker) })
         if launchBatch != nil {
             launchBatch?.append(started)
             // Bounded: the oldest launch is finished before more than 64 are in flight (descriptors, memory).
@@ -368,20 +365,12 @@ public final class Daemon {
     }
 
     /// A launch whose child is being spawned: what `finishLaunch` needs once its pid is known.
-    private final class LaunchInFlight {
+    private struct LaunchInFlight {
         let name: String
         let launch: LaunchOptions
         let pair: (daemon: Int32, child: Int32)?
         let output: (child: Int32, reader: Int32?)?
-        var spawn: PendingSpawn?
-        var failure: SystemError?
-
-        init(name: String, launch: LaunchOptions, pair: (daemon: Int32, child: Int32)?, output: (child: Int32, reader: Int32?)?) {
-            self.name = name
-            self.launch = launch
-            self.pair = pair
-            self.output = output
-        }
+        let spawn: Result<PendingSpawn, SystemError>
     }
 
     /// Launches started inside `launchingTogether`, not finished yet; nil outside it.
@@ -406,8 +395,7 @@ public final class Daemon {
         let config = app.config
         let pid: pid_t
         do {
-            guard let spawn = started.spawn else { throw started.failure ?? SystemError(operation: "spawn", errno: EINVAL) }
-            pid = try spawn.wait()
+            pid = try started.spawn.get().wait()
         } catch {
             if let pair { close(pair.daemon); close(pair.child) }
             if let output { close(output.child); output.reader.map { _ = close($0) } }
@@ -442,8 +430,9 @@ public final class Daemon {
             Log.error("Failed to watch \(name) (pid \(pid)): \(error); killing it")
             kill(-pid, SIGKILL)
         }
-        // Finished after the model moved the app (a launch together with others): its priority now.
-        if let state = model.app(name)?.state, let priority = PriorityClass(state), app.priority == nil {
+        // The priority of the state the model has moved the app to by now (a launch together with others finishes
+        // after its transitions, which found no pid to apply it to).
+        if let state = model.app(name)?.state, let priority = PriorityClass(state) {
             apply(priority, to: app, pid: pid)
         }
         Log.event(.launch, .info, "\(name): started pid \(pid): \(config.exec.joined(separator: " "))"

@@ -88,60 +88,65 @@ public func startSpawn(_ request: SpawnRequest, onWorker: Bool = true) throws(Sy
     }
     let ids = request.credentials
     let groups = ids?.groups ?? []
-    let pending = PendingSpawn(executable: request.executable, cgroupFDs: cgroupFDs)
     if onWorker {
         // The job copies the strings; the descriptors stay open until wait().
-        pending.job = cs_spawn_submit(
+        guard let job = cs_spawn_submit(
             request.executable, argv, envp, request.workingDirectory,
             ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
-            request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1)
-        if pending.job == nil { pending.outcome = errno }
-    } else {
-        var pid: pid_t = 0
-        let result = cs_spawn(
-            request.executable, argv, envp, request.workingDirectory,
-            ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
-            request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1, &pid)
-        pending.outcome = result == 0 ? -pid : result
+            request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1) else {
+            let error = errno
+            for fd in cgroupFDs { close(fd) }
+            return PendingSpawn(executable: request.executable, state: .failed(error))
+        }
+        return PendingSpawn(executable: request.executable, state: .onWorker(job, cgroupFDs: cgroupFDs))
     }
-    return pending
+    var pid: pid_t = 0
+    let result = cs_spawn(
+        request.executable, argv, envp, request.workingDirectory,
+        ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
+        request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1, &pid)
+    for fd in cgroupFDs { close(fd) }
+    return PendingSpawn(executable: request.executable, state: result == 0 ? .started(pid) : .failed(result))
 }
 
-/// A spawn under way (`startSpawn`). `wait()` must be called once; it closes the cgroup files the child joined.
+/// A spawn under way (`startSpawn`). `wait()` returns its pid or throws; on a worker, the first call waits for the
+/// job and closes the cgroup files the child joined.
 public final class PendingSpawn {
-    fileprivate var job: OpaquePointer?
-    /// Once known: an errno value (> 0), or -pid.
-    fileprivate var outcome: Int32?
-    private let executable: String
-    private var cgroupFDs: [Int32]
+    fileprivate enum State {
+        case onWorker(OpaquePointer, cgroupFDs: [Int32])
+        case started(pid_t)
+        case failed(Int32)
+    }
 
-    fileprivate init(executable: String, cgroupFDs: [Int32]) {
+    private let executable: String
+    private var state: State
+
+    fileprivate init(executable: String, state: State) {
         self.executable = executable
-        self.cgroupFDs = cgroupFDs
+        self.state = state
     }
 
     public func wait() throws(SystemError) -> pid_t {
-        if let job {
+        if case .onWorker(let job, let cgroupFDs) = state {
             var pid: pid_t = 0
             let result = cs_spawn_finish(job, &pid)
-            self.job = nil
-            outcome = result == 0 ? -pid : result
+            for fd in cgroupFDs { close(fd) }
+            state = result == 0 ? .started(pid) : .failed(result)
         }
-        for fd in cgroupFDs { close(fd) }
-        cgroupFDs = []
-        let outcome = outcome ?? EINVAL
-        if outcome > 0 { throw SystemError(operation: "spawn \(executable)", errno: outcome) }
-        return -outcome
+        switch state {
+        case .started(let pid): return pid
+        case .failed(let error): throw SystemError(operation: "spawn \(executable)", errno: error)
+        case .onWorker: preconditionFailure("finished above")
+        }
     }
 
     deinit {
         // Never left running on a worker with our descriptors: a child nobody asked for is killed and reaped.
-        if job != nil, let pid = try? wait() {
+        if case .onWorker = state, let pid = try? wait() {
             kill(pid, SIGKILL)
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         }
-        for fd in cgroupFDs { close(fd) }
     }
 }
 
