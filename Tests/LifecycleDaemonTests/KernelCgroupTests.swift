@@ -181,6 +181,79 @@ private let isHybridRoot = getuid() == 0
         }
     }
 
+    // MARK: Kept descriptors (KernelFileCache)
+
+    /// The weight is written through a descriptor kept open. When the group is removed behind the cache's back
+    /// (rmdir, not `remove()`, which would close it) and made again under the same path, the kept descriptor names
+    /// the dead group: the write must notice and reach the new one.
+    @Test(.enabled(if: isHybridRoot))
+    func aKeptWeightDescriptorFollowsAGroupMadeAgain() throws {
+        let group = testGroupName("kept-remade")
+        let support = CgroupSupport.detect(groupName: group)
+        try #require(support.layout == .hybrid, "\(support.fallbackReason ?? "")")
+        defer { support.removeParent() }
+        let first = try support.makeAppCgroup(app: "demo")
+        let shares = first.cpuPath! + "/cpu.shares"
+        try first.setPriority(.background)
+        #expect(try readKernelFile(shares) == "128\n")
+
+        for path in [first.unifiedPath!, first.cpuPath!] { #expect(rmdir(path) == 0, "rmdir \(path): errno \(errno)") }
+        let again = try support.makeAppCgroup(app: "demo")
+        defer { again.remove() }
+        #expect(again.cpuPath == first.cpuPath)
+        #expect(try readKernelFile(shares) == "1024\n", "a new group starts at the default")
+
+        try again.setPriority(.background)
+        #expect(try readKernelFile(shares) == "128\n")
+    }
+
+    /// cgroup.procs through a kept descriptor is read anew each time: a process that joins shows, one that leaves goes.
+    @Test(.enabled(if: isHybridRoot))
+    func keptCgroupProcsIsReadAnew() throws {
+        try withAppCgroup("kept-procs") { cgroup, children, _ in
+            #expect(cgroup.pids() == [])
+            let first = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], cgroupProcsFiles: cgroup.procsFiles))
+            #expect(cgroup.pids() == [first])
+            let second = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "31"], cgroupProcsFiles: cgroup.procsFiles))
+            #expect(Set(cgroup.pids()) == [first, second])
+            kill(first, SIGKILL)
+            #expect(children.reap(first) == .signaled(SIGKILL))
+            #expect(eventually { cgroup.pids() == [second] })
+        }
+    }
+
+    /// `remove()` closes the group's kept descriptors before it removes the directories.
+    @Test(.enabled(if: isHybridRoot))
+    func removeClosesTheGroupsKeptDescriptors() throws {
+        let support = CgroupSupport.detect(groupName: testGroupName("kept-forget"))
+        defer { support.removeParent() }
+        let cgroup = try support.makeAppCgroup(app: "demo")
+        try cgroup.setPriority(.background)
+        _ = cgroup.pids()
+        #expect(Self.keptDescriptors(under: cgroup.unifiedPath!) + Self.keptDescriptors(under: cgroup.cpuPath!) == 2)
+
+        #expect(cgroup.remove().isEmpty)
+
+        #expect(Self.keptDescriptors(under: cgroup.unifiedPath!) + Self.keptDescriptors(under: cgroup.cpuPath!) == 0)
+        #expect(!fileExists(cgroup.unifiedPath!) && !fileExists(cgroup.cpuPath!))
+    }
+
+    /// Descriptors of this process open on files under `directory`, from /proc/self/fd (the group is this test's own).
+    private static func keptDescriptors(under directory: String) -> Int {
+        guard let dir = opendir("/proc/self/fd") else { return -1 }
+        defer { closedir(dir) }
+        var count = 0
+        while let entry = readdir(dir) {
+            let name = directoryEntryName(entry)
+            guard name != ".", name != ".." else { continue }
+            var target = [CChar](repeating: 0, count: 4096)
+            let length = readlink("/proc/self/fd/\(name)", &target, target.count - 1)
+            guard length > 0 else { continue }
+            if String(decoding: target[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self).hasPrefix(directory + "/") { count += 1 }
+        }
+        return count
+    }
+
     @Test(.enabled(if: isHybridRoot))
     func removeDeletesEveryAppGroupEvenFrozen() throws {
         let support = CgroupSupport.detect(groupName: testGroupName("remove"), v1FreezerBesideCgroup2: true)

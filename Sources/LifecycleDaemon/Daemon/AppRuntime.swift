@@ -23,7 +23,7 @@ final class AppRuntime {
     var helloed = false
     /// The secret a client presents to reconnect on the app socket after a restart of the daemon.
     var token: String?
-    var timers: [TimerKind: EventSource] = [:]
+    var timers: [TimerKind: LoopTimer] = [:]
     var cgroup: AppCgroup?
     /// The priority class applied to the running process.
     var priority: PriorityClass?
@@ -66,6 +66,9 @@ final class AppRuntime {
         membersRead = (iteration, pid, pids)
         return pids
     }
+
+    /// The processes of the last `members(iteration:)` read (empty before the first).
+    var lastMembersRead: [pid_t] { membersRead?.pids ?? [] }
 
     /// The processes SIGSTOP reached: the app's process group. Taken from the app's cgroup where it has one
     /// (a getpgid per member), since scanning all of /proc costs tens of milliseconds with a thousand apps

@@ -86,6 +86,9 @@ final class ControlServer {
     private var clients: [ObjectIdentifier: ControlClient] = [:]
     /// We made the socket file (not socket activation): we remove it at exit.
     private let ownsPath: Bool
+    /// The daemon's effective uid, read once: it never changes, and a geteuid() per request was a system call on
+    /// every state change's path.
+    private let daemonUID = geteuid()
 
     /// Listens on `path`, or on `passedFD` when a `.socket` unit passed the socket in (socket activation).
     init(daemon: Daemon, path: String, passedFD: Int32? = nil) throws(SystemError) {
@@ -148,7 +151,7 @@ final class ControlServer {
                 Glibc.close(clientFD)
                 continue
             }
-            if uid != 0 && uid != geteuid()
+            if uid != 0 && uid != daemonUID
                 && clients.values.count(where: { $0.uid == uid && $0.connection?.isOpen == true }) >= Self.maxConnectionsPerUser {
                 Log.notice("Refused a control connection from uid \(uid) (pid \(pid)): it holds \(Self.maxConnectionsPerUser) already")
                 // The socket is new and its buffer empty: the short reply fits; the peer may be gone, ignore errors.
@@ -214,12 +217,12 @@ final class ControlServer {
             guard verbs.contains(request.verb) else {
                 return client.reply(.failure("unknown verb '\(ProtocolError.clipped(request.verb, to: 80))' (expected one of: \(verbs.joined(separator: ", ")))"))
             }
-            let access = ControlAccess(daemonUID: geteuid(), group: daemon.config.daemon.controlGroup)
+            let access = ControlAccess(daemonUID: daemonUID, group: daemon.config.daemon.controlGroup)
             switch access.mayChange(uid: client.uid, gid: client.gid, verb: request.verb) {
             case .refused(let message):
                 Log.notice("Refused \(request.verb)\(request.app.map { " \($0)" } ?? "") from uid \(client.uid) gid \(client.gid) (pid \(client.pid)): not \(access.whoMay)")
                 return client.reply(.failure(message))
-            case .allowed(let why) where client.uid != 0 && client.uid != geteuid():
+            case .allowed(let why) where client.uid != 0 && client.uid != daemonUID:
                 Log.info("Allowed \(request.verb)\(request.app.map { " \($0)" } ?? "") for uid \(client.uid) (pid \(client.pid)): \(why)")
             case .allowed:
                 break

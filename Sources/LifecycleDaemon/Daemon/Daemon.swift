@@ -68,7 +68,7 @@ public final class Daemon {
     let stateStore: StateStore
     /// Apps whose persisted state is out of date; written once per loop iteration.
     private var dirtyApps: Set<String> = []
-    private var saveSource: EventSource?
+    private var saveScheduled = false
 
     public init(options: DaemonOptions) throws(SystemError) {
         self.options = options
@@ -257,7 +257,7 @@ public final class Daemon {
             case .continueProcess(let name): resume(name)
             case .signal(let name, let signal): self.signal(name, signal)
             case .armTimer(let name, let kind, let delay): timer(name, kind)?.arm(after: delay)
-            case .cancelTimer(let name, let kind): apps[name]?.timers[kind]?.disarm()
+            case .cancelTimer(let name, let kind): apps[name]?.timers[kind]?.cancel()
             case .transition(let name, let from, let to, let reason): transitioned(name, from, to, reason)
             case .note(let name, let note): log(name, note)
             case .settled(let name): settled(name)
@@ -275,11 +275,14 @@ public final class Daemon {
         }
     }
 
-    private func timer(_ name: String, _ kind: TimerKind) -> EventSource? {
+    private func timer(_ name: String, _ kind: TimerKind) -> LoopTimer? {
         guard let app = apps[name] else { return nil }
         if let timer = app.timers[kind] { return timer }
         do {
-            let timer = try loop.timer { [unowned self] in self.dispatch(.timerFired(app: name, kind)) }
+            // The ack deadline is armed and met on every callback: its cancel is lazy (LoopTimer).
+            let timer = try LoopTimer(loop: loop, lazyCancel: kind == .ack) { [unowned self] in
+                self.dispatch(.timerFired(app: name, kind))
+            }
             app.timers[kind] = timer
             return timer
         } catch {
@@ -497,6 +500,11 @@ public final class Daemon {
                 cgroup.killAll()
             }
             kill(-pid, SIGKILL)
+            // The descriptors kept for its processes' oom_score_adj (KernelFiles.swift) go with them; those of a
+            // member that left earlier go as the least recently used.
+            kernelFiles.withLock { cache in
+                for member in Set(app.lastMembersRead + [pid]) { cache.forget(under: "/proc/\(member)") }
+            }
         }
         app.pid = nil
         app.suspendedWith = nil
@@ -979,11 +987,14 @@ public final class Daemon {
 
     // MARK: Persistence and re-adoption
 
+    /// The save runs once the current callback returns (`EventLoop.afterCallback`): every change one event made,
+    /// one file per app, before the loop waits again.
     private func markDirty(_ name: String) {
         dirtyApps.insert(name)
-        guard saveSource == nil else { return }
-        saveSource = try? loop.deferred { [unowned self] in
-            self.saveSource = nil
+        guard !saveScheduled else { return }
+        saveScheduled = true
+        loop.afterCallback { [unowned self] in
+            self.saveScheduled = false
             self.saveDirtyApps()
         }
     }

@@ -437,27 +437,27 @@ public struct AppCgroup: Sendable, Equatable {
     /// cpu.shares exist.
     public func setPriority(_ cls: PriorityClass) throws(SystemError) {
         if let unifiedPath {
-            if hasCPUWeight { try writeKernelFile(unifiedPath + "/cpu.weight", String(cls.cgroupWeight)) }
-            if hasIOWeight { try writeKernelFile(unifiedPath + "/io.weight", "default \(cls.cgroupWeight)") }
+            if hasCPUWeight { try writeKernelFileKept(unifiedPath + "/cpu.weight", String(cls.cgroupWeight)) }
+            if hasIOWeight { try writeKernelFileKept(unifiedPath + "/io.weight", "default \(cls.cgroupWeight)") }
         }
         if let cpuPath, hasCPUShares {
-            try writeKernelFile(cpuPath + "/cpu.shares", String(cls.cpuShares))
+            try writeKernelFileKept(cpuPath + "/cpu.shares", String(cls.cpuShares))
         }
     }
 
     /// Starts freezing. The kernel finishes asynchronously (tens of µs): poll `isFrozen()`.
     public func freeze() throws(SystemError) {
         switch (freezer, unifiedPath, freezerPath) {
-        case (.cgroup2, let path?, _): try writeKernelFile(path + "/cgroup.freeze", "1")
-        case (.v1, _, let path?): try writeKernelFile(path + "/freezer.state", "FROZEN")
+        case (.cgroup2, let path?, _): try writeKernelFileKept(path + "/cgroup.freeze", "1")
+        case (.v1, _, let path?): try writeKernelFileKept(path + "/freezer.state", "FROZEN")
         default: throw SystemError(operation: "freeze \(displayPath) (no cgroup freezer)", errno: ENOTSUP)
         }
     }
 
     public func thaw() throws(SystemError) {
         switch (freezer, unifiedPath, freezerPath) {
-        case (.cgroup2, let path?, _): try writeKernelFile(path + "/cgroup.freeze", "0")
-        case (.v1, _, let path?): try writeKernelFile(path + "/freezer.state", "THAWED")
+        case (.cgroup2, let path?, _): try writeKernelFileKept(path + "/cgroup.freeze", "0")
+        case (.v1, _, let path?): try writeKernelFileKept(path + "/freezer.state", "THAWED")
         default: throw SystemError(operation: "thaw \(displayPath) (no cgroup freezer)", errno: ENOTSUP)
         }
     }
@@ -483,17 +483,19 @@ public struct AppCgroup: Sendable, Equatable {
     }
 
     private func unifiedFrozen(_ path: String) -> Bool {
-        ((try? readKernelFile(path + "/cgroup.events")) ?? "").split(separator: "\n").contains("frozen 1")
+        (try? withKernelFileBytesKept(path + "/cgroup.events") { String(decoding: $0, as: UTF8.self) })?
+            .split(separator: "\n").contains("frozen 1") ?? false
     }
 
     private func v1State(_ path: String) -> String? {
-        (try? readKernelFile(path + "/freezer.state"))?.split(separator: "\n").first.map(String.init)
+        (try? withKernelFileBytesKept(path + "/freezer.state") { String(decoding: $0, as: UTF8.self) })?
+            .split(separator: "\n").first.map(String.init)
     }
 
     /// The processes in the app's group.
     public func pids() -> [pid_t] {
         guard let path = unifiedPath ?? cpuPath ?? freezerPath,
-              let pids = try? withKernelFileBytes(path + "/cgroup.procs", { bytes in
+              let pids = try? withKernelFileBytesKept(path + "/cgroup.procs", { bytes in
                   bytes.split(separator: UInt8(ascii: "\n")).compactMap { ProcessTable.decimal($0).map { pid_t($0) } }
               })
         else { return [] }
@@ -531,6 +533,7 @@ public struct AppCgroup: Sendable, Equatable {
             do { try writeKernelFile(freezerPath + "/freezer.state", "THAWED") } catch { failures.append(error) }
         }
         for path in [unifiedPath, cpuPath, freezerPath].compactMap({ $0 }) {
+            kernelFiles.withLock { $0.forget(under: path) }
             if let failure = removeCgroupDirectory(path) { failures.append(failure) }
         }
         return failures

@@ -12,6 +12,10 @@ public final class EventLoop {
     private let children = ChildRegistry()
     /// The one SIGCHLD source that collects stop and continue notices, made with the first watched child.
     private var stopSource: EventSource?
+    /// What runs once the current callback returns (`afterCallback`), shared with every source.
+    private let epilogue = CallbackEpilogue()
+    /// The deferred call that runs `epilogue` when work is queued outside any callback.
+    private var epilogueKick: EventSource?
 
     public init() throws(SystemError) {
         var event: OpaquePointer?
@@ -45,14 +49,25 @@ public final class EventLoop {
         return iteration
     }
 
+    /// Runs `handler` once the callback being dispatched returns, in the same iteration of the loop: several
+    /// calls in one callback run in order, after it. Outside a callback (start-up), at the next iteration.
+    /// Unlike `deferred`, it costs no sd-event source and no iteration of its own: a deferred call is one more
+    /// pass through sd-event's prepare, an epoll_wait() with no timeout, and a source made and freed.
+    public func afterCallback(_ handler: @escaping () -> Void) {
+        epilogue.handlers.append(handler)
+        guard !epilogue.dispatching, epilogueKick == nil else { return }
+        // Its dispatch runs the epilogue, as every callback's does.
+        epilogueKick = try? deferred { [unowned self] in self.epilogueKick = nil }
+    }
+
     // MARK: Sources
 
     /// Calls `handler(revents)` whenever `fd` is ready for `events` (EPOLLIN, EPOLLOUT…).
     public func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) throws(SystemError) -> EventSource {
-        let source = EventSource(.io(handler))
+        let source = EventSource(.io(handler), epilogue)
         var pointer: OpaquePointer?
         let result = sd_event_add_io(event, &pointer, fd, events, { _, _, revents, userdata in
-            EventSource.from(userdata).fire(revents: revents)
+            EventSource.dispatch(userdata) { $0.fire(revents: revents) }
             return 0
         }, source.userdata)
         guard result >= 0 else { throw SystemError(operation: "watch fd \(fd)", errno: -result) }
@@ -62,10 +77,10 @@ public final class EventLoop {
 
     /// A timer, disarmed until `arm(after:)`.
     public func timer(_ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
-        let source = EventSource(.timer(handler))
+        let source = EventSource(.timer(handler), epilogue)
         var pointer: OpaquePointer?
         let result = sd_event_add_time_relative(event, &pointer, CLOCK_MONOTONIC, UInt64.max / 2, 0, { _, _, userdata in
-            EventSource.from(userdata).fire()
+            EventSource.dispatch(userdata) { $0.fire() }
             return 0
         }, source.userdata)
         guard result >= 0 else { throw SystemError(operation: "add a timer", errno: -result) }
@@ -87,11 +102,12 @@ public final class EventLoop {
         if stopSource == nil {
             stopSource = try onSignal(SIGCHLD) { [unowned self] in self.collectStopsAndContinues() }
         }
-        let source = EventSource(.child(handler))
+        let source = EventSource(.child(handler), epilogue)
         var pointer: OpaquePointer?
         let result = sd_event_add_child(event, &pointer, pid, WEXITED, { _, info, userdata in
             guard let info else { return 0 }
-            EventSource.from(userdata).fire(code: info.pointee.si_code, status: info.pointee._sifields._sigchld.si_status)
+            let (code, status) = (info.pointee.si_code, info.pointee._sifields._sigchld.si_status)
+            EventSource.dispatch(userdata) { $0.fire(code: code, status: status) }
             return 0
         }, source.userdata)
         guard result >= 0 else { throw SystemError(operation: "watch child \(pid)", errno: -result) }
@@ -116,10 +132,10 @@ public final class EventLoop {
 
     /// Calls `handler` on each delivery of `signal`, which sd-event blocks for the calling thread.
     public func onSignal(_ signal: Int32, _ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
-        let source = EventSource(.signal(handler))
+        let source = EventSource(.signal(handler), epilogue)
         var pointer: OpaquePointer?
         let result = sd_event_add_signal(event, &pointer, signal | Int32(SD_EVENT_SIGNAL_PROCMASK), { _, _, userdata in
-            EventSource.from(userdata).fire()
+            EventSource.dispatch(userdata) { $0.fire() }
             return 0
         }, source.userdata)
         guard result >= 0 else { throw SystemError(operation: "watch signal \(signal)", errno: -result) }
@@ -129,16 +145,77 @@ public final class EventLoop {
 
     /// Runs `handler` once, at the next iteration, after the current callback returns.
     public func deferred(_ handler: @escaping () -> Void) throws(SystemError) -> EventSource {
-        let source = EventSource(.timer(handler))
+        let source = EventSource(.timer(handler), epilogue)
         var pointer: OpaquePointer?
         let result = sd_event_add_defer(event, &pointer, { _, userdata in
-            EventSource.from(userdata).fire()
+            EventSource.dispatch(userdata) { $0.fire() }
             return 0
         }, source.userdata)
         guard result >= 0 else { throw SystemError(operation: "add a deferred call", errno: -result) }
         source.pointer = pointer
         _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ONESHOT))
         return source
+    }
+}
+
+/// A timer that runs its handler at a due time, with an optional lazy cancel for deadlines that are armed and
+/// met many times a second (a callback's ack). A lazy `cancel()` only forgets the due time: the sd-event source
+/// stays armed and fires once more, for nothing, and arming again no later than that source's time touches
+/// nothing. Disarming and re-arming the source instead moved sd-event's timerfd twice per callback: two
+/// timerfd_settime calls of the 22 on an app switch's message path (docs/BENCHMARKS.md). The cost is at most
+/// one wakeup per timer after its last use, within its delay (the ack timeout, 5 s by default).
+public final class LoopTimer {
+    private unowned let loop: EventLoop
+    private let lazyCancel: Bool
+    private let handler: () -> Void
+    private var source: EventSource?
+    /// When the handler is to run; nil when not armed or cancelled.
+    private var due: Duration?
+    /// When the sd-event source is armed to fire; nil when it is off.
+    private var fires: Duration?
+
+    public init(loop: EventLoop, lazyCancel: Bool = false, _ handler: @escaping () -> Void) throws(SystemError) {
+        self.loop = loop
+        self.lazyCancel = lazyCancel
+        self.handler = handler
+        source = try loop.timer { [unowned self] in self.fired() }
+    }
+
+    /// Runs the handler once, `delay` from now, replacing any earlier arming.
+    public func arm(after delay: Duration) {
+        let due = loop.now + delay
+        self.due = due
+        // The source fires first (at a time no later than this one) and arms itself again for what is due then.
+        if lazyCancel, let fires, fires <= due { return }
+        source?.arm(after: delay)
+        fires = due
+    }
+
+    /// The handler will not run (until armed again).
+    public func cancel() {
+        due = nil
+        guard !lazyCancel else { return }
+        source?.disarm()
+        fires = nil
+    }
+
+    /// Whether the handler is to run (armed and not cancelled).
+    public var isArmed: Bool { due != nil }
+
+    /// How late (µs) sd-event may fire the source, as its last arming set it.
+    var timeAccuracy: UInt64? { source?.timeAccuracy }
+
+    private func fired() {
+        fires = nil  // a one-shot source is off once it fired
+        guard let due else { return }  // cancelled since: it stays off
+        let now = loop.now
+        if now < due {
+            source?.arm(after: due - now)
+            fires = due
+            return
+        }
+        self.due = nil
+        handler()
     }
 }
 
@@ -161,10 +238,14 @@ public final class EventSource {
 
     fileprivate var pointer: OpaquePointer?
     private let handler: Handler
+    private let epilogue: CallbackEpilogue
     /// For child sources: the pid and the loop's registry it is listed in, until cancelled.
     fileprivate var watchedChild: (pid: pid_t, registry: ChildRegistry)?
 
-    fileprivate init(_ handler: Handler) { self.handler = handler }
+    fileprivate init(_ handler: Handler, _ epilogue: CallbackEpilogue) {
+        self.handler = handler
+        self.epilogue = epilogue
+    }
 
     deinit { cancel() }
 
@@ -172,6 +253,16 @@ public final class EventSource {
 
     fileprivate static func from(_ userdata: UnsafeMutableRawPointer?) -> EventSource {
         Unmanaged<EventSource>.fromOpaque(userdata!).takeUnretainedValue()
+    }
+
+    /// One callback from sd-event: `body` fires the source, then the loop's epilogue runs. The epilogue is
+    /// taken first, as the callback may free the source.
+    fileprivate static func dispatch(_ userdata: UnsafeMutableRawPointer?, _ body: (EventSource) -> Void) {
+        let source = from(userdata)
+        let epilogue = source.epilogue
+        epilogue.dispatching = true
+        body(source)
+        epilogue.finish()
     }
 
     /// Disable and free the source; its handler is never called again.
@@ -226,6 +317,24 @@ public final class EventSource {
 
     fileprivate func fire(code: Int32, status: Int32) {
         if case .child(let handler) = handler { handler(code, status) }
+    }
+}
+
+/// What runs after the callback being dispatched (`EventLoop.afterCallback`).
+final class CallbackEpilogue {
+    var handlers: [() -> Void] = []
+    var dispatching = false
+
+    /// Runs the queued handlers, and those they queue, in order; then no callback is being dispatched.
+    func finish() {
+        var next = 0
+        while next < handlers.count {
+            let handler = handlers[next]
+            next += 1
+            handler()
+        }
+        handlers.removeAll(keepingCapacity: true)
+        dispatching = false
     }
 }
 
