@@ -17,3 +17,104 @@ import Testing
         }
     }
 }
+
+/// LoopTimer's lazy cancel (the ack deadline): a cancel leaves the sd-event source armed, so the source fires once
+/// more for nothing; the handler must run only at what is due, never at a time a cancelled arming had.
+@Suite struct LoopTimerTests {
+    /// Runs the loop until `exit` is called or 5 s pass; returns the loop's time at the end.
+    private func run(_ loop: EventLoop, startingAt start: Duration) throws -> Duration {
+        let guardTimer = try loop.timer { loop.exit(code: 1) }
+        guardTimer.arm(after: .seconds(5))
+        #expect(loop.run() == 0, "the loop ran into the 5 s guard")
+        return loop.now - start
+    }
+
+    @Test func aLazilyCancelledTimerDoesNotRunItsHandler() throws {
+        let loop = try EventLoop()
+        var ran = 0
+        let timer = try LoopTimer(loop: loop, lazyCancel: true) { ran += 1 }
+        timer.arm(after: .milliseconds(20))
+        timer.cancel()
+        #expect(!timer.isArmed)
+        // Past the cancelled time: the stale source has fired by then.
+        let end = try loop.timer { loop.exit() }
+        end.arm(after: .milliseconds(120))
+        _ = try run(loop, startingAt: loop.now)
+        #expect(ran == 0)
+    }
+
+    /// Armed again after a cancel for a later time: the source still fires at the earlier time, and must arm itself
+    /// for the later one instead of running the handler early.
+    @Test func aLaterArmingAfterALazyCancelRunsAtTheLaterTime() throws {
+        let loop = try EventLoop()
+        let start = loop.now
+        var ranAt: Duration?
+        let timer = try LoopTimer(loop: loop, lazyCancel: true) {
+            ranAt = loop.now - start
+            loop.exit()
+        }
+        timer.arm(after: .milliseconds(20))
+        timer.cancel()
+        timer.arm(after: .milliseconds(150))
+        _ = try run(loop, startingAt: start)
+        let at = try #require(ranAt)
+        #expect(at >= .milliseconds(150), "ran after \(at), before its due time")
+    }
+
+    /// A non-lazy timer's cancel disarms at once, and arming for an earlier time than before moves the source.
+    @Test func anEarlierArmingMovesTheSource() throws {
+        for lazy in [false, true] {
+            let loop = try EventLoop()
+            let start = loop.now
+            var ranAt: Duration?
+            let timer = try LoopTimer(loop: loop, lazyCancel: lazy) {
+                ranAt = loop.now - start
+                loop.exit()
+            }
+            timer.arm(after: .seconds(3))
+            timer.arm(after: .milliseconds(30))
+            _ = try run(loop, startingAt: start)
+            let at = try #require(ranAt, "lazy: \(lazy)")
+            #expect(at >= .milliseconds(30) && at < .seconds(3), "lazy: \(lazy), ran after \(at)")
+        }
+    }
+}
+
+/// `EventLoop.afterCallback`: work queued by a callback runs when it returns, in the same iteration and in order
+/// (work it queues included); queued outside any callback, at the next iteration.
+@Suite struct EventLoopAfterCallbackTests {
+    @Test func queuedWorkRunsAfterTheCallbackInTheSameIteration() throws {
+        let loop = try EventLoop()
+        var order: [String] = []
+        var iterations: [UInt64] = []
+        let timer = try loop.timer {
+            iterations.append(loop.iteration)
+            loop.afterCallback {
+                order.append("first")
+                iterations.append(loop.iteration)
+                loop.afterCallback { order.append("queued by first") }
+            }
+            loop.afterCallback { order.append("second") }
+            order.append("callback")
+        }
+        timer.arm(after: .milliseconds(1))
+        let end = try loop.timer { loop.exit() }
+        end.arm(after: .milliseconds(50))
+        #expect(loop.run() == 0)
+        #expect(order == ["callback", "first", "second", "queued by first"])
+        #expect(iterations.count == 2 && iterations[0] == iterations[1], "\(iterations)")
+    }
+
+    @Test func workQueuedOutsideACallbackRunsAtTheNextIteration() throws {
+        let loop = try EventLoop()
+        var ran = false
+        loop.afterCallback {
+            ran = true
+            loop.exit()
+        }
+        let guardTimer = try loop.timer { loop.exit(code: 1) }
+        guardTimer.arm(after: .seconds(5))
+        #expect(loop.run() == 0)
+        #expect(ran)
+    }
+}
