@@ -69,14 +69,19 @@ final class StateStore {
     private final class AppFile {
         let path: ContiguousArray<CChar>
         let temporary: ContiguousArray<CChar>
+        /// The names inside the directory, for openat and renameat on `directoryFD`.
+        let name: ContiguousArray<CChar>
+        let temporaryName: ContiguousArray<CChar>
         /// nil: not written by this daemon, or its content is uncertain (a save failed halfway).
         var digest: Digest?
         /// So that a save need not read /proc/PID/stat again.
         var identity: (pid: pid_t, startTime: UInt64)?
 
-        init(path: String) {
-            self.path = path.utf8CString
-            temporary = (path + ".tmp").utf8CString
+        init(directory: String, app: String) {
+            path = "\(directory)/\(app).json".utf8CString
+            temporary = "\(directory)/\(app).json.tmp".utf8CString
+            name = "\(app).json".utf8CString
+            temporaryName = "\(app).json.tmp".utf8CString
         }
 
         /// For messages.
@@ -94,22 +99,29 @@ final class StateStore {
         }
     }
 
+    /// The directory, opened by `prepare()`: saves open and rename their files relative to it, which spares
+    /// each of those calls the walk of the whole path (two per save). -1 before: saves use the whole paths.
+    private var directoryFD: Int32 = -1
+
     init(runtimeDirectory: String) {
         directory = runtimeDirectory + "/state"
     }
+
+    deinit { if directoryFD >= 0 { close(directoryFD) } }
 
     /// Create the directory (0700: the state names processes and holds apps' data).
     func prepare() throws(SystemError) {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw SystemError(operation: "create \(directory)", errno: errno)
         }
+        if directoryFD < 0 { directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
     }
 
     private func path(_ name: String) -> String { "\(directory)/\(name).json" }
 
     private func record(for name: String) -> AppFile {
         if let file = files[name] { return file }
-        let file = AppFile(path: path(name))
+        let file = AppFile(directory: directory, app: name)
         files[name] = file
         return file
     }
@@ -130,7 +142,9 @@ final class StateStore {
         if file.digest == digest { return false }
         // Whatever happens below, the file may no longer hold what was last saved.
         file.digest = nil
-        let fd = file.temporary.withUnsafeBufferPointer { open($0.baseAddress!, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        let at = directoryFD >= 0 ? directoryFD : AT_FDCWD
+        let temporary = directoryFD >= 0 ? file.temporaryName : file.temporary
+        let fd = temporary.withUnsafeBufferPointer { openat(at, $0.baseAddress!, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
         guard fd >= 0 else { throw SystemError(operation: "open \(file.temporaryPath)", errno: errno) }
         var written = 0
         while written < bytes.count {
@@ -139,18 +153,19 @@ final class StateStore {
             guard count > 0 else {
                 let error = errno
                 close(fd)
-                file.temporary.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+                temporary.withUnsafeBufferPointer { _ = unlinkat(at, $0.baseAddress!, 0) }
                 throw SystemError(operation: "write \(file.temporaryPath)", errno: error)
             }
             written += count
         }
         close(fd)
-        let renamed = file.temporary.withUnsafeBufferPointer { temporary in
-            file.path.withUnsafeBufferPointer { rename(temporary.baseAddress!, $0.baseAddress!) }
+        let final = directoryFD >= 0 ? file.name : file.path
+        let renamed = temporary.withUnsafeBufferPointer { temporary in
+            final.withUnsafeBufferPointer { renameat(at, temporary.baseAddress!, at, $0.baseAddress!) }
         }
         guard renamed == 0 else {
             let error = errno
-            file.temporary.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+            temporary.withUnsafeBufferPointer { _ = unlinkat(at, $0.baseAddress!, 0) }
             throw SystemError(operation: "rename \(file.temporaryPath)", errno: error)
         }
         file.digest = digest
