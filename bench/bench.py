@@ -11,6 +11,7 @@ executable inside TMP, which is ours alone) and killed at the end, also on failu
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -363,6 +364,7 @@ class Runit(ServiceDirs):
 
 PEERS = [Lifecycled, Supervisord, S6, Runit]
 ONE_CONNECTION = "lifecycled, one open control connection (bench/ctlconn.c, no lifectl)"
+ONE_CONNECTION_PINNED = "lifecycled, one open control connection, daemon + app + ctlconn on one CPU"
 RELAY_SUSPEND = "floor with a control message: C relay, kill() + reply (bench/relay_floor.c)"
 RELAY_SUSPEND_WORK = ("floor with the required work: the C relay + oom_score_adj, /proc confirmation, state file"
                       " (bench/relay_floor.c --work)")
@@ -470,18 +472,21 @@ def ctlbench(ctx, sock, k, *requests):
     return (float(median), float(low), float(high)), int(errors)
 
 
-def ctlconn(ctx, sock, k, *requests):
-    """The daemon's own share on one open control connection (bench/ctlconn.c): median, min, max, refusals."""
-    out = subprocess.run([ctx.tool("ctlconn"), sock, str(k), *requests], capture_output=True, text=True, timeout=600)
+def ctlconn(ctx, sock, k, *requests, cpu=None):
+    """The daemon's own share on one open control connection (bench/ctlconn.c): median, min, max, refusals.
+    `cpu`: ctlconn runs on that CPU alone (see `on_one_cpu`)."""
+    prefix = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    out = subprocess.run(prefix + [ctx.tool("ctlconn"), sock, str(k), *requests], capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"ctlconn: {out.stderr.strip()}")
     median, low, high, errors = out.stdout.split()
     return (float(median), float(low), float(high)), int(errors)
 
 
-def ctlconn_suspend(ctx, sock, k, app, pid):
+def ctlconn_suspend(ctx, sock, k, app, pid, cpu=None):
     """suspend/resume of APP over one open connection until the reply and /proc agree; rows by label."""
-    out = subprocess.run([ctx.tool("ctlconn"), sock, str(k), "--suspend", app, str(pid)], capture_output=True,
+    prefix = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    out = subprocess.run(prefix + [ctx.tool("ctlconn"), sock, str(k), "--suspend", app, str(pid)], capture_output=True,
                          text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"ctlconn --suspend: {out.stderr.strip()}")
@@ -490,6 +495,30 @@ def ctlconn_suspend(ctx, sock, k, app, pid):
         fields = line.split()
         rows[fields[0]] = tuple(map(float, fields[1:4])) if len(fields) == 4 else int(fields[1])
     return rows
+
+
+@contextlib.contextmanager
+def on_one_cpu(pids, cpu=0):
+    """Every thread of each process in `pids` on CPU `cpu` for the block (taskset -a -p), then on every CPU again.
+    The floors are the faster of this placement and the scheduler's (relay_floor --pin, pingpong under taskset):
+    lifecycled's own figures against them get the same two placements, so that a ratio compares like with like.
+    Yields False (and pins nothing) where taskset is missing."""
+    if not shutil.which("taskset"):
+        yield False
+        return
+    every = f"0-{(os.cpu_count() or 1) - 1}"
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-p", "-c", str(cpu), str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield True
+    finally:
+        for pid in pids:
+            subprocess.run(["taskset", "-a", "-p", "-c", every, str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def faster(*samples):
+    """The sample (median, min, max) with the lowest median, of those measured."""
+    return min((x for x in samples if x), key=lambda sample: sample[0])
 
 
 def relay_floor(ctx, *args, work=False):
@@ -632,6 +661,12 @@ def run(args):
                                 results["suspend"].setdefault(ONE_CONNECTION, []).append(rows["suspend"])
                                 results["resume"].setdefault(ONE_CONNECTION, []).append(rows["resume"])
                                 results.setdefault("suspend_refused", []).append(rows["refused"])
+                                with on_one_cpu([peer.pid, pid]) as pinned:
+                                    if pinned:
+                                        rows = ctlconn_suspend(ctx, sock, 200 if not smoke else 20, "app1", pid, cpu=0)
+                                        results["suspend"].setdefault(ONE_CONNECTION_PINNED, []).append(rows["suspend"])
+                                        results["resume"].setdefault(ONE_CONNECTION_PINNED, []).append(rows["resume"])
+                                        results["suspend_refused"][-1] += rows["refused"]
                                 relay = relay_floor(ctx, "suspend", 200 if not smoke else 20, pid)
                                 results["suspend"].setdefault(RELAY_SUSPEND, []).append(relay["suspend"])
                                 results["resume"].setdefault(RELAY_SUSPEND, []).append(relay["resume"])
@@ -690,6 +725,15 @@ def run(args):
                 after = cpu_ns(peer.pid)
                 row["switch_cpu"] = (after - before) / 1000 / (2 * k) if before is not None and after is not None else None
                 row["switch_errors"] = errors
+                # The same, with the daemon and both clients on one CPU, as the floors' pinned placement.
+                clients = [a["pid"] for a in peer.apps("app1", "app2") if a.get("pid")]
+                row["switch_pinned"] = None
+                with on_one_cpu([peer.pid] + clients) as pinned:
+                    if pinned:
+                        row["switch_pinned"], errors = ctlconn(ctx, sock, k, '{"verb":"focus","app":"app1"}',
+                                                               '{"verb":"focus","app":"app2"}', cpu=0)
+                        row["switch_errors"] += errors
+                row["switch_best"] = faster(row["switch_conn"], row["switch_pinned"])
                 row["switch_raw"], _ = ctlbench(ctx, sock, k // 2, '{"verb":"focus","app":"app1"}',
                                                 '{"verb":"focus","app":"app2"}')
                 before = cpu_ns(peer.pid)
@@ -858,7 +902,9 @@ def report(results, args, notif_text, seconds):
     p("`/bin/kill`) are run by bench/suspend_floor.c, which then polls /proc/PID/stat; the floor is its own kill() of")
     p("the process group. One open control connection: bench/ctlconn.c sends `{\"verb\":\"suspend\",…}` on a")
     p("connection kept open (no process start-up, no connect) and waits for the reply and for state T in /proc")
-    p("(resume: the reply and no T); median of 200 pairs. The relay floor is the same exchange with a C process in")
+    p("(resume: the reply and no T); median of 200 pairs; \"on one CPU\": the same with the daemon (every thread), the app")
+    p("and ctlconn on CPU 0, the floors' pinned placement (the verdict takes the faster of the two placements).")
+    p("The relay floor is the same exchange with a C process in")
     p("the daemon's place: request, kill(), reply, /proc; with the required work, the relay also writes the app's")
     p("oom_score_adj (900, then 500), polls /proc until T before it replies, and writes and renames a state file in a")
     p("tmpfs directory after the reply, as the daemon does (no CPU weight: a suspended app keeps its background one).")
@@ -885,23 +931,27 @@ def report(results, args, notif_text, seconds):
         p(f"The largest N here is {fits:,}, not 10,000: the descriptor limit is {limit:,} (`ulimit -Hn`), and the daemon")
         p("holds two descriptors per running app (its pidfd and its output pipe).")
     p("")
-    p("| N apps | switch, one connection (µs) | / ping-pong floor | / relay floor | / relay floor with the work "
-      "| daemon CPU per switch (µs) "
+    p("| N apps | switch, one connection (µs) | the same on one CPU (µs) | faster / ping-pong floor | / relay floor "
+      "| / relay floor with the work | daemon CPU per switch (µs) "
       "| switch, lifectl focus (ms) | status APP, one connection (µs) | daemon CPU per status (µs) "
       "| status APP, lifectl (ms) | list, one connection (µs) | daemon RSS (MiB) |")
-    p("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    p("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, row in results["scaling"].items():
         cpu = lambda x: f"{x:,.0f}" if x is not None else "n/a"
-        work = f"{row['switch_conn'][0] / relay_work[0]:.1f}x" if relay_work else "n/a"
-        p(f"| {n:,} | {fmt(row['switch_conn'], 1, 0)} | {row['switch_conn'][0] / (8 * pp[0]):.1f}x | "
-          f"{row['switch_conn'][0] / relay[0]:.1f}x | {work} | {cpu(row['switch_cpu'])} | {fmt(row['switch_lifectl'], 1000, 2)} | "
+        best = row.get("switch_best") or row["switch_conn"]
+        work = f"{best[0] / relay_work[0]:.1f}x" if relay_work else "n/a"
+        pinned = fmt(row["switch_pinned"], 1, 0) if row.get("switch_pinned") else "n/a"
+        p(f"| {n:,} | {fmt(row['switch_conn'], 1, 0)} | {pinned} | {best[0] / (8 * pp[0]):.1f}x | "
+          f"{best[0] / relay[0]:.1f}x | {work} | {cpu(row['switch_cpu'])} | {fmt(row['switch_lifectl'], 1000, 2)} | "
           f"{fmt(row['status_conn'], 1, 0)} | {cpu(row['status_cpu'])} | {fmt(row['status_lifectl'], 1000, 2)} | "
           f"{fmt(row['list_conn'], 1, 0) if row['list_conn'] else 'failed'} | {row['rss'] / 1024:.1f} |")
     p("")
     p("One connection: bench/ctlconn.c sends `{\"verb\":\"focus\",\"app\":…}` (alternating two apps) or")
     p("`{\"verb\":\"status\",\"app\":\"app1\"}` on one open connection and reads the reply (sent when the app")
     p("settled, i.e. after both clients acked); median of 200 (min–max over those samples). Daemon CPU: its")
-    p("/proc/PID/schedstat run time over those requests, divided by their number. With a new connection per request")
+    p("/proc/PID/schedstat run time over those requests, divided by their number (left to the scheduler). On one CPU:")
+    p("the same requests with the daemon (every thread), both clients and ctlconn on CPU 0 (taskset), the floors'")
+    p("pinned placement; the ratios take the faster of the two, as the floors do. With a new connection per request")
     p("(bench/ctlbench.c) the switch took " + ", ".join(f"N={n:,}: {row['switch_raw'][0]:,.0f} µs" for n, row in results['scaling'].items())
       + ". lifectl: the whole command, median of 30. Refused switches: "
       + ", ".join(f"N={n:,}: {r['switch_errors']}" for n, r in results['scaling'].items()) + ".")
@@ -955,13 +1005,20 @@ def verdicts(results, extra, args):
                     f"resume {r[0]:,.0f} µs vs {extra['fr'][0]:.0f} µs ({r[0] / extra['fr'][0]:.0f}x)"))
     cs = stats([x[0] for x in results["suspend"].get(ONE_CONNECTION, [])])
     cr = stats([x[0] for x in results["resume"].get(ONE_CONNECTION, [])])
+    ps = stats([x[0] for x in results["suspend"].get(ONE_CONNECTION_PINNED, [])])
+    pr = stats([x[0] for x in results["resume"].get(ONE_CONNECTION_PINNED, [])])
+    placement = "left to the scheduler"
+    if cs and ps and ps[0] + pr[0] < cs[0] + cr[0]:
+        # The faster placement of the pair, as for the floors (one placement for both directions).
+        cs, cr, placement = ps, pr, "on one CPU"
     rs = stats([x[0] for x in results["suspend"].get(RELAY_SUSPEND, [])])
     rr = stats([x[0] for x in results["resume"].get(RELAY_SUSPEND, [])])
     ws = stats([x[0] for x in results["suspend"].get(RELAY_SUSPEND_WORK, [])])
     wr = stats([x[0] for x in results["resume"].get(RELAY_SUSPEND_WORK, [])])
     if cs and extra["fs"]:
         ok = cs[0] <= 2 * extra["fs"][0] and cr[0] <= 2 * extra["fr"][0]
-        text = (f"suspend {cs[0]:.0f} µs ({cs[0] / extra['fs'][0]:.1f}x), resume {cr[0]:.0f} µs ({cr[0] / extra['fr'][0]:.1f}x)")
+        text = (f"suspend {cs[0]:.0f} µs ({cs[0] / extra['fs'][0]:.1f}x), resume {cr[0]:.0f} µs ({cr[0] / extra['fr'][0]:.1f}x),"
+                f" the faster placement ({placement})")
         if rs:
             text += (f"; the C relay with the same message: {rs[0]:.0f} / {rr[0]:.0f} µs "
                      f"(lifecycled {cs[0] / rs[0]:.1f}x / {cr[0] / rr[0]:.1f}x of it)")
@@ -975,11 +1032,13 @@ def verdicts(results, extra, args):
         floor = 8 * extra["pp"][0]
         relay = extra["relay"][0]
         work = extra.get("relay_work")
-        out.append(("switch round trip within 2x of the ping-pong floor", row["switch_conn"][0] <= 2 * floor,
-                    f"{row['switch_conn'][0]:.0f} µs (one connection, N={first}) vs {floor:.0f} µs ({row['switch_conn'][0] / floor:.1f}x);"
-                    f" vs the same switch between four C processes {relay:.0f} µs ({row['switch_conn'][0] / relay:.1f}x)"
+        best = row.get("switch_best") or row["switch_conn"]
+        where = "on one CPU" if row.get("switch_pinned") is best else "left to the scheduler"
+        out.append(("switch round trip within 2x of the ping-pong floor", best[0] <= 2 * floor,
+                    f"{best[0]:.0f} µs (one connection, N={first}, the faster placement: {where}) vs {floor:.0f} µs ({best[0] / floor:.1f}x);"
+                    f" vs the same switch between four C processes {relay:.0f} µs ({best[0] / relay:.1f}x)"
                     + (f", and with the required work (state files, weights, oom_score_adj) {work[0]:.0f} µs"
-                       f" ({row['switch_conn'][0] / work[0]:.1f}x)" if work else "")
+                       f" ({best[0] / work[0]:.1f}x)" if work else "")
                     + f"; through lifectl {row['switch_lifectl'][0] / 1000:.1f} ms"))
         last = max(sc)
         sw = sc[last]["switch_conn"][0] / sc[first]["switch_conn"][0]

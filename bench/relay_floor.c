@@ -14,8 +14,9 @@
 //               them: on a VM a wake-up across vCPUs can cost several times one on the same CPU, so the harness
 //               measures both and takes the faster (bench/bench.py), as for the ping-pong floor.
 //   --work DIR  the floor with the kernel work the daemon must do per transition, done the cheapest way:
-//               each transition writes a ~400-byte state file in DIR (open, write, close, rename: DIR on tmpfs, as
-//               the daemon's runtime directory) and the oom_score_adj of the process; a foreground/background
+//               each transition writes a ~400-byte state file in DIR (openat, write, close, renameat on a descriptor
+//               of DIR: DIR on tmpfs, as the daemon's runtime directory) and the oom_score_adj of the process (each
+//               kernel file through a descriptor kept open: one pwrite, as the daemon's KernelFileCache); a foreground/background
 //               change also writes the app's CPU weight (v1 cpu.shares, else cgroup2 cpu.weight) of a cgroup of
 //               its own, made for the run under the cpu hierarchy (skipped, said on stderr, where none can be made).
 //               switch: 4 transitions per switch (the losing app to inactive and background, the gaining one to
@@ -81,27 +82,39 @@ static char state(pid_t pid) {
     return paren && paren[1] ? paren[2] : 0;
 }
 
-/* --work: the state file of one app, written as the daemon writes its own (a temporary file renamed over it). */
+/* --work: the state file of one app, written as the daemon writes its own: a temporary file renamed over it,
+   both named relative to the directory, opened once (openat/renameat, no walk of the whole path). */
 static const char *workDir;
+static int workDirFD = -1;
 static char stateText[400];
 
 static void save_state(const char *app) {
-    char path[4096], temporary[4200];
-    snprintf(path, sizeof path, "%s/%s.json", workDir, app);
-    snprintf(temporary, sizeof temporary, "%s.tmp", path);
-    int f = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    char name[256], temporary[300];
+    snprintf(name, sizeof name, "%s.json", app);
+    snprintf(temporary, sizeof temporary, "%s.tmp", name);
+    int f = openat(workDirFD, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (f < 0 || write(f, stateText, sizeof stateText) != (ssize_t) sizeof stateText) { perror("relay_floor: state file"); exit(1); }
     close(f);
-    if (rename(temporary, path) != 0) { perror("relay_floor: rename"); exit(1); }
+    if (renameat(workDirFD, temporary, workDirFD, name) != 0) { perror("relay_floor: rename"); exit(1); }
 }
 
-/* One small write to a kernel file, as the daemon's writeKernelFile: open, write, close. */
+/* One small write to a kernel file, as the daemon's KernelFileCache does it: through a descriptor kept open, one
+   pwrite at offset 0 (opened at the first write of each file). */
+static struct { char path[160]; int fd; } kept[8];
+
 static void write_file(const char *path, const char *text) {
     if (!path) return;
-    int f = open(path, O_WRONLY | O_CLOEXEC);
-    if (f < 0) return;  /* a process gone meanwhile */
-    if (write(f, text, strlen(text)) < 0) {}
-    close(f);
+    int slot = 0;
+    while (slot < 8 && kept[slot].path[0] && strcmp(kept[slot].path, path) != 0) slot++;
+    if (slot == 8) slot = 0;  /* never more than 4 files here */
+    if (strcmp(kept[slot].path, path) != 0) {
+        int f = open(path, O_WRONLY | O_CLOEXEC);
+        if (f < 0) return;  /* a process gone meanwhile */
+        if (kept[slot].path[0]) close(kept[slot].fd);
+        snprintf(kept[slot].path, sizeof kept[slot].path, "%s", path);
+        kept[slot].fd = f;
+    }
+    if (pwrite(kept[slot].fd, text, strlen(text), 0) < 0) {}
 }
 
 static void set_oom(pid_t pid, const char *value) {
@@ -155,6 +168,7 @@ int main(int argc, char **argv) {
         argc -= 2;
     }
     if (argc < 3) { fprintf(stderr, "usage: relay_floor [--pin CPU] [--work DIR] switch K | ... suspend K PID\n"); return 2; }
+    if (workDir && (workDirFD = open(workDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) { perror(workDir); return 1; }
     int k = atoi(argv[2]);
     int suspendMode = strcmp(argv[1], "suspend") == 0;
     if (k < 1 || (suspendMode && argc != 4) || (!suspendMode && strcmp(argv[1], "switch") != 0)) return 2;
