@@ -81,7 +81,8 @@ struct DaemonCrashTests {
         try harness.control("launch", "gone", "--background")
         try harness.control("suspend", "gone")
         let pid = try #require(try harness.status("gone").pid)
-        #expect(Kernel.state(pid) == "T")
+        // The reply leaves once the stop is sent (lifectl(1)); the kernel shows T once the process took it.
+        try harness.waitUntil("gone is stopped") { Kernel.state(pid) == "T" }
 
         try harness.crash()
         try harness.removeApp("gone")
@@ -332,7 +333,7 @@ struct DaemonCrashTests {
         try harness.waitUntil("c runs again") { Kernel.state(pid) != "T" }
         #expect(harness.log.contains("died mid-suspension"))
         try harness.control("suspend", "c")
-        #expect(Kernel.state(pid) == "T", "and it can be suspended as usual")
+        try harness.waitUntil("and it can be suspended as usual") { Kernel.state(pid) == "T" }
     }
 
     @Test("kill -9 in the middle of an app switch (willResignActive sent, not acked): one app active, and the switch can be asked again")

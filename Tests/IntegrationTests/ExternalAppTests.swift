@@ -127,7 +127,8 @@ struct ExternalAppTests {
             #expect(try daemon.status("x").state.rawValue == "background")
             try daemon.control("suspend", "x")
             #expect(try daemon.status("x").state.rawValue == "suspended")
-            #expect(Kernel.state(pid) == "T", "the external process is stopped")
+            // The reply leaves once the stop is sent (lifectl(1)); the kernel shows T once the process took it.
+            try daemon.waitUntil("the external process is stopped") { Kernel.state(pid) == "T" }
             try daemon.control("resume", "x")
             #expect(Kernel.state(pid) != "T")
             #expect(try daemon.status("x").state.rawValue == "background")
@@ -327,7 +328,7 @@ struct ExternalAppTests {
         #expect(try harness.status("x").pid == pid)
         #expect(try harness.status("x").state.rawValue == "active")
         try harness.control("suspend", "x")
-        #expect(Kernel.state(pid) == "T")
+        try harness.waitUntil("x is stopped") { Kernel.state(pid) == "T" }
         try harness.control("terminate", "x")
         client.waitUntilExit()
         try harness.waitForState("x", "notRunning")
