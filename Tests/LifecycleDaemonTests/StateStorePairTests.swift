@@ -57,6 +57,20 @@ struct StateStorePairTests {
         #expect(loaded.map(\.snapshot.launches) == [6])
     }
 
+    /// Saves of the same length skip the truncate of the file they reuse; each length in turn after another, so
+    /// that a save shorter than the file it reuses, of the same length as the one before it, is among them.
+    @Test func everySequenceOfLengthsLeavesExactlyTheLastBytes() throws {
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let versions = [2, 1, 1, 2, 2, 1, 3, 3, 1, 2, 6, 6, 6, 1, 4, 1]  // token 40 or 2 bytes, misses 9 digits or 1
+        for (i, version) in versions.enumerated() {
+            var app = app("notes", version)
+            app.snapshot.launches = i  // every save differs, at the same length
+            #expect(try store.save(app))
+            #expect(try bytes(directory + "/notes.json") == store.encode(app), "save \(i), version \(version)")
+        }
+    }
+
     /// A reader that opened NAME.json before a save reads the file it opened, whole: the save wrote the other file.
     @Test func aReaderOfTheFileBeforeASaveReadsItWhole() throws {
         let (store, directory) = try makeStore()

@@ -89,8 +89,11 @@ final class StateStore {
         var identity: (pid: pid_t, startTime: UInt64)?
         /// The file exists as this daemon wrote it whole (a first save is a create and a rename).
         var written = false
-        /// NAME.json and NAME.json.tmp, open while the app is among the recently saved (`pairedCapacity`).
+        /// NAME.json and NAME.json.tmp, open while the app is among the recently saved (`pairedCapacity`), and
+        /// their lengths (-1: unknown): a save of as many bytes as the temporary one holds need not truncate it.
         var pair: (final: Int32, temporary: Int32)?
+        var finalLength = -1
+        var temporaryLength = -1
         /// When it was last saved through its pair (the store's counter), for the least recently used.
         var lastUse: UInt64 = 0
 
@@ -237,13 +240,17 @@ final class StateStore {
             guard count > 0 else { return false }
             written += count
         }
-        guard ftruncate(pair.temporary, off_t(bytes.count)) == 0 else { return false }
+        // An app's saves are mostly of the same length: no truncate then (4 of an app switch's system calls).
+        if file.temporaryLength != bytes.count {
+            guard ftruncate(pair.temporary, off_t(bytes.count)) == 0 else { return false }
+        }
         let swapped = file.temporaryName.withUnsafeBufferPointer { temporary in
             file.name.withUnsafeBufferPointer { cs_rename_exchange(directoryFD, temporary.baseAddress!, $0.baseAddress!) }
         }
         guard swapped == 0 else { return false }
         // What was the temporary file is NAME.json now, and the old NAME.json the next temporary one.
         file.pair = (final: pair.temporary, temporary: pair.final)
+        (file.finalLength, file.temporaryLength) = (bytes.count, file.finalLength)
         useCounter &+= 1
         file.lastUse = useCounter
         return true
@@ -265,6 +272,7 @@ final class StateStore {
             return
         }
         file.pair = (final, temporary)
+        (file.finalLength, file.temporaryLength) = (-1, -1)
         paired.append(file)
     }
 
