@@ -938,11 +938,11 @@ def report(results, args, notif_text, seconds):
     p("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, row in results["scaling"].items():
         cpu = lambda x: f"{x:,.0f}" if x is not None else "n/a"
-        best = row.get("switch_best") or row["switch_conn"]
-        work = f"{best[0] / relay_work[0]:.1f}x" if relay_work else "n/a"
+        fastest = row.get("switch_best") or row["switch_conn"]  # (not `best`: the launch's, returned below)
+        work = f"{fastest[0] / relay_work[0]:.1f}x" if relay_work else "n/a"
         pinned = fmt(row["switch_pinned"], 1, 0) if row.get("switch_pinned") else "n/a"
-        p(f"| {n:,} | {fmt(row['switch_conn'], 1, 0)} | {pinned} | {best[0] / (8 * pp[0]):.1f}x | "
-          f"{best[0] / relay[0]:.1f}x | {work} | {cpu(row['switch_cpu'])} | {fmt(row['switch_lifectl'], 1000, 2)} | "
+        p(f"| {n:,} | {fmt(row['switch_conn'], 1, 0)} | {pinned} | {fastest[0] / (8 * pp[0]):.1f}x | "
+          f"{fastest[0] / relay[0]:.1f}x | {work} | {cpu(row['switch_cpu'])} | {fmt(row['switch_lifectl'], 1000, 2)} | "
           f"{fmt(row['status_conn'], 1, 0)} | {cpu(row['status_cpu'])} | {fmt(row['status_lifectl'], 1000, 2)} | "
           f"{fmt(row['list_conn'], 1, 0) if row['list_conn'] else 'failed'} | {row['rss'] / 1024:.1f} |")
     p("")
