@@ -90,7 +90,7 @@ final class StateStore {
         /// The file exists as this daemon wrote it whole (a first save is a create and a rename).
         var written = false
         /// NAME.json and NAME.json.tmp, open while the app is among the recently saved (`pairedCapacity`), and
-        /// their lengths (-1: unknown): a save of as many bytes as the temporary one holds need not truncate it.
+        /// their lengths (-1: unknown): a save of at least as many bytes as the temporary one holds need not truncate it.
         var pair: (final: Int32, temporary: Int32)?
         var finalLength = -1
         var temporaryLength = -1
@@ -240,8 +240,9 @@ final class StateStore {
             guard count > 0 else { return false }
             written += count
         }
-        // An app's saves are mostly of the same length: no truncate then (4 of an app switch's system calls).
-        if file.temporaryLength != bytes.count {
+        // A save at least as long as the file it reuses overwrites all of it: no truncate then (of the four saves of
+        // an app switch, whose lengths follow the state's name, half).
+        if file.temporaryLength < 0 || file.temporaryLength > bytes.count {
             guard ftruncate(pair.temporary, off_t(bytes.count)) == 0 else { return false }
         }
         let swapped = file.temporaryName.withUnsafeBufferPointer { temporary in
