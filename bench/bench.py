@@ -906,7 +906,7 @@ def report(results, args, notif_text, seconds):
     p("and ctlconn on CPU 0, the floors' pinned placement (the verdict takes the faster of the two placements).")
     p("The relay floor is the same exchange with a C process in")
     p("the daemon's place: request, kill(), reply, /proc; with the required work, the relay also writes the app's")
-    p("oom_score_adj (900, then 500), polls /proc until T before it replies, and writes and renames a state file in a")
+    p("oom_score_adj (900, then 500), polls /proc until T before it replies, and writes a state file the daemon's way in a")
     p("tmpfs directory after the reply, as the daemon does (no CPU weight: a suspended app keeps its background one).")
     p("Both relay floors are the faster of two placements, as the ping-pong floor: every process of the floor (and the")
     p("app's process) pinned to one CPU, and left to the scheduler. Pairs the daemon refused (see the analysis): "
@@ -923,9 +923,11 @@ def report(results, args, notif_text, seconds):
     p(f"two processes (bench/pingpong.c, half a round trip; the faster of the two on one CPU and left to the scheduler): {fmt(pp, 1, 1)} µs, so 4 messages + 4 acks = "
       f"**{8 * pp[0]:.0f} µs** (the issue's floor); the same app switch between four C processes (bench/relay_floor.c:")
     p(f"controller, a relay in the daemon's place, two clients; 10 messages, no JSON): **{fmt(relay, 1, 0)} µs**;")
-    p(f"the same with the required work (`--work`: 4 state files written and renamed in a tmpfs directory, the CPU weight")
+    p(f"the same with the required work (`--work`: 4 state files written the daemon's way in a tmpfs directory, the CPU weight")
     p(f"and oom_score_adj of the app leaving and of the app taking the foreground): **{fmt(relay_work, 1, 0)} µs**. Both")
     p("relay floors are, as the ping-pong floor, the faster of all four processes on one CPU and left to the scheduler.")
+    p("\"The daemon's way\": kernel files through descriptors kept open (one pwrite each), and each state file after its")
+    p("first save written whole into its spare file and swapped with it by renameat2(RENAME_EXCHANGE) (StateStore.swift).")
     if results.get("large_limit"):
         limit, fits = results["large_limit"]
         p(f"The largest N here is {fits:,}, not 10,000: the descriptor limit is {limit:,} (`ulimit -Hn`), and the daemon")
