@@ -88,8 +88,17 @@ def marked(marker, table=None):
     return sorted(pid for pid in (table or process_table()) if want in environ(pid))
 
 
+# The daemon keeps descriptors open on purpose, in bounded caches (lifecycled(8)): the kernel files it writes and
+# reads at every transition (KernelFiles.swift: at most 64 written and 64 read) and a pair of state files for each
+# of the 32 apps saved last (StateStore.swift). They fill as apps come and go, so they are counted apart from the
+# rest (which must come back to its level) and checked against their bound.
+KEPT_LIMIT = 64 + 64 + 2 * 32
+KEPT = re.compile(r"^(/proc/\d+/oom_score_adj|/sys/fs/cgroup/.*/(cpu\.weight|io\.weight|cpu\.shares|cgroup\.procs|"
+                  r"cgroup\.freeze|cgroup\.events|freezer\.state)|.*/state/[^/]+\.json(\.tmp)?)$")
+
+
 def daemon_resources(pid):
-    """fd count, fd kinds, VmRSS and VmHWM (KiB) of the daemon."""
+    """fd count (without the kept ones), fd kinds (the kept ones as "kept"), VmRSS and VmHWM (KiB) of the daemon."""
     kinds = collections.Counter()
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
@@ -103,6 +112,8 @@ def daemon_resources(pid):
         kind = target.split(":", 1)[0] if ":" in target else ("file" if target.startswith("/") else target)
         if target.startswith("anon_inode:"):
             kind = target
+        if KEPT.match(target.removesuffix(" (deleted)")):
+            kind = "kept"
         kinds[kind] += 1
     fields = {}
     for line in read(f"/proc/{pid}/status").splitlines():
@@ -110,7 +121,7 @@ def daemon_resources(pid):
         fields[key] = value.split()
     rss = int(fields.get("VmRSS", ["0"])[0])
     hwm = int(fields.get("VmHWM", ["0"])[0])
-    return len(fds), dict(kinds), rss, hwm
+    return len(fds) - kinds["kept"], dict(kinds), rss, hwm
 
 
 def cpu_seconds(pid):
@@ -869,12 +880,14 @@ class Soak:
                        [f"pid {p}: {read(f'/proc/{p}/comm').strip()}" for p in lasting])
 
         # 4. fds and RSS back to their level.
-        fd_ok = after["fds"] <= baseline["fds"] + self.args.fd_tolerance
+        kept = after["kinds"].get("kept", 0)
+        fd_ok = after["fds"] <= baseline["fds"] + self.args.fd_tolerance and kept <= KEPT_LIMIT
         rss_limit = baseline["rss"] + max(self.args.rss_tolerance_kib, baseline["rss"] * self.args.rss_tolerance_pct / 100)
         rss_ok = after["rss"] <= rss_limit
         kinds = sorted(set(baseline["kinds"]) | set(after["kinds"]))
         self.check.add("4. daemon fds and RSS back to their level", fd_ok and rss_ok,
-                       f"fds {baseline['fds']} before the storm, {after['fds']} after (tolerance +{self.args.fd_tolerance}); "
+                       f"fds {baseline['fds']} before the storm, {after['fds']} after (tolerance +{self.args.fd_tolerance}), "
+                       f"besides {kept} kept in the bounded caches (at most {KEPT_LIMIT}); "
                        f"RSS {baseline['rss'] / 1024:.1f} MiB before, {after['rss'] / 1024:.1f} MiB after "
                        f"(limit {rss_limit / 1024:.1f} MiB: +max({self.args.rss_tolerance_kib // 1024} MiB, "
                        f"{self.args.rss_tolerance_pct:g}%)); peak during the storm {max(monitor['rss'] or [0]) / 1024:.1f} MiB, "
