@@ -21,12 +21,25 @@ import Testing
 /// LoopTimer's lazy cancel (the ack deadline): a cancel leaves the sd-event source armed, so the source fires once
 /// more for nothing; the handler must run only at what is due, never at a time a cancelled arming had.
 @Suite struct LoopTimerTests {
-    /// Runs the loop until `exit` is called or 5 s pass; returns the loop's time at the end.
-    private func run(_ loop: EventLoop, startingAt start: Duration) throws -> Duration {
+    /// Runs the loop until `exit` is called, or 5 s pass (then the expectation fails).
+    private func run(_ loop: EventLoop) throws {
         let guardTimer = try loop.timer { loop.exit(code: 1) }
         guardTimer.arm(after: .seconds(5))
         #expect(loop.run() == 0, "the loop ran into the 5 s guard")
-        return loop.now - start
+    }
+
+    /// A new timer, given to `arm`, and the loop run until its handler ran: how long after the start it did.
+    private func firedAt(lazyCancel: Bool, _ arm: (LoopTimer) -> Void) throws -> Duration? {
+        let loop = try EventLoop()
+        let start = loop.now
+        var ranAt: Duration?
+        let timer = try LoopTimer(loop: loop, lazyCancel: lazyCancel) {
+            ranAt = loop.now - start
+            loop.exit()
+        }
+        arm(timer)
+        try run(loop)
+        return ranAt
     }
 
     @Test func aLazilyCancelledTimerDoesNotRunItsHandler() throws {
@@ -39,42 +52,28 @@ import Testing
         // Past the cancelled time: the stale source has fired by then.
         let end = try loop.timer { loop.exit() }
         end.arm(after: .milliseconds(120))
-        _ = try run(loop, startingAt: loop.now)
+        try run(loop)
         #expect(ran == 0)
     }
 
     /// Armed again after a cancel for a later time: the source still fires at the earlier time, and must arm itself
     /// for the later one instead of running the handler early.
     @Test func aLaterArmingAfterALazyCancelRunsAtTheLaterTime() throws {
-        let loop = try EventLoop()
-        let start = loop.now
-        var ranAt: Duration?
-        let timer = try LoopTimer(loop: loop, lazyCancel: true) {
-            ranAt = loop.now - start
-            loop.exit()
-        }
-        timer.arm(after: .milliseconds(20))
-        timer.cancel()
-        timer.arm(after: .milliseconds(150))
-        _ = try run(loop, startingAt: start)
-        let at = try #require(ranAt)
+        let at = try #require(try firedAt(lazyCancel: true) { timer in
+            timer.arm(after: .milliseconds(20))
+            timer.cancel()
+            timer.arm(after: .milliseconds(150))
+        })
         #expect(at >= .milliseconds(150), "ran after \(at), before its due time")
     }
 
-    /// A non-lazy timer's cancel disarms at once, and arming for an earlier time than before moves the source.
+    /// Arming for an earlier time than before moves the source, lazy or not.
     @Test func anEarlierArmingMovesTheSource() throws {
         for lazy in [false, true] {
-            let loop = try EventLoop()
-            let start = loop.now
-            var ranAt: Duration?
-            let timer = try LoopTimer(loop: loop, lazyCancel: lazy) {
-                ranAt = loop.now - start
-                loop.exit()
-            }
-            timer.arm(after: .seconds(3))
-            timer.arm(after: .milliseconds(30))
-            _ = try run(loop, startingAt: start)
-            let at = try #require(ranAt, "lazy: \(lazy)")
+            let at = try #require(try firedAt(lazyCancel: lazy) { timer in
+                timer.arm(after: .seconds(3))
+                timer.arm(after: .milliseconds(30))
+            }, "lazy: \(lazy)")
             #expect(at >= .milliseconds(30) && at < .seconds(3), "lazy: \(lazy), ran after \(at)")
         }
     }
