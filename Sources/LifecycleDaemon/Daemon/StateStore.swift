@@ -124,6 +124,8 @@ final class StateStore {
     /// The apps whose pair is open.
     private var paired: [AppFile] = []
     private var useCounter: UInt64 = 0
+    /// The state directory's filesystem refused a swap (`exchange`): no pairs.
+    private var exchangeUnsupported = false
 
     /// The directory, opened by `prepare()`: saves open and rename their files relative to it, which spares
     /// each of those calls the walk of the whole path (two per save). -1 before: saves use the whole paths.
@@ -179,7 +181,7 @@ final class StateStore {
         if file.digest == digest { return false }
         // Whatever happens below, the file may no longer hold what was last saved.
         file.digest = nil
-        if file.written && directoryFD >= 0 {
+        if file.written && directoryFD >= 0 && !exchangeUnsupported {
             if file.pair == nil { openPair(file) }
             if file.pair != nil {
                 if exchange(file, bytes) {
@@ -248,7 +250,12 @@ final class StateStore {
         let swapped = file.temporaryName.withUnsafeBufferPointer { temporary in
             file.name.withUnsafeBufferPointer { cs_rename_exchange(directoryFD, temporary.baseAddress!, $0.baseAddress!) }
         }
-        guard swapped == 0 else { return false }
+        guard swapped == 0 else {
+            // A filesystem without RENAME_EXCHANGE (some network and FUSE ones): every save the first way from now on,
+            // not a pair opened and closed around each failed swap.
+            if errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP { exchangeUnsupported = true }
+            return false
+        }
         // What was the temporary file is NAME.json now, and the old NAME.json the next temporary one.
         file.pair = (final: pair.temporary, temporary: pair.final)
         (file.finalLength, file.temporaryLength) = (bytes.count, file.finalLength)
