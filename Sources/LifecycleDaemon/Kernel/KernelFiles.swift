@@ -23,8 +23,9 @@ let kernelFiles = Mutex(KernelFileCache())
 
 struct KernelFileCache: ~Copyable {
     static let capacity = 64
-    private var writers: [String: Entry] = [:]
-    private var readers: [String: Entry] = [:]
+    /// The descriptors opened for writing and those opened for reading, each bounded by `capacity`.
+    private var writers = Shelf()
+    private var readers = Shelf()
     private var clock: UInt64 = 0
 
     /// A class, so that a hit marks its use without a write to the dictionary (which made Dictionary check its
@@ -38,9 +39,37 @@ struct KernelFileCache: ~Copyable {
         }
     }
 
+    /// Descriptors by path, at most `capacity`, the least recently used closed first.
+    private struct Shelf {
+        var entries: [String: Entry] = [:]
+
+        mutating func insert(_ path: String, _ fd: Int32, used: UInt64) {
+            if entries.count >= KernelFileCache.capacity, let oldest = entries.min(by: { $0.value.used < $1.value.used }) {
+                close(oldest.value.fd)
+                entries[oldest.key] = nil
+            }
+            entries[path] = Entry(fd: fd, used: used)
+        }
+
+        mutating func drop(_ path: String) {
+            if let entry = entries.removeValue(forKey: path) { close(entry.fd) }
+        }
+
+        mutating func forget(prefix: String) {
+            for (path, entry) in entries where path.hasPrefix(prefix) {
+                close(entry.fd)
+                entries[path] = nil
+            }
+        }
+
+        func closeAll() {
+            for entry in entries.values { close(entry.fd) }
+        }
+    }
+
     deinit {
-        for entry in writers.values { close(entry.fd) }
-        for entry in readers.values { close(entry.fd) }
+        writers.closeAll()
+        readers.closeAll()
     }
 
     /// Writes `bytes` at offset 0 of the file at `path`.
@@ -81,18 +110,12 @@ struct KernelFileCache: ~Copyable {
     /// Closes the descriptors of the files under `directory` (a cgroup about to be removed).
     mutating func forget(under directory: String) {
         let prefix = directory.hasSuffix("/") ? directory : directory + "/"
-        for (path, entry) in writers where path.hasPrefix(prefix) {
-            close(entry.fd)
-            writers[path] = nil
-        }
-        for (path, entry) in readers where path.hasPrefix(prefix) {
-            close(entry.fd)
-            readers[path] = nil
-        }
+        writers.forget(prefix: prefix)
+        readers.forget(prefix: prefix)
     }
 
     /// How many descriptors are open (for tests).
-    var openCount: Int { writers.count + readers.count }
+    var openCount: Int { writers.entries.count + readers.entries.count }
 
     /// The object the descriptor was opened on is gone: the path may name a new one.
     private static func isStale(_ error: Int32) -> Bool {
@@ -101,31 +124,18 @@ struct KernelFileCache: ~Copyable {
 
     private mutating func descriptor(_ path: String, writing: Bool, fresh: inout Bool) throws(SystemError) -> Int32 {
         clock &+= 1
-        if let entry = writing ? writers[path] : readers[path] {
+        if let entry = writing ? writers.entries[path] : readers.entries[path] {
             entry.used = clock
             return entry.fd
         }
         let fd = try retryingEINTR("open \(path)") { open(path, (writing ? O_WRONLY : O_RDONLY) | O_CLOEXEC) }
         fresh = true
-        if writing {
-            if writers.count >= Self.capacity { Self.evictOldest(&writers) }
-            writers[path] = Entry(fd: fd, used: clock)
-        } else {
-            if readers.count >= Self.capacity { Self.evictOldest(&readers) }
-            readers[path] = Entry(fd: fd, used: clock)
-        }
+        if writing { writers.insert(path, fd, used: clock) } else { readers.insert(path, fd, used: clock) }
         return fd
     }
 
     private mutating func drop(_ path: String, writing: Bool) {
-        if writing, let entry = writers.removeValue(forKey: path) { close(entry.fd) }
-        if !writing, let entry = readers.removeValue(forKey: path) { close(entry.fd) }
-    }
-
-    private static func evictOldest(_ entries: inout [String: Entry]) {
-        guard let oldest = entries.min(by: { $0.value.used < $1.value.used }) else { return }
-        close(oldest.value.fd)
-        entries[oldest.key] = nil
+        if writing { writers.drop(path) } else { readers.drop(path) }
     }
 }
 
