@@ -31,13 +31,18 @@ import Testing
             if i >= 1 { try write(&cache, directory.path + "/0", "y") }  // file 0 stays the most recently used
         }
         #expect(cache.openCount == KernelFileCache.capacity)
-        let before = openDescriptors()
+        // This directory's descriptors alone (other tests open and close theirs meanwhile), each with its number.
+        let kept = { Set(openDescriptorTargets().filter { $0.target.hasPrefix(directory.path + "/") }.map { "\($0.name) \($0.target)" }) }
+        let before = kept()
+        #expect(before.count == KernelFileCache.capacity)
+        #expect(before.contains { $0.hasSuffix("/0") } && !before.contains { $0.hasSuffix("/1") }, "file 0 kept, file 1 (the oldest) closed")
         try write(&cache, directory.path + "/0", "z")
         try write(&cache, directory.path + "/\(count - 1)", "z")
-        #expect(openDescriptors() == before, "both were still open: nothing opened, nothing closed")
+        #expect(kept() == before, "both were still open: nothing opened, nothing closed")
 
         cache.forget(under: directory.path)
         #expect(cache.openCount == 0)
+        #expect(kept().isEmpty)
     }
 
     @Test func aFileAsLargeAsTheBufferIsLeftToTheCaller() throws {
@@ -89,11 +94,4 @@ import Testing
         close(fd)
     }
 
-    private func openDescriptors() -> Int {
-        guard let dir = opendir("/proc/self/fd") else { return -1 }
-        defer { closedir(dir) }
-        var count = 0
-        while readdir(dir) != nil { count += 1 }
-        return count
-    }
 }

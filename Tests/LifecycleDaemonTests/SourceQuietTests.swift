@@ -58,11 +58,7 @@ extension SourceTests {
                 return fields.count >= 10 && fields[1] == "15" ? fields[9] : nil
             })
             var counts = (timer: 0, inotify: 0, pressure: 0, uevent: 0)
-            for name in (try? ConfigLoader.listDirectory("/proc/self/fd")) ?? [] {
-                var target = [CChar](repeating: 0, count: 256)
-                let length = readlink("/proc/self/fd/" + name, &target, target.count - 1)
-                guard length > 0 else { continue }
-                let link = String(decoding: target[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            for (name, link) in openDescriptorTargets() {
                 let info = (try? readKernelFile("/proc/self/fdinfo/" + name)) ?? ""
                 if link == "anon_inode:[timerfd]", info.contains("clockid: 0"), info.contains("settime flags: 03") { counts.timer += 1 }
                 if link == "anon_inode:inotify", info.contains(inode) { counts.inotify += 1 }
