@@ -14,9 +14,8 @@
 //               them: on a VM a wake-up across vCPUs can cost several times one on the same CPU, so the harness
 //               measures both and takes the faster (bench/bench.py), as for the ping-pong floor.
 //   --work DIR  the floor with the kernel work the daemon must do per transition, done the cheapest way:
-//               each transition writes a ~400-byte state file in DIR (as the daemon: two files kept open, one
-//               written and swapped with the other by renameat2 RENAME_EXCHANGE; DIR on tmpfs, as the daemon's
-//               runtime directory) and the oom_score_adj of the process (each
+//               each transition writes a 512-byte state file in DIR (as the daemon: the file kept open and
+//               rewritten in place, one pwrite and an fstat; DIR on tmpfs, as the daemon's runtime directory) and the oom_score_adj of the process (each
 //               kernel file through a descriptor kept open: one pwrite, as the daemon's KernelFileCache); a foreground/background
 //               change also writes the app's CPU weight (v1 cpu.shares, else cgroup2 cpu.weight) of a cgroup of
 //               its own, made for the run under the cpu hierarchy (skipped, said on stderr, where none can be made).
@@ -84,13 +83,14 @@ static char state(pid_t pid) {
     return paren && paren[1] ? paren[2] : 0;
 }
 
-/* --work: the state file of one app, written as the daemon writes its own from an app's second save on: two files
-   kept open, NAME.json.tmp written whole (pwrite; ftruncate when its length changes) and swapped with NAME.json in one atomic step
-   (renameat2 RENAME_EXCHANGE), both named relative to the directory (opened once). */
+/* --work: the state file of one app, written as the daemon writes its own from an app's second save on: the file
+   kept open and rewritten in place, one pwrite at offset 0 of the whole (padded) content, then an fstat to check
+   that it is still linked (StateStore.swift). The first save makes it as the daemon's does: a temporary file
+   written and renamed over NAME.json, whose descriptor is kept. Names relative to the directory (opened once). */
 static const char *workDir;
 static int workDirFD = -1;
-static char stateText[400];
-static struct { char app[64]; int current, spare; } stateFiles[4];
+static char stateText[512];
+static struct { char app[64]; int fd; } stateFiles[4];
 
 static void save_state(const char *app) {
     char name[256], temporary[300];
@@ -100,26 +100,19 @@ static void save_state(const char *app) {
     while (slot < 4 && stateFiles[slot].app[0] && strcmp(stateFiles[slot].app, app) != 0) slot++;
     if (slot == 4) { fprintf(stderr, "relay_floor: more than 4 apps\n"); exit(1); }
     if (!stateFiles[slot].app[0]) {
-        /* The first save: as the daemon's, a file made and renamed; then the pair is opened. */
         int f = openat(workDirFD, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (f < 0 || write(f, stateText, sizeof stateText) != (ssize_t) sizeof stateText) { perror("relay_floor: state file"); exit(1); }
-        close(f);
         if (renameat(workDirFD, temporary, workDirFD, name) != 0) { perror("relay_floor: rename"); exit(1); }
         snprintf(stateFiles[slot].app, sizeof stateFiles[slot].app, "%s", app);
-        stateFiles[slot].current = openat(workDirFD, name, O_WRONLY | O_CLOEXEC);
-        stateFiles[slot].spare = openat(workDirFD, temporary, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-        if (stateFiles[slot].current < 0 || stateFiles[slot].spare < 0) { perror("relay_floor: state pair"); exit(1); }
+        stateFiles[slot].fd = f;
         return;
     }
-    int spare = stateFiles[slot].spare;
-    /* Every save here is as long as the file it reuses: no truncate (the daemon skips it then too). */
-    if (pwrite(spare, stateText, sizeof stateText, 0) != (ssize_t) sizeof stateText
-        || syscall(SYS_renameat2, workDirFD, temporary, workDirFD, name, 2 /* RENAME_EXCHANGE */) != 0) {
-        perror("relay_floor: state exchange");
+    struct stat info;
+    if (pwrite(stateFiles[slot].fd, stateText, sizeof stateText, 0) != (ssize_t) sizeof stateText
+        || fstat(stateFiles[slot].fd, &info) != 0 || info.st_nlink == 0) {
+        perror("relay_floor: state save");
         exit(1);
     }
-    stateFiles[slot].spare = stateFiles[slot].current;
-    stateFiles[slot].current = spare;
 }
 
 /* One small write to a kernel file, as the daemon's KernelFileCache does it: through a descriptor kept open, one

@@ -614,9 +614,6 @@ int cs_pipe_cloexec(int fds[2]) {
     return pipe2(fds, O_CLOEXEC);
 }
 
-int cs_rename_exchange(int dirfd, const char *a, const char *b) {
-    return (int)syscall(SYS_renameat2, dirfd, a, dirfd, b, 2 /* RENAME_EXCHANGE */);
-}
 
 int cs_socketpair_cloexec(int fds[2]) {
     return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);

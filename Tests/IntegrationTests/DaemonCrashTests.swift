@@ -198,9 +198,15 @@ struct DaemonCrashTests {
             try harness.control("focus", "a")
             let socket = harness.runtimeDirectory.appendingPathComponent("app.sock").path
             let statePath = harness.runtimeDirectory.appendingPathComponent("state/a.json")
-            try harness.waitUntil("a's state is saved") { FileManager.default.fileExists(atPath: statePath.path) }
-            let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: statePath)) as? [String: Any]
-            let token = try #require(saved?["token"] as? String)
+            // The daemon rewrites the file in place while it runs (a read at the same time may see a mix of two
+            // saves): read until one whole save is seen.
+            var savedToken: String?
+            try harness.waitUntil("a's state is saved with its token") {
+                let saved = (try? Data(contentsOf: statePath)).flatMap { try? JSONSerialization.jsonObject(with: $0) } as? [String: Any]
+                savedToken = saved?["token"] as? String
+                return savedToken != nil
+            }
+            let token = try #require(savedToken)
             #expect(token.count == 32)
 
             func attempt(_ line: String) throws -> String {

@@ -46,9 +46,6 @@ int cs_pidfd_open(pid_t pid);
 // mallopt(M_MMAP_THRESHOLD, bytes): <malloc.h> is not in Swift's Glibc module. Returns mallopt's result (1 on success).
 int cs_set_mmap_threshold(int bytes);
 int cs_pipe_cloexec(int fds[2]);
-// renameat2(dirfd, a, dirfd, b, RENAME_EXCHANGE): swaps the two names atomically (glibc's renameat2 is not in
-// Swift's Glibc module). 0, or -1 with errno.
-int cs_rename_exchange(int dirfd, const char *a, const char *b);
 int cs_socketpair_cloexec(int fds[2]);
 int cs_accept_cloexec_nonblock(int fd);
 int cs_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);

@@ -46,18 +46,25 @@ extension PersistedApp {
     }
 }
 
-/// RUNTIME_DIR/state/NAME.json, one file per app, each written whole to a temporary file and renamed over
-/// the old one: a reader (the next daemon) sees the old file or the new one, never a torn one.
+/// RUNTIME_DIR/state/NAME.json, one file per app.
 ///
-/// An app saved again (most are saved at each transition) keeps two files open, NAME.json and NAME.json.tmp: the
-/// save writes the temporary one whole (pwrite, ftruncate) and swaps the two names in one atomic step
-/// (renameat2 RENAME_EXCHANGE), so the old file becomes the next temporary one. No file is made and none freed per
-/// save: 4.6 µs instead of 13.6 for create, write, close and rename on this machine's tmpfs, where the four saves
-/// of an app switch were a third of its time (docs/BENCHMARKS.md). The name NAME.json still always names a whole
-/// file; a reader that keeps it open past the next save but one may see that save's bytes (the next daemon reads
-/// each file once, after this one is gone). At most `pairedCapacity` apps keep their pair open, the least recently
-/// saved closed first: a thousand apps do not hold two thousand descriptors. NAME.json.tmp files are not state
-/// (`loadAll` removes them).
+/// An app's first save (and any save that does not fit the file's page, below) writes a temporary file whole and
+/// renames it over NAME.json: the name always names a whole file. The descriptor of what is now NAME.json stays
+/// open, and later saves (most apps are saved at each transition) rewrite it **in place**: one pwrite at offset 0
+/// of the whole new content, padded with spaces before its newline to a multiple of `paddingUnit` bytes and to
+/// at least the file's length, so that no save needs a truncate. That is allowed only while the padded content fits
+/// in `pageBytes` (one page, the smallest Linux has): a write of at most one page at offset 0 is copied into the
+/// page cache in one step, and the kernel checks for a fatal signal only between pages
+/// (`generic_perform_write`, which tmpfs and the page-cache filesystems use), so a daemon killed during it (even
+/// `kill -9`) leaves the old bytes or the new ones, never a mix. The buffer is the daemon's own, just written,
+/// so the copy does not fault halfway. A save went from 4.6 µs (a pair of open files swapped by RENAME_EXCHANGE)
+/// and 13.6 µs (create, write, close, rename) to 0.6 µs on this machine's tmpfs; an app switch makes four
+/// (docs/BENCHMARKS.md). What is given up: a reader **running at the same time** as a save may see part of the old
+/// bytes and part of the new. The file is for the next daemon, which reads it once this one is gone; anything
+/// else asks the daemon (`lifectl status`). A save checks, with fstat, that the file it wrote is still linked: one
+/// removed or replaced behind the store is made again the first way. At most `keptCapacity` apps keep their
+/// file open, the least recently saved closed first: a thousand apps do not hold a thousand descriptors.
+/// NAME.json.tmp files are not state (`loadAll` removes them).
 ///
 /// No fsync: the file outlives the daemon, not the machine. A daemon crash (even `kill -9`) loses nothing the
 /// kernel has accepted with write(); a machine crash also ends every process the file describes, and the
@@ -87,14 +94,11 @@ final class StateStore {
         var digest: Digest?
         /// So that a save need not read /proc/PID/stat again.
         var identity: (pid: pid_t, startTime: UInt64)?
-        /// The file exists as this daemon wrote it whole (a first save is a create and a rename).
-        var written = false
-        /// NAME.json and NAME.json.tmp, open while the app is among the recently saved (`pairedCapacity`), and
-        /// their lengths (-1: unknown): a save of at least as many bytes as the temporary one holds need not truncate it.
-        var pair: (final: Int32, temporary: Int32)?
-        var finalLength = -1
-        var temporaryLength = -1
-        /// When it was last saved through its pair (the store's counter), for the least recently used.
+        /// NAME.json as this daemon last wrote it whole, open while the app is among the recently saved
+        /// (`keptCapacity`) and its content fits one page, and its length then.
+        var kept: Int32?
+        var length = 0
+        /// When it was last saved (the store's counter), for the least recently used.
         var lastUse: UInt64 = 0
 
         init(directory: String, app: String) {
@@ -119,13 +123,16 @@ final class StateStore {
         }
     }
 
-    /// How many apps keep their two files open at most (`AppFile.pair`).
-    static let pairedCapacity = 32
-    /// The apps whose pair is open.
-    private var paired: [AppFile] = []
+    /// How many apps keep their file open at most (`AppFile.kept`).
+    static let keptCapacity = 32
+    /// The most a save in place writes: one page (4 KiB, the smallest page size of Linux's architectures).
+    static let pageBytes = 4096
+    /// Files are padded to a multiple of this, so that the states of one app (whose names differ in length) mostly
+    /// give files of one length: the in-place save then writes over the whole file without growing it.
+    static let paddingUnit = 256
+    /// The apps whose file is open.
+    private var kept: [AppFile] = []
     private var useCounter: UInt64 = 0
-    /// The state directory's filesystem refused a swap (`exchange`): no pairs.
-    private var exchangeUnsupported = false
 
     /// The directory, opened by `prepare()`: saves open and rename their files relative to it, which spares
     /// each of those calls the walk of the whole path (two per save). -1 before: saves use the whole paths.
@@ -139,11 +146,11 @@ final class StateStore {
 
     deinit {
         if directoryFD >= 0 { close(directoryFD) }
-        for file in paired { if let pair = file.pair { close(pair.final); close(pair.temporary) } }
+        for file in kept { if let fd = file.kept { close(fd) } }
     }
 
-    /// How many apps hold their pair of files open (for tests).
-    var pairedCount: Int { paired.count }
+    /// How many apps hold their file open (for tests).
+    var keptCount: Int { kept.count }
 
     /// Create the directory (0700: the state names processes and holds apps' data).
     func prepare() throws(SystemError) {
@@ -175,21 +182,25 @@ final class StateStore {
     /// Writes the app's file, unless it already holds exactly these bytes (then returns false).
     @discardableResult
     func save(_ app: PersistedApp) throws(SystemError) -> Bool {
-        let bytes = encode(app)
+        var bytes = encode(app)
         let digest = Digest(bytes)
         let file = record(for: app.name)
         if file.digest == digest { return false }
         // Whatever happens below, the file may no longer hold what was last saved.
         file.digest = nil
-        if file.written && directoryFD >= 0 && !exchangeUnsupported {
-            if file.pair == nil { openPair(file) }
-            if file.pair != nil {
-                if exchange(file, bytes) {
-                    saved(file, digest, app)
-                    return true
-                }
-                closePair(file)  // and write it the first way, which reports what failed
+        if let fd = file.kept {
+            if Self.pad(&bytes, toAtLeast: file.length), rewrite(fd, bytes) {
+                file.length = bytes.count
+                useCounter &+= 1
+                file.lastUse = useCounter
+                saved(file, digest, app)
+                return true
             }
+            // Too long for a page, or the write failed, or the file is no longer NAME.json: made again the first way
+            // (which reports what failed), the padding kept.
+            release(file)
+        } else {
+            _ = Self.pad(&bytes, toAtLeast: 0)
         }
         let at = directoryFD >= 0 ? directoryFD : AT_FDCWD
         let temporary = directoryFD >= 0 ? file.temporaryName : file.temporary
@@ -207,17 +218,22 @@ final class StateStore {
             }
             written += count
         }
-        close(fd)
         let final = directoryFD >= 0 ? file.name : file.path
         let renamed = temporary.withUnsafeBufferPointer { temporary in
             final.withUnsafeBufferPointer { renameat(at, temporary.baseAddress!, at, $0.baseAddress!) }
         }
         guard renamed == 0 else {
             let error = errno
+            close(fd)
             temporary.withUnsafeBufferPointer { _ = unlinkat(at, $0.baseAddress!, 0) }
             throw SystemError(operation: "rename \(file.temporaryPath)", errno: error)
         }
-        file.written = true
+        // The descriptor is NAME.json's now: kept for the next saves in place, if this content fits a page.
+        if bytes.count <= Self.pageBytes {
+            keep(file, fd, length: bytes.count)
+        } else {
+            close(fd)
+        }
         saved(file, digest, app)
         return true
     }
@@ -231,65 +247,50 @@ final class StateStore {
         }
     }
 
-    /// Writes `bytes` whole into NAME.json.tmp and swaps it with NAME.json. False if any step failed (the pair is
-    /// then closed by the caller, and NAME.json still names a whole file: the last step is the atomic swap).
-    private func exchange(_ file: AppFile, _ bytes: [UInt8]) -> Bool {
-        guard let pair = file.pair else { return false }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { pwrite(pair.temporary, $0.baseAddress, $0.count, off_t(written)) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return false }
-            written += count
+    /// `bytes` (JSON and its newline) with spaces before the newline, up to a multiple of `paddingUnit` and to at
+    /// least `length` bytes (JSON allows whitespace after the value). False, and `bytes` as they were, when that is
+    /// more than `pageBytes`.
+    static func pad(_ bytes: inout [UInt8], toAtLeast length: Int) -> Bool {
+        let target = max((bytes.count + paddingUnit - 1) / paddingUnit * paddingUnit, length)
+        guard target <= pageBytes, target > bytes.count, bytes.last == UInt8(ascii: "\n") else {
+            return bytes.count <= pageBytes && length <= bytes.count
         }
-        // A save at least as long as the file it reuses overwrites all of it: no truncate then (of the four saves of
-        // an app switch, whose lengths follow the state's name, half).
-        if file.temporaryLength < 0 || file.temporaryLength > bytes.count {
-            guard ftruncate(pair.temporary, off_t(bytes.count)) == 0 else { return false }
-        }
-        let swapped = file.temporaryName.withUnsafeBufferPointer { temporary in
-            file.name.withUnsafeBufferPointer { cs_rename_exchange(directoryFD, temporary.baseAddress!, $0.baseAddress!) }
-        }
-        guard swapped == 0 else {
-            // A filesystem without RENAME_EXCHANGE (some network and FUSE ones): every save the first way from now on,
-            // not a pair opened and closed around each failed swap.
-            if errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP { exchangeUnsupported = true }
-            return false
-        }
-        // What was the temporary file is NAME.json now, and the old NAME.json the next temporary one.
-        file.pair = (final: pair.temporary, temporary: pair.final)
-        (file.finalLength, file.temporaryLength) = (bytes.count, file.finalLength)
-        useCounter &+= 1
-        file.lastUse = useCounter
+        bytes[bytes.count - 1] = UInt8(ascii: " ")
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: " "), count: target - bytes.count - 1))
+        bytes.append(UInt8(ascii: "\n"))
         return true
     }
 
-    /// Opens NAME.json (as this daemon last wrote it) and NAME.json.tmp (made if missing), closing the pair of the
-    /// least recently saved app first when `pairedCapacity` apps hold theirs. Leaves `pair` nil if either fails.
-    private func openPair(_ file: AppFile) {
-        if paired.count >= Self.pairedCapacity, let oldest = paired.indices.min(by: { paired[$0].lastUse < paired[$1].lastUse }) {
-            closePair(paired[oldest])
-        }
-        let final = file.name.withUnsafeBufferPointer { openat(directoryFD, $0.baseAddress!, O_WRONLY | O_CLOEXEC) }
-        guard final >= 0 else { return }
-        let temporary = file.temporaryName.withUnsafeBufferPointer {
-            openat(directoryFD, $0.baseAddress!, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        }
-        guard temporary >= 0 else {
-            close(final)
-            return
-        }
-        file.pair = (final, temporary)
-        (file.finalLength, file.temporaryLength) = (-1, -1)
-        paired.append(file)
+    /// One pwrite of the whole file at offset 0 (at most a page: never torn by the daemon's death), then a check
+    /// that the file is still NAME.json (linked). False if either fails.
+    private func rewrite(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        var count: Int
+        repeat {
+            count = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        } while count < 0 && errno == EINTR
+        guard count == bytes.count else { return false }
+        var info = stat()
+        return fstat(fd, &info) == 0 && info.st_nlink > 0
     }
 
-    private func closePair(_ file: AppFile) {
-        guard let pair = file.pair else { return }
-        close(pair.final)
-        close(pair.temporary)
-        file.pair = nil
-        paired.removeAll { $0 === file }
+    /// Keeps `fd` (NAME.json) open for saves in place, closing the least recently saved app's first when
+    /// `keptCapacity` apps hold theirs.
+    private func keep(_ file: AppFile, _ fd: Int32, length: Int) {
+        if kept.count >= Self.keptCapacity, let oldest = kept.indices.min(by: { kept[$0].lastUse < kept[$1].lastUse }) {
+            release(kept[oldest])
+        }
+        file.kept = fd
+        file.length = length
+        useCounter &+= 1
+        file.lastUse = useCounter
+        kept.append(file)
+    }
+
+    private func release(_ file: AppFile) {
+        guard let fd = file.kept else { return }
+        close(fd)
+        file.kept = nil
+        kept.removeAll { $0 === file }
     }
 
     /// The file's bytes: what `LineCoder.encode` gives (JSON and a newline), by `PersistedApp.writeJSON`.
@@ -306,7 +307,7 @@ final class StateStore {
     }
 
     func remove(_ name: String) {
-        if let file = files.removeValue(forKey: name) { closePair(file) }
+        if let file = files.removeValue(forKey: name) { release(file) }
         unlink(path(name))
         unlink(path(name) + ".tmp")
     }
@@ -319,7 +320,7 @@ final class StateStore {
         while let entry = readdir(dir) {
             let name = directoryEntryName(entry)
             if name.hasSuffix(".json.tmp") {
-                // An earlier daemon's temporary file (a save cut short, or a pair's spare): not state.
+                // An earlier daemon's temporary file (a save cut short, or an earlier version's spare): not state.
                 unlinkat(dirfd(dir), name, 0)
                 continue
             }
@@ -327,7 +328,8 @@ final class StateStore {
             let file = directory + "/" + name
             do {
                 var bytes = try readWholeFile(file)
-                if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+                // The newline, and the padding before it (`pad`).
+                while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: " ") { bytes.removeLast() }
                 apps.append(try coder.decode(PersistedApp.self, from: bytes))
             } catch {
                 problems.append("\(file): \(error)")
