@@ -89,12 +89,12 @@ def marked(marker, table=None):
 
 
 # The daemon keeps descriptors open on purpose, in bounded caches (lifecycled(8)): the kernel files it writes and
-# reads at every transition (KernelFiles.swift: at most 64 written and 64 read) and a pair of state files for each
-# of the 32 apps saved last (StateStore.swift). They fill as apps come and go, so they are counted apart from the
+# reads at every transition (KernelFiles.swift: at most 64 written and 64 read) and the state file of each of the
+# 32 apps saved last, rewritten in place (StateStore.swift). They fill as apps come and go, so they are counted apart from the
 # rest (which must come back to its level) and checked against their bound.
-KEPT_LIMIT = 64 + 64 + 2 * 32
+KEPT_LIMIT = 64 + 64 + 32
 KEPT = re.compile(r"^(/proc/\d+/oom_score_adj|/sys/fs/cgroup/.*/(cpu\.weight|io\.weight|cpu\.shares|cgroup\.procs|"
-                  r"cgroup\.freeze|cgroup\.events|freezer\.state)|.*/state/[^/]+\.json(\.tmp)?)$")
+                  r"cgroup\.freeze|cgroup\.events|freezer\.state)|.*/state/[^/]+\.json)$")
 
 
 def daemon_resources(pid):
