@@ -26,7 +26,13 @@ public final class Daemon {
     let options: DaemonOptions
     let cgroups: CgroupSupport
     var model = Supervisor()
-    var apps: [String: AppRuntime] = [:]
+    /// Every configured app, by name. Looked up through `runtime(_:)` on the hot paths.
+    var apps: [String: AppRuntime] = [:] {
+        didSet { recentApps = (nil, nil) }
+    }
+    /// The two apps found last by `runtime(_:)`: an event concerns one app or two, looked up many times each
+    /// (by the effects the model returns); comparing a name costs a few instructions, the dictionary hashes it whole.
+    private var recentApps: (AppRuntime?, AppRuntime?) = (nil, nil)
     var config: LoadedConfig
     let coder = LineCoder()
     let startedAt: Duration
@@ -193,7 +199,7 @@ public final class Daemon {
     }
 
     private func autoLaunch(_ name: String) {
-        guard let app = apps[name] else { return }
+        guard let app = runtime(name) else { return }
         let request: Request
         switch app.config.autoLaunch {
         case .no: return
@@ -212,7 +218,7 @@ public final class Daemon {
     /// Apply a lifectl request; the reply goes out when the app settles (or at once on refusal).
     func handle(_ request: Request, for name: String, from client: ControlClient) {
         guard !stopping else { return client.reply(.failure("lifecycled is shutting down")) }
-        apps[name]?.waiters.append(client)
+        runtime(name)?.waiters.append(client)
         do {
             let effects = try model.handle(request, for: name, origin: "lifectl", now: loop.now)
             for case .note(name, .sceneSessionCreated(let scene, _)) in effects where request.isSceneRequest {
@@ -221,7 +227,7 @@ public final class Daemon {
             perform(effects)
         } catch {
             // Only this request's entry: earlier requests of the same connection still wait for their replies.
-            if let index = apps[name]?.waiters.lastIndex(where: { $0 === client }) { apps[name]?.waiters.remove(at: index) }
+            if let index = runtime(name)?.waiters.lastIndex(where: { $0 === client }) { runtime(name)?.waiters.remove(at: index) }
             client.reply(.failure(error.description))
         }
         drain()
@@ -234,6 +240,19 @@ public final class Daemon {
     func dispatch(_ event: Event) {
         events.append(event)
         drain()
+    }
+
+    /// `apps[name]`, trying the two apps found last first.
+    @inline(__always)
+    func runtime(_ name: String) -> AppRuntime? {
+        if let app = recentApps.0, app.name == name { return app }
+        if let app = recentApps.1, app.name == name {
+            recentApps = (app, recentApps.0)
+            return app
+        }
+        guard let app = apps[name] else { return nil }
+        recentApps = (app, recentApps.0)
+        return app
     }
 
     func drain() {
@@ -257,18 +276,18 @@ public final class Daemon {
             case .continueProcess(let name): resume(name)
             case .signal(let name, let signal): self.signal(name, signal)
             case .armTimer(let name, let kind, let delay): timer(name, kind)?.arm(after: delay)
-            case .cancelTimer(let name, let kind): apps[name]?.timers[kind]?.cancel()
+            case .cancelTimer(let name, let kind): runtime(name)?.timers[kind]?.cancel()
             case .transition(let name, let from, let to, let reason): transitioned(name, from, to, reason)
             case .note(let name, let note): log(name, note)
             case .settled(let name): settled(name)
             case .notify(let name, let delivery):
-                apps[name]?.connection?.send(coder.encode(ServerMessage.notification(delivery)))
+                runtime(name)?.connection?.send(coder.encode(ServerMessage.notification(delivery)))
             case .taskBegan(let name, let task, let remaining):
-                apps[name]?.connection?.send(coder.encode(ServerMessage.backgroundTaskBegan(
+                runtime(name)?.connection?.send(coder.encode(ServerMessage.backgroundTaskBegan(
                     task: task.id, name: task.name, remainingMs: remaining.map(milliseconds))))
                 Log.info("\(name): began background task \(task.id) '\(task.name)'" + (remaining.map { ", \(describe($0)) left" } ?? " (in the foreground)"))
             case .taskExpiring(let name, let tasks, let remaining):
-                apps[name]?.connection?.send(coder.encode(ServerMessage.backgroundTimeWillExpire(
+                runtime(name)?.connection?.send(coder.encode(ServerMessage.backgroundTimeWillExpire(
                     tasks: tasks, remainingMs: milliseconds(remaining))))
                 Log.notice("\(name): background time runs out in \(describe(remaining)); open tasks: \(tasks.map(\.name).joined(separator: ", "))")
             }
@@ -276,7 +295,7 @@ public final class Daemon {
     }
 
     private func timer(_ name: String, _ kind: TimerKind) -> LoopTimer? {
-        guard let app = apps[name] else { return nil }
+        guard let app = runtime(name) else { return nil }
         if let timer = app.timers[kind] { return timer }
         do {
             // The ack deadline is armed and met on every callback: its cancel is lazy (LoopTimer).
@@ -294,7 +313,7 @@ public final class Daemon {
     // MARK: Processes
 
     private func spawn(_ name: String, _ launch: LaunchOptions) {
-        guard let app = apps[name] else { return }
+        guard let app = runtime(name) else { return }
         let config = app.config
         if app.cgroup == nil && cgroups.layout != .none {
             do {
@@ -394,7 +413,7 @@ public final class Daemon {
 
     private func finishLaunch(_ started: LaunchInFlight) {
         let name = started.name, pair = started.pair, output = started.output, launch = started.launch
-        guard let app = apps[name] else { return }
+        guard let app = runtime(name) else { return }
         let config = app.config
         let pid: pid_t
         do {
@@ -460,7 +479,7 @@ public final class Daemon {
     }
 
     private func childChanged(_ name: String, pid: pid_t, code: Int32, status: Int32) {
-        guard let app = apps[name], app.pid == pid else { return }
+        guard let app = runtime(name), app.pid == pid else { return }
         switch code {
         case Int32(CLD_EXITED), Int32(CLD_KILLED), Int32(CLD_DUMPED):
             unconfirmedStops.remove(name)
@@ -541,7 +560,7 @@ public final class Daemon {
     private var unconfirmedStops: Set<String> = []
 
     private func suspend(_ name: String) {
-        guard let app = apps[name], let pid = app.pid else { return }
+        guard let app = runtime(name), let pid = app.pid else { return }
         unconfirmedStops.insert(name)
         var mechanism = SuspendMechanism.signal
         if app.config.suspendMethod == .freezer {
@@ -602,7 +621,7 @@ public final class Daemon {
     /// `leaderStopped`: the kernel reported the stop of the leader (our child), so only the other processes the
     /// suspension stopped are read in /proc, and none for an app of one process.
     private func confirmStopped(_ name: String, leaderStopped: Bool = false) {
-        guard let app = apps[name], let pid = app.pid, let mechanism = app.suspendedWith else {
+        guard let app = runtime(name), let pid = app.pid, let mechanism = app.suspendedWith else {
             unconfirmedStops.remove(name)
             return
         }
@@ -627,7 +646,7 @@ public final class Daemon {
 
     private func resume(_ name: String) {
         unconfirmedStops.remove(name)
-        guard let app = apps[name], let pid = app.pid else { return }
+        guard let app = runtime(name), let pid = app.pid else { return }
         app.stopCheck?.disarm()
         switch app.suspendedWith {
         case .freezer:
@@ -647,7 +666,7 @@ public final class Daemon {
     }
 
     private func signal(_ name: String, _ signal: TerminationSignal) {
-        guard let app = apps[name], let pid = app.pid else { return }
+        guard let app = runtime(name), let pid = app.pid else { return }
         switch signal {
         case .terminate:
             kill(-pid, SIGTERM)
@@ -663,13 +682,13 @@ public final class Daemon {
     // MARK: Clients
 
     private func send(_ name: String, _ delivery: Delivery) {
-        guard let connection = apps[name]?.connection else { return }
+        guard let connection = runtime(name)?.connection else { return }
         connection.send(coder.encode(ServerMessage(delivery)))
         Log.debug("\(name): sent \(delivery.name) (id \(delivery.id))")
     }
 
     func clientEvent(_ name: String, _ connection: Connection, _ event: Connection.Event) {
-        guard let app = apps[name], app.connection === connection else { return }
+        guard let app = runtime(name), app.connection === connection else { return }
         switch event {
         case .line(let line):
             let message: ClientMessage
@@ -766,7 +785,7 @@ public final class Daemon {
     // MARK: Effects that report
 
     private func transitioned(_ name: String, _ from: AppState, _ to: AppState, _ reason: String) {
-        guard let app = apps[name] else { return }
+        guard let app = runtime(name) else { return }
         app.sinceWall = wallClockNow()
         Log.event(.transition, .info, "\(name): \(from.rawValue) → \(to.rawValue) (\(reason))",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_FROM", from.rawValue), ("LIFECYCLE_TO", to.rawValue),
@@ -867,7 +886,7 @@ public final class Daemon {
     }
 
     private func settled(_ name: String) {
-        guard let app = apps[name] else { return }
+        guard let app = runtime(name) else { return }
         let waiters = app.waiters
         app.waiters = []
         if !waiters.isEmpty, let status = status(of: name) {
@@ -882,7 +901,7 @@ public final class Daemon {
     }
 
     private func forget(_ name: String) {
-        guard let app = apps[name] else { return }
+        guard let app = runtime(name) else { return }
         sources?.unwatchPreferences(app: name)
         for waiter in app.waiters { waiter.reply(.failure("\(name) was removed from the configuration")) }
         app.cgroup?.remove()
@@ -896,7 +915,7 @@ public final class Daemon {
     // MARK: Status
 
     func status(of name: String) -> AppStatus? {
-        guard let app = apps[name], let record = model.app(name) else { return nil }
+        guard let app = runtime(name), let record = model.app(name) else { return nil }
         let protocolState: String
         if !record.policy.speaksProtocol {
             protocolState = "none"
@@ -1009,7 +1028,7 @@ public final class Daemon {
         let names = dirtyApps
         dirtyApps = []
         for name in names.sorted() {
-            guard let app = apps[name], let snapshot = model.snapshot(of: name) else { continue }
+            guard let app = runtime(name), let snapshot = model.snapshot(of: name) else { continue }
             // The start time is read once per process (it never changes), not at every save.
             let startTime = app.pid.flatMap { pid in stateStore.savedStartTime(of: name, pid: pid) ?? ProcessTable.startTime(of: pid) }
             let persisted = PersistedApp(
@@ -1058,7 +1077,7 @@ public final class Daemon {
         // Only the apps whose group exists can have strays; the others get theirs at their first launch.
         let existing = cgroups.existingAppCgroupNames()
         for name in apps.keys.sorted() where existing.contains(name) {
-            guard let app = apps[name], app.pid == nil, let cgroup = try? cgroups.makeAppCgroup(app: name) else { continue }
+            guard let app = runtime(name), app.pid == nil, let cgroup = try? cgroups.makeAppCgroup(app: name) else { continue }
             app.cgroup = cgroup
             let strays = cgroup.pids()
             if !strays.isEmpty, app.config.external {
@@ -1134,7 +1153,7 @@ public final class Daemon {
     /// A client reconnects on the app socket: the right token, from one of the app's own processes, for a
     /// running app that has no connection. Returns why not, or nil once `connection` is the app's.
     func reattach(_ name: String, token: String, peer pid: pid_t, connection: Connection) -> String? {
-        guard let app = apps[name], let leader = app.pid else { return "no such app is running" }
+        guard let app = runtime(name), let leader = app.pid else { return "no such app is running" }
         guard let expected = app.token, constantTimeEqual(token, expected) else { return "wrong token" }
         guard getpgid(pid) == leader || app.cgroup?.pids().contains(pid) == true else {
             return "pid \(pid) is not one of its processes"
@@ -1183,7 +1202,7 @@ public final class Daemon {
             return nil
         }
         _ = fcntl(pidfd, F_SETFD, FD_CLOEXEC)
-        apps[name]?.pidfdStored = true
+        runtime(name)?.pidfdStored = true
         Log.info("\(name): took back the pidfd of process \(pid) from the service manager's store")
         return pidfd
     }
@@ -1210,7 +1229,7 @@ public final class Daemon {
     private func attachStoredConnections(_ stored: [String: Int32]) {
         for (fdName, fd) in stored.sorted(by: { $0.key < $1.key }) {
             let name = String(fdName.dropFirst(Self.storedConnectionPrefix.count))
-            guard let app = apps[name], app.pid != nil, app.connection == nil,
+            guard let app = runtime(name), app.pid != nil, app.connection == nil,
                   model.app(name)?.state.isRunning == true else {
                 Log.info("\(name): dropping its stored connection (fd \(fd)): the app was not re-adopted")
                 close(fd)
@@ -1247,7 +1266,7 @@ public final class Daemon {
         let identities = pids.map { ($0, ProcessTable.startTime(of: $0)) }
         for pid in pids { kill(pid, SIGCONT); kill(pid, SIGTERM) }
         if let processGroup { kill(-processGroup, SIGCONT); kill(-processGroup, SIGTERM) }
-        let timeout = apps[name]?.config.policy.stopTimeout ?? AppPolicy().stopTimeout
+        let timeout = runtime(name)?.config.policy.stopTimeout ?? AppPolicy().stopTimeout
         var source: EventSource?
         source = try? loop.timer { [weak self] in
             for (pid, start) in identities where start != nil && ProcessTable.startTime(of: pid) == start { kill(pid, SIGKILL) }
@@ -1270,7 +1289,7 @@ public final class Daemon {
         // Added apps launch together, as at start-up.
         launchingTogether {
             for (name, appConfig) in fresh.apps.sorted(by: { $0.key < $1.key }) {
-                if let app = apps[name] {
+                if let app = runtime(name) {
                     guard app.config != appConfig else { continue }
                     app.config = appConfig
                     app.removeWhenStopped = false
@@ -1289,7 +1308,7 @@ public final class Daemon {
         for name in apps.keys.sorted() where fresh.apps[name] == nil {
             changed.append(name)
             if model.app(name)?.state.isRunning == true {
-                apps[name]?.removeWhenStopped = true
+                runtime(name)?.removeWhenStopped = true
                 Log.info("\(name): removed from the configuration; terminating it")
                 perform((try? model.handle(.terminate, for: name, origin: "reload", now: loop.now)) ?? [])
                 drain()

@@ -17,7 +17,7 @@ extension Daemon {
     /// An external app was configured: with `ExternalFrom=cgroup` its cgroup is made now, so that whoever starts
     /// its process can place it there before it connects (`lifectl status` shows the path).
     func prepareExternal(_ name: String) {
-        guard let app = apps[name], app.config.externalFrom == .cgroup else { return }
+        guard let app = runtime(name), app.config.externalFrom == .cgroup else { return }
         guard cgroups.layout != .none else {
             return Log.warning("\(name): ExternalFrom=cgroup, but lifecycled has no cgroups here; its clients will be refused")
         }
@@ -37,7 +37,7 @@ extension Daemon {
     /// `connection` is the app's and the model has launched it.
     func attachExternal(_ name: String, peer pid: pid_t, uid: uid_t, pidfd: Int32, connection: Connection) -> String? {
         let reason = checkExternal(name, peer: pid, uid: uid, pidfd: pidfd)
-        guard reason == nil, let app = apps[name] else {
+        guard reason == nil, let app = runtime(name) else {
             if pidfd >= 0 { close(pidfd) }
             return reason ?? "no such app"
         }
@@ -80,7 +80,7 @@ extension Daemon {
     /// Why `pid` (uid `uid`) may not attach as `name`, or nil.
     private func checkExternal(_ name: String, peer pid: pid_t, uid: uid_t, pidfd: Int32) -> String? {
         guard !stopping else { return "lifecycled is shutting down" }
-        guard let app = apps[name], let record = model.app(name) else { return "no such app" }
+        guard let app = runtime(name), let record = model.app(name) else { return "no such app" }
         guard app.config.external, let allowed = app.config.externalUID else {
             return "it does not accept external clients (its config has no External=yes);"
                 + " a client lifecycled started reconnects with the token of its welcome"
