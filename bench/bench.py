@@ -927,7 +927,7 @@ def report(results, args, notif_text, seconds):
     p(f"and oom_score_adj of the app leaving and of the app taking the foreground): **{fmt(relay_work, 1, 0)} µs**. Both")
     p("relay floors are, as the ping-pong floor, the faster of all four processes on one CPU and left to the scheduler.")
     p("\"The daemon's way\": kernel files through descriptors kept open (one pwrite each), and each state file after its")
-    p("first save written whole into its spare file and swapped with it by renameat2(RENAME_EXCHANGE) (StateStore.swift).")
+    p("first save rewritten in place through its kept descriptor: one pwrite of the padded JSON and an fstat (StateStore.swift).")
     if results.get("large_limit"):
         limit, fits = results["large_limit"]
         p(f"The largest N here is {fits:,}, not 10,000: the descriptor limit is {limit:,} (`ulimit -Hn`), and the daemon")
