@@ -58,8 +58,8 @@ extension PersistedApp {
 /// (`generic_perform_write`, which tmpfs and the page-cache filesystems use), so a daemon killed during it (even
 /// `kill -9`) leaves the old bytes or the new ones, never a mix. The buffer is the daemon's own, just written,
 /// so the copy does not fault halfway. A save went from 4.6 µs (a pair of open files swapped by RENAME_EXCHANGE)
-/// and 13.6 µs (create, write, close, rename) to 0.6 µs on this machine's tmpfs; an app switch makes four
-/// (docs/BENCHMARKS.md). What is given up: a reader **running at the same time** as a save may see part of the old
+/// and 13.6 µs (create, write, close, rename) to 1.3 µs on this machine's tmpfs (the pwrite 0.6, the fstat below
+/// the rest); an app switch makes four (docs/BENCHMARKS.md). What is given up: a reader **running at the same time** as a save may see part of the old
 /// bytes and part of the new. The file is for the next daemon, which reads it once this one is gone; anything
 /// else asks the daemon (`lifectl status`). A save checks, with fstat, that the file it wrote is still linked: one
 /// removed or replaced behind the store is made again the first way. At most `keptCapacity` apps keep their
