@@ -30,6 +30,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -64,7 +65,13 @@ static void put(int fd, const char *line) {
     if (write(fd, line, length) != (ssize_t) length) exit(1);
 }
 
+/* Each read waits in poll() first, as bench/client.c and the daemon (epoll) do: a process blocked in read() on an
+   AF_UNIX stream is woken for nothing when its peer reads what it sent (the "writable" wake-up reaches read()'s
+   wait, which does not filter it), two extra context switches per ack here. Waiting in poll is the cheaper way
+   (55-59 against 61-69 µs for the bare switch on one CPU), so the floor uses it. */
 static void get(int fd, char *buffer, size_t size) {
+    struct pollfd wait = {.fd = fd, .events = POLLIN};
+    if (poll(&wait, 1, -1) < 0) exit(1);
     ssize_t n = read(fd, buffer, size - 1);
     if (n <= 0) exit(0);
     buffer[n] = 0;
