@@ -33,7 +33,9 @@ final class AppRuntime {
     var waiters: [ControlClient] = []
     /// How the current suspension was done, so that resume undoes the same thing.
     var suspendedWith: SuspendMechanism?
-    var stopCheck: EventSource?
+    /// The 1 ms recheck of a stop not yet confirmed. Its cancel is lazy (`LoopTimer`): a suspend confirmed by the
+    /// kernel's report, and its resume, touch no timer; the source may fire once, for nothing, up to 1 ms later.
+    var stopCheck: LoopTimer?
     var stopCheckStarted: Duration = .zero
     /// The processes the current suspension stopped (read as it began), which the leader's stop report confirms.
     var stopMembers: [pid_t] = []

@@ -527,7 +527,7 @@ public final class Daemon {
         }
         app.pid = nil
         app.suspendedWith = nil
-        app.stopCheck?.disarm()
+        app.stopCheck?.cancel()
         if let child = app.child { retire(child) }
         app.child = nil
         if let pidfd = app.pidfd { close(pidfd) }
@@ -611,7 +611,7 @@ public final class Daemon {
     private func armStopCheck(_ app: AppRuntime) {
         let name = app.name
         if app.stopCheck == nil {
-            app.stopCheck = try? loop.timer { [unowned self] in self.confirmStopped(name) }
+            app.stopCheck = try? LoopTimer(loop: loop, lazyCancel: true) { [unowned self] in self.confirmStopped(name) }
         }
         app.stopCheck?.arm(after: .milliseconds(1))
     }
@@ -633,7 +633,7 @@ public final class Daemon {
         let elapsed = loop.now - app.stopCheckStarted
         if confirmed {
             unconfirmedStops.remove(name)
-            app.stopCheck?.disarm()
+            app.stopCheck?.cancel()
             let count = max(members.count, 1)
             Log.info("\(name): suspended with \(mechanism.description): \(count) process\(count == 1 ? "" : "es") stopped, confirmed after \(Int(elapsed / .microseconds(1))) µs")
         } else if elapsed < .seconds(2) {
@@ -647,7 +647,7 @@ public final class Daemon {
     private func resume(_ name: String) {
         unconfirmedStops.remove(name)
         guard let app = runtime(name), let pid = app.pid else { return }
-        app.stopCheck?.disarm()
+        app.stopCheck?.cancel()
         switch app.suspendedWith {
         case .freezer:
             do { try app.cgroup?.thaw() } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
