@@ -37,6 +37,8 @@ final class AppRuntime {
     /// kernel's report, and its resume, touch no timer; the source may fire once, for nothing, up to 1 ms later.
     var stopCheck: LoopTimer?
     var stopCheckStarted: Duration = .zero
+    /// Its state file is to be saved when the callback returns (it is in `Daemon.dirtyApps`).
+    var dirty = false
     /// The processes the current suspension stopped (read as it began), which the leader's stop report confirms.
     var stopMembers: [pid_t] = []
     /// `members()` as read in one loop iteration (`members(iteration:)`).
@@ -108,16 +110,42 @@ func wallClockNow() -> Double {
 
 /// RFC 3339 in UTC with milliseconds, e.g. 2026-12-02T14:33:10.125Z.
 func rfc3339(_ seconds: Double) -> String {
-    var time = time_t(seconds.rounded(.down))
+    let whole = seconds.rounded(.down)
+    var time = time_t(whole)
     var parts = tm()
     gmtime_r(&time, &parts)
-    let millis = Int((seconds - seconds.rounded(.down)) * 1000)
-    func pad(_ value: Int32, _ width: Int) -> String {
-        let text = String(value)
-        return String(repeating: "0", count: max(0, width - text.count)) + text
+    let millis = Int32((seconds - whole) * 1000)
+    let year = parts.tm_year + 1900
+    guard (0...9999).contains(year), (0...999).contains(millis) else {
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(year, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(millis, 3))Z"
     }
-    return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-        + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
+    // Digits written into one buffer: the interpolation of seven padded strings was 7k instructions of a status
+    // reply (an app switch's reply carries one), this is a few hundred.
+    var text: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+               UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+        (0, 0, 0, 0, 0x2D, 0, 0, 0x2D, 0, 0, 0x54, 0, 0, 0x3A, 0, 0, 0x3A, 0, 0, 0x2E, 0, 0, 0, 0x5A)  // "    -  -  T  :  :  .   Z"
+    return withUnsafeMutableBytes(of: &text) { bytes in
+        func put(_ value: Int32, at offset: Int, width: Int) {
+            var rest = value
+            for position in stride(from: offset + width - 1, through: offset, by: -1) {
+                bytes[position] = UInt8(truncatingIfNeeded: 0x30 + rest % 10)
+                rest /= 10
+            }
+        }
+        put(year, at: 0, width: 4)
+        put(parts.tm_mon + 1, at: 5, width: 2)
+        put(parts.tm_mday, at: 8, width: 2)
+        put(parts.tm_hour, at: 11, width: 2)
+        put(parts.tm_min, at: 14, width: 2)
+        put(parts.tm_sec, at: 17, width: 2)
+        put(millis, at: 20, width: 3)
+        return String(decoding: bytes, as: UTF8.self)
+    }
 }
 
 /// "1.5s", "200ms", "infinity" — for log lines.

@@ -72,8 +72,9 @@ public final class Daemon {
     private var openedScenes: [ObjectIdentifier: String] = [:]
     /// RUNTIME_DIR/state: what a restarted daemon needs to take its apps back.
     let stateStore: StateStore
-    /// Apps whose persisted state is out of date; written once per loop iteration.
-    private var dirtyApps: Set<String> = []
+    /// The apps whose state file is to be saved when the callback returns, each once (`AppRuntime.dirty`): a set of
+    /// names hashed each name at each effect that changes the state (8k of an app switch's 250k instructions).
+    private var dirtyApps: [AppRuntime] = []
     private var saveScheduled = false
 
     public init(options: DaemonOptions) throws(SystemError) {
@@ -907,7 +908,8 @@ public final class Daemon {
         app.cgroup?.remove()
         model.remove(name)
         apps[name] = nil
-        dirtyApps.remove(name)
+        app.dirty = false
+        dirtyApps.removeAll { $0 === app }
         stateStore.remove(name)
         Log.info("\(name): removed")
     }
@@ -1009,7 +1011,9 @@ public final class Daemon {
     /// The save runs once the current callback returns (`EventLoop.afterCallback`): every change one event made,
     /// one file per app, before the loop waits again.
     private func markDirty(_ name: String) {
-        dirtyApps.insert(name)
+        guard let app = runtime(name), !app.dirty else { return }
+        app.dirty = true
+        dirtyApps.append(app)
         guard !saveScheduled else { return }
         saveScheduled = true
         loop.afterCallback { [unowned self] in
@@ -1025,10 +1029,12 @@ public final class Daemon {
     }
 
     private func saveDirtyApps() {
-        let names = dirtyApps
+        let dirty = dirtyApps
         dirtyApps = []
-        for name in names.sorted() {
-            guard let app = runtime(name), let snapshot = model.snapshot(of: name) else { continue }
+        for app in dirty { app.dirty = false }
+        for app in dirty.count > 1 ? dirty.sorted(by: { $0.name < $1.name }) : dirty {
+            let name = app.name
+            guard let snapshot = model.snapshot(of: name) else { continue }
             // The start time is read once per process (it never changes), not at every save.
             let startTime = app.pid.flatMap { pid in stateStore.savedStartTime(of: name, pid: pid) ?? ProcessTable.startTime(of: pid) }
             let persisted = PersistedApp(
@@ -1371,7 +1377,10 @@ public final class Daemon {
         for app in apps.values {
             for waiter in app.waiters { waiter.reply(.failure("lifecycled is restarting; ask again once it is back")) }
         }
-        dirtyApps.formUnion(apps.keys)
+        for app in apps.values where !app.dirty {
+            app.dirty = true
+            dirtyApps.append(app)
+        }
         saveDirtyApps()
         sources?.stop()
         control?.close()
