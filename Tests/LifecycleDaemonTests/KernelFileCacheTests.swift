@@ -45,6 +45,39 @@ import Testing
         #expect(kept().isEmpty)
     }
 
+    /// The last files used are found by comparing paths before the dictionary (`Shelf.hints`). A hinted file whose
+    /// descriptor was closed (forgotten, as when its cgroup is removed; or evicted) must not be written through its
+    /// old number, which the next open gives to another file: here that number goes at once to a file opened by
+    /// someone else.
+    @Test func aClosedDescriptorIsNeverUsedThroughAHint() throws {
+        let directory = try TemporaryDirectory()
+        var cache = KernelFileCache()
+        let first = directory.path + "/first", other = directory.path + "/other"
+        try makeFile(first)
+        try makeFile(other)
+        try write(&cache, first, "1")  // opened, and the most recent hint
+        let number = openDescriptorTargets().first { $0.target == first }?.name
+        cache.forget(under: directory.path)
+        let stranger = open(other, O_WRONLY | O_CLOEXEC)
+        defer { close(stranger) }
+        // Usually the very number (tests running in parallel may take it first: then the old number is closed or
+        // another test's, and a write through it would fail or go astray; either way "first" must get the value).
+        _ = number
+
+        try write(&cache, first, "2")
+        #expect(try readKernelFile(first) == "2")
+        #expect(try readKernelFile(other) == "", "nothing written through the old number")
+
+        // The same after an eviction: the least recently used, while still among the hints of the other kind.
+        #expect(try cache.read(first) { String(decoding: $0, as: UTF8.self) } == "2")
+        for i in 0..<KernelFileCache.capacity {
+            try makeFile(directory.path + "/\(i)")
+            _ = try cache.read(directory.path + "/\(i)") { $0.count }
+        }
+        #expect(try cache.read(first) { String(decoding: $0, as: UTF8.self) } == "2", "opened again after its eviction")
+        cache.forget(under: directory.path)
+    }
+
     @Test func aFileAsLargeAsTheBufferIsLeftToTheCaller() throws {
         let directory = try TemporaryDirectory()
         let path = directory.path + "/large"

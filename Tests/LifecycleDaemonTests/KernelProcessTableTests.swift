@@ -27,6 +27,18 @@ import Testing
         #expect(!ProcessTable.allStopped(members))
     }
 
+    /// cgroup.procs parsed in one pass (`AppCgroup.decimalLines`): the numbers of the lines, the empty and the
+    /// malformed lines skipped, a number too large for a pid skipped, the last line with or without its newline.
+    @Test(arguments: [
+        ("", [pid_t]()), ("\n", []), ("1\n", [1]), ("12\n34\n", [12, 34]), ("12\n\n34", [12, 34]),
+        ("x\n5\n", [5]), ("5x\n6\n", [6]), ("2147483647\n2147483648\n99999999999\n7", [2147483647, 7]),
+        ("0012\n", [12]),
+    ])
+    func cgroupProcsLinesAreParsed(_ text: String, _ expected: [pid_t]) {
+        var bytes = Array(text.utf8)
+        #expect(bytes.withUnsafeMutableBufferPointer { AppCgroup.decimalLines(UnsafeBufferPointer($0)) } == expected)
+    }
+
     @Test func startTimeIdentifiesAProcess() throws {
         let children = Children()
         defer { children.killAndReapAll() }

@@ -382,6 +382,12 @@ public struct AppCgroup: Sendable, Equatable {
     /// Made by this `makeAppCgroup` call (every one of its groups), not found from an earlier run: it cannot be
     /// frozen, so the launch skips the check.
     public internal(set) var isNew = false
+    /// The files written or read at every transition, their paths made once: a path built at each call was a string
+    /// made and freed, and a new string for the descriptor cache to compare.
+    private let cpuWeightFile: String?
+    private let ioWeightFile: String?
+    private let cpuSharesFile: String?
+    private let procsFile: String?
 
     /// What an app group has, the same for every app group under the same parents (the parents' controllers
     /// decide it): probed on the first group made and reused (`CgroupSupport.appGroupFiles`), which spares a
@@ -417,6 +423,10 @@ public struct AppCgroup: Sendable, Equatable {
         hasCPUWeight = unifiedPath != nil && files.hasCPUWeight
         hasIOWeight = unifiedPath != nil && files.hasIOWeight
         hasCPUShares = cpuPath != nil && files.hasCPUShares
+        cpuWeightFile = hasCPUWeight ? unifiedPath.map { $0 + "/cpu.weight" } : nil
+        ioWeightFile = hasIOWeight ? unifiedPath.map { $0 + "/io.weight" } : nil
+        cpuSharesFile = hasCPUShares ? cpuPath.map { $0 + "/cpu.shares" } : nil
+        procsFile = (unifiedPath ?? cpuPath ?? freezerPath).map { $0 + "/cgroup.procs" }
     }
 
     /// Whether `setPriority` weighs the CPU (cpu.weight or cpu.shares exists); without it,
@@ -436,13 +446,9 @@ public struct AppCgroup: Sendable, Equatable {
     /// Sets the CPU (and IO) weight for `cls`, in whichever of cpu.weight, io.weight and
     /// cpu.shares exist.
     public func setPriority(_ cls: PriorityClass) throws(SystemError) {
-        if let unifiedPath {
-            if hasCPUWeight { try writeKernelFileKept(unifiedPath + "/cpu.weight", String(cls.cgroupWeight)) }
-            if hasIOWeight { try writeKernelFileKept(unifiedPath + "/io.weight", "default \(cls.cgroupWeight)") }
-        }
-        if let cpuPath, hasCPUShares {
-            try writeKernelFileKept(cpuPath + "/cpu.shares", String(cls.cpuShares))
-        }
+        if let cpuWeightFile { try writeKernelFileKept(cpuWeightFile, String(cls.cgroupWeight)) }
+        if let ioWeightFile { try writeKernelFileKept(ioWeightFile, "default \(cls.cgroupWeight)") }
+        if let cpuSharesFile { try writeKernelFileKept(cpuSharesFile, String(cls.cpuShares)) }
     }
 
     /// Starts freezing. The kernel finishes asynchronously (tens of µs): poll `isFrozen()`.
@@ -494,11 +500,29 @@ public struct AppCgroup: Sendable, Equatable {
 
     /// The processes in the app's group.
     public func pids() -> [pid_t] {
-        guard let path = unifiedPath ?? cpuPath ?? freezerPath,
-              let pids = try? withKernelFileBytesKept(path + "/cgroup.procs", { bytes in
-                  bytes.split(separator: UInt8(ascii: "\n")).compactMap { ProcessTable.decimal($0).map { pid_t($0) } }
-              })
-        else { return [] }
+        guard let procsFile, let pids = try? withKernelFileBytesKept(procsFile, Self.decimalLines) else { return [] }
+        return pids
+    }
+
+    /// The numbers of cgroup.procs, one per line (a line that is not one is skipped), in one pass without the
+    /// array of slices a split made.
+    static func decimalLines(_ bytes: UnsafeBufferPointer<UInt8>) -> [pid_t] {
+        var pids: [pid_t] = []
+        var value: Int64 = 0
+        var digits = 0
+        var valid = true
+        for byte in bytes {
+            if byte == UInt8(ascii: "\n") {
+                if digits > 0 && valid && value <= Int64(Int32.max) { pids.append(pid_t(value)) }
+                (value, digits, valid) = (0, 0, true)
+            } else if byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") && digits < 10 {
+                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+                digits += 1
+            } else {
+                valid = false
+            }
+        }
+        if digits > 0 && valid && value <= Int64(Int32.max) { pids.append(pid_t(value)) }
         return pids
     }
 

@@ -33,37 +33,65 @@ struct KernelFileCache: ~Copyable {
     private final class Entry {
         let fd: Int32
         var used: UInt64
+        /// False once `fd` is closed: a hint that still holds the entry must not use the number, which the next
+        /// open may give to another file.
+        var isOpen = true
         init(fd: Int32, used: UInt64) {
             self.fd = fd
             self.used = used
+        }
+
+        func close() {
+            isOpen = false
+            _ = Glibc.close(fd)
         }
     }
 
     /// Descriptors by path, at most `capacity`, the least recently used closed first.
     private struct Shelf {
         var entries: [String: Entry] = [:]
+        /// The entries found last, tried before the dictionary by comparing paths: a transition uses three or four
+        /// files of one or two apps, and the dictionary hashes the whole path (some 60 bytes) at each lookup, where
+        /// comparing with the same path, usually the very same string (`AppCgroup` makes each once), is a few
+        /// instructions.
+        var hints: [(path: String, entry: Entry)] = []
+        static let hintCount = 4
+
+        mutating func find(_ path: String) -> Entry? {
+            for hint in hints where hint.entry.isOpen && hint.path == path { return hint.entry }
+            guard let entry = entries[path] else { return nil }
+            remember(path, entry)
+            return entry
+        }
+
+        private mutating func remember(_ path: String, _ entry: Entry) {
+            if hints.count >= Self.hintCount { hints.removeFirst() }
+            hints.append((path, entry))
+        }
 
         mutating func insert(_ path: String, _ fd: Int32, used: UInt64) {
             if entries.count >= KernelFileCache.capacity, let oldest = entries.min(by: { $0.value.used < $1.value.used }) {
-                close(oldest.value.fd)
+                oldest.value.close()
                 entries[oldest.key] = nil
             }
-            entries[path] = Entry(fd: fd, used: used)
+            let entry = Entry(fd: fd, used: used)
+            entries[path] = entry
+            remember(path, entry)
         }
 
         mutating func drop(_ path: String) {
-            if let entry = entries.removeValue(forKey: path) { close(entry.fd) }
+            if let entry = entries.removeValue(forKey: path) { entry.close() }
         }
 
         mutating func forget(prefix: String) {
             for (path, entry) in entries where path.hasPrefix(prefix) {
-                close(entry.fd)
+                entry.close()
                 entries[path] = nil
             }
         }
 
         func closeAll() {
-            for entry in entries.values { close(entry.fd) }
+            for entry in entries.values { entry.close() }
         }
     }
 
@@ -124,7 +152,7 @@ struct KernelFileCache: ~Copyable {
 
     private mutating func descriptor(_ path: String, writing: Bool, fresh: inout Bool) throws(SystemError) -> Int32 {
         clock &+= 1
-        if let entry = writing ? writers.entries[path] : readers.entries[path] {
+        if let entry = writing ? writers.find(path) : readers.find(path) {
             entry.used = clock
             return entry.fd
         }
