@@ -154,6 +154,49 @@ struct MessageJSONTests {
         #expect(FastJSONDecoder.handRead(ControlRequest.self, from: .object(keys: ["type", "id"], values: [.string("ack"), .integer(1)])) == nil)
     }
 
+    @Test("control requests are read by hand to JSONDecoder's value, or left to the Decodable path, which fails as JSONDecoder does")
+    func controlRequestsAreReadAsJSONDecoderReadsThem() throws {
+        var generator = SystemRandomNumberGenerator()
+        let keys = ["verb", "app", "background", "name", "scene", "role", "configuration", "data", "extra", "Verb"]
+        let values = [#""focus""#, #""app1""#, #""é \"q\"""#, "null", "true", "false", "7", "1.5", "[1]", #"{"a":1}"#, #""""#]
+        var lines = [#"{"verb":"focus","app":"app1"}"#, #"{"app":"app1","verb":"status"}"#, #"{"verb":"launch","app":"a","background":true}"#,
+                     #"{"verb":"list"}"#, #"{"verb":null}"#, #"{}"#, #"[]"#, #"{"verb":"post","name":"n","data":{"x":1}}"#]
+        for _ in 0..<3000 {
+            let chosen = keys.shuffled(using: &generator).prefix(Int.random(in: 0...5, using: &generator))
+            let fields = chosen.map { key in
+                // Mostly the right kind for the key, so that the hand path is exercised, and now and then any.
+                let value = Int.random(in: 0..<4, using: &generator) == 0 ? values.randomElement(using: &generator)!
+                    : key == "background" ? ["true", "false", "null"].randomElement(using: &generator)!
+                    : [#""focus""#, #""app1""#, #""é \"q\"""#, "null", #""""#].randomElement(using: &generator)!
+                return "\"\(key)\":\(value)"
+            }
+            lines.append("{" + fields.joined(separator: ",") + "}")
+        }
+        let coder = LineCoder()
+        let reference = JSONDecoder()
+        var handled = 0
+        for text in lines {
+            let line = Array(text.utf8)
+            let parsed = try? line.withUnsafeBufferPointer { bytes in
+                var parser = JSONParser(bytes: bytes)
+                return try parser.parseDocument()
+            }
+            let read = parsed.flatMap { FastJSONDecoder.handRead(ControlRequest.self, from: $0) }
+            if read != nil { handled += 1 }
+            let mine = Result { try coder.decode(ControlRequest.self, from: line) }
+            let theirs = Result { try reference.decode(ControlRequest.self, from: Data(line)) }
+            switch (mine, theirs) {
+            case (.success(let a), .success(let b)):
+                #expect(a == b, "\(text)")
+                if let read { #expect(read == b, "\(text)") }
+            case (.failure, .failure):
+                #expect(read == nil, "\(text): read by hand, where JSONDecoder fails")
+            default: Issue.record("\(text): \(mine) against JSONDecoder's \(theirs)")
+            }
+        }
+        #expect(handled > 150, "the hand path was exercised: \(handled) of \(lines.count)")
+    }
+
     @Test("acks in the forms clients send are read without a parse, to JSONDecoder's value; near misses are parsed")
     func plainAcksAreReadAsJSONDecoderReadsThem() throws {
         let plain: [(String, Int)] = [
