@@ -166,8 +166,11 @@ extension BackgroundTask {
 extension Supervisor {
     /// What to persist of `name` now.
     public func snapshot(of name: String) -> AppSnapshot? {
-        guard let app = table.record(name) else { return nil }
-        return AppSnapshot(state: app.state, launches: app.launches, deadlineMisses: app.deadlineMisses,
+        withApp(name) { app in Self.snapshot(of: app) }
+    }
+
+    private static func snapshot(of app: borrowing AppRecord) -> AppSnapshot {
+        AppSnapshot(state: app.state, launches: app.launches, deadlineMisses: app.deadlineMisses,
                            terminatedInBackground: app.terminatedInBackground, memoryTerminations: app.memoryTerminations,
                            observing: app.observing.sorted(), queue: app.queue, sessions: app.sessions,
                            nextSceneNumber: app.nextSceneNumber, discardedUntold: app.discardedUntold,
@@ -180,7 +183,7 @@ extension Supervisor {
     /// (or the launch timeout, after which it is managed without messages); work that was in flight is not
     /// replayed. Without, only what outlives a process is kept: sessions, counters, how the last run ended.
     public mutating func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, now: MonotonicTime) -> [Effect] {
-        guard table.record(name) != nil else { return [] }
+        guard table.contains(name) else { return [] }
         self.now = now
         effects = []
         touched = []

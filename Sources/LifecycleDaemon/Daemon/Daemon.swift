@@ -896,7 +896,7 @@ public final class Daemon {
                                           scene: openedScenes.removeValue(forKey: ObjectIdentifier(waiter))))
             }
         }
-        let running = model.app(name)?.state.isRunning ?? false
+        let running = model.state(of: name)?.isRunning ?? false
         if app.removeWhenStopped && !running { forget(name) }
         if stopping { finishShutdownIfDone() }
     }
@@ -917,7 +917,12 @@ public final class Daemon {
     // MARK: Status
 
     func status(of name: String) -> AppStatus? {
-        guard let app = runtime(name), let record = model.app(name) else { return nil }
+        guard let app = runtime(name) else { return nil }
+        return model.withApp(name) { record in status(app, record) }
+    }
+
+    private func status(_ app: AppRuntime, _ record: borrowing AppRecord) -> AppStatus {
+        let name = app.name
         let protocolState: String
         if !record.policy.speaksProtocol {
             protocolState = "none"
