@@ -71,10 +71,11 @@ extension PersistedApp {
 /// runtime directory is volatile (/run is a tmpfs). Measured on this machine's ext4 (docs/RELIABILITY.md):
 /// write+fsync+rename of a 20 KB file 6.9 ms, write+rename 0.7 ms, per transition.
 ///
-/// Saves are skipped when nothing changed: the store remembers a digest of the bytes it last wrote for each app
-/// (their length and a 64-bit SipHash under this process's random seed, so no app can aim a collision), and a
-/// save of the same bytes writes nothing (the file already holds them). A digest, not the bytes: 500 apps holding
-/// queued notifications kept megabytes of copies (the soak test's RSS check).
+/// Saves are skipped when nothing changed: the store remembers the bytes it last wrote for each app whose file it
+/// keeps open, and a digest of them for the others (their length and a 64-bit SipHash under this process's random
+/// seed, so no app can aim a collision); a save of the same bytes writes nothing (the file already holds them). A
+/// digest, not the bytes, beyond the 32 kept files: 500 apps holding queued notifications kept megabytes of copies
+/// (the soak test's RSS check).
 final class StateStore {
     let directory: String
     private let coder = LineCoder()
@@ -82,16 +83,19 @@ final class StateStore {
     /// paths built anew at every save were a quarter of a save's instructions once its encoding was cheap).
     private var files: [String: AppFile] = [:]
 
-    /// One app's file: its paths (as C strings, made once, for open and rename), the digest of what this daemon last wrote to
-    /// it, and the process identity it last saved.
+    /// One app's file: its paths (as C strings, made once, for open and rename), what this daemon last wrote to it,
+    /// and the process identity it last saved.
     private final class AppFile {
         let path: ContiguousArray<CChar>
         let temporary: ContiguousArray<CChar>
         /// The names inside the directory, for openat and renameat on `directoryFD`.
         let name: ContiguousArray<CChar>
         let temporaryName: ContiguousArray<CChar>
-        /// nil: not written by this daemon, or its content is uncertain (a save failed halfway).
-        var digest: Digest?
+        /// What this daemon last wrote to it (unpadded), nil when not written by this daemon or uncertain (a save
+        /// failed halfway): the bytes themselves while the file is kept open (at most `keptCapacity` files, each at
+        /// most a page; comparing is a memcmp, where the digest is a SipHash of the whole file, 4% of an app
+        /// switch's instructions), their digest otherwise.
+        var written: Written?
         /// So that a save need not read /proc/PID/stat again.
         var identity: (pid: pid_t, startTime: UInt64)?
         /// NAME.json as this daemon last wrote it whole, open while the app is among the recently saved
@@ -110,6 +114,21 @@ final class StateStore {
 
         /// For messages.
         var temporaryPath: String { temporary.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } }
+    }
+
+    private enum Written {
+        case bytes([UInt8])
+        case digest(Digest)
+
+        func holds(_ bytes: [UInt8]) -> Bool {
+            switch self {
+            case .bytes(let last):
+                last.count == bytes.count && last.withUnsafeBytes { a in
+                    bytes.withUnsafeBytes { b in a.isEmpty || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
+                }
+            case .digest(let digest): digest == Digest(bytes)
+            }
+        }
     }
 
     struct Digest: Equatable {
@@ -183,17 +202,17 @@ final class StateStore {
     @discardableResult
     func save(_ app: PersistedApp) throws(SystemError) -> Bool {
         var bytes = encode(app)
-        let digest = Digest(bytes)
+        let content = bytes  // before the padding
         let file = record(for: app.name)
-        if file.digest == digest { return false }
+        if file.written?.holds(content) == true { return false }
         // Whatever happens below, the file may no longer hold what was last saved.
-        file.digest = nil
+        file.written = nil
         if let fd = file.kept {
             if Self.pad(&bytes, toAtLeast: file.length), rewrite(fd, bytes) {
                 file.length = bytes.count
                 useCounter &+= 1
                 file.lastUse = useCounter
-                saved(file, digest, app)
+                saved(file, content, app)
                 return true
             }
             // Too long for a page, or the write failed, or the file is no longer NAME.json: made again the first way
@@ -234,12 +253,12 @@ final class StateStore {
         } else {
             close(fd)
         }
-        saved(file, digest, app)
+        saved(file, content, app)
         return true
     }
 
-    private func saved(_ file: AppFile, _ digest: Digest, _ app: PersistedApp) {
-        file.digest = digest
+    private func saved(_ file: AppFile, _ content: [UInt8], _ app: PersistedApp) {
+        file.written = file.kept != nil ? .bytes(content) : .digest(Digest(content))
         if let pid = app.pid, let startTime = app.startTime {
             file.identity = (pid, startTime)
         } else {
@@ -290,6 +309,7 @@ final class StateStore {
         guard let fd = file.kept else { return }
         close(fd)
         file.kept = nil
+        if case .bytes(let last)? = file.written { file.written = .digest(Digest(last)) }
         kept.removeAll { $0 === file }
     }
 
