@@ -185,8 +185,7 @@ extension Supervisor {
     public mutating func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, now: MonotonicTime) -> [Effect] {
         guard table.contains(name) else { return [] }
         self.now = now
-        effects = []
-        touched = []
+        startEvent()
         table[name].launches = snapshot.launches
         table[name].deadlineMisses = snapshot.deadlineMisses
         table[name].memoryTerminations = snapshot.memoryTerminations

@@ -18,8 +18,7 @@ extension Supervisor {
             throw RequestError(app: name, state: app.state, request: request, reason: .notAllowed(hint: "it is running already"))
         }
         self.now = now
-        effects = []
-        touched = []
+        startEvent()
         launch(name, LaunchOptions(launchedBy: launchedBy, terminatedInBackground: app.terminatedInBackground), spawn: false)
         return finish(name)
     }

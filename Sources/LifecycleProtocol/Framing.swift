@@ -94,6 +94,7 @@ public struct LineCoder {
     /// The same bytes as JSONEncoder's, written by `FastJSONEncoder` (LineCoderJSON.swift: the coders' generic
     /// machinery was a third of an app switch's instructions); JSONEncoder writes what it does not mirror.
     public func encode(_ value: some Encodable) -> [UInt8] {
+        if let line = FastJSONEncoder.handWritten(value, newline: true) { return line }
         var bytes: [UInt8]
         if let fast = try? FastJSONEncoder.encode(value) {
             bytes = fast

@@ -14,7 +14,8 @@ import LifecycleModel
 
 extension FastJSONEncoder {
     /// The hand-written bytes of the value, or nil when it is left to the generic path.
-    static func handWritten<T: Encodable>(_ value: T) -> [UInt8]? {
+    /// `newline`: the line's newline written too (appended to the exact-size array afterwards, it reallocated it).
+    static func handWritten<T: Encodable>(_ value: T, newline: Bool = false) -> [UInt8]? {
         var writer = JSONWriter(capacity: 512)
         // A metatype comparison, then a cast that cannot fail (as for the leaves in EncodedItem.make).
         if T.self == ServerMessage.self {
@@ -26,6 +27,7 @@ extension FastJSONEncoder {
         } else {
             return nil
         }
+        if newline { writer.byte(UInt8(ascii: "\n")) }
         return writer.bytes
     }
 }
