@@ -1,4 +1,3 @@
-import CSupport
 import Glibc
 import LifecycleModel
 import LifecycleProtocol
@@ -59,8 +58,8 @@ extension PersistedApp {
 /// `kill -9`) leaves the old bytes or the new ones, never a mix. The buffer is the daemon's own, just written,
 /// so the copy does not fault halfway. A save went from 4.6 µs (a pair of open files swapped by RENAME_EXCHANGE)
 /// and 13.6 µs (create, write, close, rename) to 1.3 µs on this machine's tmpfs (the pwrite 0.6, the fstat below
-/// the rest); an app switch makes four (docs/BENCHMARKS.md). What is given up: a reader **running at the same time** as a save may see part of the old
-/// bytes and part of the new. The file is for the next daemon, which reads it once this one is gone; anything
+/// the rest); an app switch makes four (docs/BENCHMARKS.md). What is given up: a reader **running at the same
+/// time** as a save may see part of the old bytes and part of the new. The file is for the next daemon, which reads it once this one is gone; anything
 /// else asks the daemon (`lifectl status`). A save checks, with fstat, that the file it wrote is still linked: one
 /// removed or replaced behind the store is made again the first way. At most `keptCapacity` apps keep their
 /// file open, the least recently saved closed first: a thousand apps do not hold a thousand descriptors.
@@ -210,8 +209,7 @@ final class StateStore {
         if let fd = file.kept {
             if Self.pad(&bytes, toAtLeast: file.length), rewrite(fd, bytes) {
                 file.length = bytes.count
-                useCounter &+= 1
-                file.lastUse = useCounter
+                markUsed(file)
                 saved(file, content, app)
                 return true
             }
@@ -300,9 +298,13 @@ final class StateStore {
         }
         file.kept = fd
         file.length = length
+        markUsed(file)
+        kept.append(file)
+    }
+
+    private func markUsed(_ file: AppFile) {
         useCounter &+= 1
         file.lastUse = useCounter
-        kept.append(file)
     }
 
     private func release(_ file: AppFile) {
