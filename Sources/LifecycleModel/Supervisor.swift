@@ -210,15 +210,11 @@ public struct Supervisor: Sendable {
     /// `body` with the app's record borrowed, not copied (a copy retains and releases every array, set and string of
     /// the record: some 25 of them were 8% of an app switch's instructions); nil for an unknown app.
     public func withApp<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? {
-        guard let slot = table.slotIfPresent(name) else { return nil }
-        return body(table[slot])
+        table.with(name, body)
     }
 
     /// The app's state (nil: unknown app), without a copy of its record.
-    public func state(of name: String) -> AppState? {
-        guard let slot = table.slotIfPresent(name) else { return nil }
-        return table[slot].state
-    }
+    public func state(of name: String) -> AppState? { table.with(name, { $0.state }) }
 
     /// Every app's record, in the order they were added.
     public var records: [AppRecord] { table.records }
