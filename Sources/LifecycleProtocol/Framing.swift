@@ -96,7 +96,8 @@ public struct LineCoder {
     public func encode(_ value: some Encodable) -> [UInt8] {
         if let line = FastJSONEncoder.handWritten(value, newline: true) { return line }
         var bytes: [UInt8]
-        if let fast = try? FastJSONEncoder.encode(value) {
+        // (`FastJSONEncoder.encode` would try the hand-written writers again.)
+        if let fast = try? FastJSONEncoder.encodeGenerically(value) {
             bytes = fast
         } else {
             // Encoding our own message types cannot fail: they hold only strings, numbers and bools.
