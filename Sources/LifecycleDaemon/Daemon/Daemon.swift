@@ -1016,15 +1016,21 @@ public final class Daemon {
     /// The save runs once the current callback returns (`EventLoop.afterCallback`): every change one event made,
     /// one file per app, before the loop waits again.
     private func markDirty(_ name: String) {
-        guard let app = runtime(name), !app.dirty else { return }
-        app.dirty = true
-        dirtyApps.append(app)
+        guard let app = runtime(name), flagDirty(app) else { return }
         guard !saveScheduled else { return }
         saveScheduled = true
         loop.afterCallback { [unowned self] in
             self.saveScheduled = false
             self.saveDirtyApps()
         }
+    }
+
+    /// Puts `app` on the list of apps to save, once; false if it was there.
+    private func flagDirty(_ app: AppRuntime) -> Bool {
+        guard !app.dirty else { return false }
+        app.dirty = true
+        dirtyApps.append(app)
+        return true
     }
 
     /// A post queued something: for one app, or for whichever apps hold queues now.
@@ -1382,10 +1388,7 @@ public final class Daemon {
         for app in apps.values {
             for waiter in app.waiters { waiter.reply(.failure("lifecycled is restarting; ask again once it is back")) }
         }
-        for app in apps.values where !app.dirty {
-            app.dirty = true
-            dirtyApps.append(app)
-        }
+        for app in apps.values { _ = flagDirty(app) }
         saveDirtyApps()
         sources?.stop()
         control?.close()
