@@ -504,25 +504,15 @@ public struct AppCgroup: Sendable, Equatable {
         return pids
     }
 
-    /// The numbers of cgroup.procs, one per line (a line that is not one is skipped), in one pass without the
-    /// array of slices a split made.
+    /// The numbers of cgroup.procs, one per line (a line that is not one, or too large for a pid, is skipped),
+    /// each line read in place (`ProcessTable.decimal`) without the array of slices a split made.
     static func decimalLines(_ bytes: UnsafeBufferPointer<UInt8>) -> [pid_t] {
         var pids: [pid_t] = []
-        var value: Int64 = 0
-        var digits = 0
-        var valid = true
-        for byte in bytes {
-            if byte == UInt8(ascii: "\n") {
-                if digits > 0 && valid && value <= Int64(Int32.max) { pids.append(pid_t(value)) }
-                (value, digits, valid) = (0, 0, true)
-            } else if byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") && digits < 10 {
-                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
-                digits += 1
-            } else {
-                valid = false
-            }
+        var start = 0
+        for end in 0...bytes.count where end == bytes.count || bytes[end] == UInt8(ascii: "\n") {
+            if let value = ProcessTable.decimal(bytes[start..<end]), value <= Int(Int32.max) { pids.append(pid_t(value)) }
+            start = end + 1
         }
-        if digits > 0 && valid && value <= Int64(Int32.max) { pids.append(pid_t(value)) }
         return pids
     }
 
