@@ -130,18 +130,10 @@ struct MessageJSONTests {
             #"{"type":"ack","id":99999999999999999999}"#, #"{"type":"ack","id":9223372036854775807}"#, #"{"type":"Ack","id":7}"#, #"{"type":7,"id":7}"#,
             #"{"type":"hello","protocol":1,"id":7}"#, #"{"id":7}"#, #"[{"type":"ack","id":7}]"#,
         ]
-        let coder = LineCoder()
-        let reference = JSONDecoder()
         for text in handRead + leftToDecodable {
             let line = Array(text.utf8)
-            let parsed = try? line.withUnsafeBufferPointer { bytes in
-                var parser = JSONParser(bytes: bytes)
-                return try parser.parseDocument()
-            }
-            let read = parsed.flatMap { FastJSONDecoder.handRead(ClientMessage.self, from: $0) }
+            let (read, mine, theirs) = readings(ClientMessage.self, line)
             #expect((read != nil) == handRead.contains(text), "\(text)")
-            let mine = Result { try coder.decode(ClientMessage.self, from: line) }
-            let theirs = Result { try reference.decode(ClientMessage.self, from: Data(line)) }
             switch (mine, theirs) {
             case (.success(let a), .success(let b)):
                 #expect(a == b, "\(text)")
@@ -152,6 +144,18 @@ struct MessageJSONTests {
             }
         }
         #expect(FastJSONDecoder.handRead(ControlRequest.self, from: .object(keys: ["type", "id"], values: [.string("ack"), .integer(1)])) == nil)
+    }
+
+    /// One line read three ways: by the hand reader from the parsed value (nil where it leaves the value to
+    /// Decodable), by LineCoder, and by JSONDecoder.
+    private func readings<T: Decodable>(_ type: T.Type, _ line: [UInt8]) -> (handRead: T?, mine: Result<T, any Error>, theirs: Result<T, any Error>) {
+        let parsed = try? line.withUnsafeBufferPointer { bytes in
+            var parser = JSONParser(bytes: bytes)
+            return try parser.parseDocument()
+        }
+        return (parsed.flatMap { FastJSONDecoder.handRead(type, from: $0) },
+                Result { try LineCoder().decode(type, from: line) },
+                Result { try JSONDecoder().decode(type, from: Data(line)) })
     }
 
     @Test("control requests are read by hand to JSONDecoder's value, or left to the Decodable path, which fails as JSONDecoder does")
@@ -172,19 +176,10 @@ struct MessageJSONTests {
             }
             lines.append("{" + fields.joined(separator: ",") + "}")
         }
-        let coder = LineCoder()
-        let reference = JSONDecoder()
         var handled = 0
         for text in lines {
-            let line = Array(text.utf8)
-            let parsed = try? line.withUnsafeBufferPointer { bytes in
-                var parser = JSONParser(bytes: bytes)
-                return try parser.parseDocument()
-            }
-            let read = parsed.flatMap { FastJSONDecoder.handRead(ControlRequest.self, from: $0) }
+            let (read, mine, theirs) = readings(ControlRequest.self, Array(text.utf8))
             if read != nil { handled += 1 }
-            let mine = Result { try coder.decode(ControlRequest.self, from: line) }
-            let theirs = Result { try reference.decode(ControlRequest.self, from: Data(line)) }
             switch (mine, theirs) {
             case (.success(let a), .success(let b)):
                 #expect(a == b, "\(text)")
