@@ -8,8 +8,6 @@ public enum JSONValue: Sendable, Equatable, Hashable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    /// `merge` coalescing: the union of two objects' keys, the later value winning; anything
-    /// that is not an object on both sides is simply replaced by the later value.
     /// At least the length of this value's JSON text as the daemon writes it (no spaces, `\"`, `\\` and `\u00XX`
     /// escapes; numbers at most 24 characters). What lets the model keep a notification within one protocol line
     /// without encoding it.
@@ -33,6 +31,8 @@ public enum JSONValue: Sendable, Equatable, Hashable {
         return size
     }
 
+    /// `merge` coalescing: the union of two objects' keys, the later value winning; anything
+    /// that is not an object on both sides is simply replaced by the later value.
     public func merged(with later: JSONValue) -> JSONValue {
         guard case .object(var base) = self, case .object(let update) = later else { return later }
         for (key, value) in update { base[key] = value }
@@ -87,7 +87,7 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
 }
 
 extension JSONValue: CustomStringConvertible {
-    /// Compact JSON text, object keys sorted (for logs and people; the wire uses the encoder).
+    /// Compact JSON text, object keys sorted (for logs and people; the wire uses LineCoder).
     public var description: String {
         switch self {
         case .null: return "null"

@@ -27,14 +27,23 @@ public struct AppSnapshot: Sendable, Equatable, Codable {
 extension NotificationQueue: Codable {
     enum CodingKeys: String, CodingKey { case limit, entries }
 
-    struct StoredEntry: Codable {
-        var name: String
-        var coalescing: Coalescing
-        var payload: JSONValue?
+    /// One entry as the state file keeps it (the writer of the state file reads these too).
+    public struct StoredEntry: Codable, Sendable {
+        public var name: String
+        public var coalescing: Coalescing
+        public var payload: JSONValue?
         /// Oldest first (the ring unrolled).
-        var payloads: [JSONValue]
-        var posts: Int
-        var dropped: Int
+        public var payloads: [JSONValue]
+        public var posts: Int
+        public var dropped: Int
+    }
+
+    /// The entries in first-post order, as the state file keeps them.
+    public var stored: [StoredEntry] {
+        storedEntries.map {
+            StoredEntry(name: $0.name, coalescing: $0.coalescing, payload: $0.payload,
+                        payloads: $0.keptPayloads, posts: $0.posts, dropped: $0.dropped)
+        }
     }
 
     public init(from decoder: any Decoder) throws {
@@ -49,117 +58,7 @@ extension NotificationQueue: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(limit, forKey: .limit)
-        try container.encode(storedEntries.map {
-            StoredEntry(name: $0.name, coalescing: $0.coalescing, payload: $0.payload,
-                        payloads: $0.keptPayloads, posts: $0.posts, dropped: $0.dropped)
-        }, forKey: .entries)
-    }
-}
-
-// The state file's JSON, written by hand (JSONWriter.swift says why): the same bytes as the Codable conformances
-// above and the synthesized ones of AppSnapshot, SceneSession and BackgroundTask give through JSONEncoder with
-// [.sortedKeys, .withoutEscapingSlashes]. Keys are spelled in their sorted (UTF-8) order; an optional that is nil is
-// left out, as `encodeIfPresent` leaves it out. A key added to one of these types goes in both places (the tests
-// compare the two on random snapshots with every optional set and unset).
-
-extension AppSnapshot {
-    public func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
-        writer.raw(#"{"deadlineMisses":"#)
-        writer.integer(Int64(deadlineMisses))
-        writer.raw(#","discardedUntold":"#)
-        writer.strings(discardedUntold)
-        if let enteredBackgroundAtMicroseconds {
-            writer.raw(#","enteredBackgroundAtMicroseconds":"#)
-            writer.integer(enteredBackgroundAtMicroseconds)
-        }
-        writer.raw(#","launches":"#)
-        writer.integer(Int64(launches))
-        writer.raw(#","memoryTerminations":"#)
-        writer.integer(Int64(memoryTerminations))
-        if let nextMessageID {
-            writer.raw(#","nextMessageID":"#)
-            writer.integer(Int64(nextMessageID))
-        }
-        writer.raw(#","nextSceneNumber":"#)
-        writer.integer(Int64(nextSceneNumber))
-        writer.raw(#","observing":"#)
-        writer.strings(observing)
-        writer.raw(#","queue":"#)
-        try queue.writeJSON(into: &writer)
-        writer.raw(#","sessions":"#)
-        try writer.array(sessions) { (writer, session) throws(JSONWriter.Unrepresentable) in try session.writeJSON(into: &writer) }
-        writer.raw(#","state":"#)
-        writer.string(state.rawValue)
-        if let tasks {
-            writer.raw(#","tasks":"#)
-            writer.array(tasks) { writer, task in task.writeJSON(into: &writer) }
-        }
-        writer.raw(#","terminatedInBackground":"#)
-        writer.bool(terminatedInBackground)
-        writer.byte(UInt8(ascii: "}"))
-    }
-}
-
-extension NotificationQueue {
-    /// As `encode(to:)`: the limit and the entries in first-post order, each with its kept payloads oldest first.
-    public func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
-        writer.raw(#"{"entries":"#)
-        try writer.array(storedEntries) { (writer, entry) throws(JSONWriter.Unrepresentable) in
-            writer.raw(#"{"coalescing":"#)
-            writer.string(entry.coalescing.rawValue)
-            writer.raw(#","dropped":"#)
-            writer.integer(Int64(entry.dropped))
-            writer.raw(#","name":"#)
-            writer.string(entry.name)
-            if let payload = entry.payload {
-                writer.raw(#","payload":"#)
-                try writer.value(payload)
-            }
-            writer.raw(#","payloads":"#)
-            try writer.array(entry.payloads[entry.oldest...]) { (writer, payload) throws(JSONWriter.Unrepresentable) in
-                try writer.value(payload)
-            }
-            writer.raw(#","posts":"#)
-            writer.integer(Int64(entry.posts))
-            writer.byte(UInt8(ascii: "}"))
-        }
-        writer.raw(#","limit":"#)
-        writer.integer(Int64(limit))
-        writer.byte(UInt8(ascii: "}"))
-    }
-}
-
-extension SceneSession {
-    public func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
-        writer.raw(#"{"configuration":"#)
-        writer.string(configuration)
-        writer.raw(#","connectionOptions":"#)
-        try writer.value(connectionOptions)
-        writer.raw(#","id":"#)
-        writer.string(id)
-        writer.raw(#","lastActivation":"#)
-        writer.integer(Int64(lastActivation))
-        writer.raw(#","role":"#)
-        writer.string(role)
-        if let savedState {
-            writer.raw(#","savedState":"#)
-            try writer.value(savedState)
-        }
-        if let state {
-            writer.raw(#","state":"#)
-            writer.string(state.rawValue)
-        }
-        writer.byte(UInt8(ascii: "}"))
-    }
-}
-
-extension BackgroundTask {
-    public func writeJSON(into writer: inout JSONWriter) {
-        writer.raw(#"{"id":"#)
-        writer.integer(Int64(id))
-        writer.raw(#","name":"#)
-        writer.string(name)
-        writer.byte(UInt8(ascii: "}"))
+        try container.encode(stored, forKey: .entries)
     }
 }
 

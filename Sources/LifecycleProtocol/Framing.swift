@@ -19,8 +19,7 @@ public struct LineFramer: Sendable {
 
     private var buffer: [UInt8] = []
     /// Where the bytes not yet returned begin: lines are consumed by moving this, and the buffer is compacted
-    /// only once that prefix is large. Removing each line from the front moved the whole rest every time,
-    /// quadratic in a read full of short lines (a poster's burst).
+    /// only once that prefix is large, so that a read full of short lines costs linear time, not quadratic.
     private var start = 0
     /// Where the search for the next newline resumes (bytes before it hold none).
     private var scanned = 0
@@ -33,8 +32,8 @@ public struct LineFramer: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
-    /// The same for a slice of a read buffer, the common case: not generic across modules, so lifectl does not look
-    /// up the Sequence witnesses at run time.
+    /// The same for a slice of a read buffer, the common case, without the generic one's run-time lookup across
+    /// modules.
     public mutating func append(_ bytes: ArraySlice<UInt8>) {
         compact()
         buffer.append(contentsOf: bytes)
@@ -71,48 +70,6 @@ public struct LineFramer: Sendable {
 
     /// Bytes received that do not yet end a line.
     public var pendingByteCount: Int { buffer.count - start }
-}
-
-/// Foundation's coders, for what the fast path leaves to them: one of each per process, made when first needed
-/// (making new ones per message halves throughput; making them in every LineCoder was a twentieth of
-/// `lifectl status`, perf record, which never uses them).
-private let foundationEncoder: JSONEncoder = {
-    let encoder = JSONEncoder()
-    // Stable key order makes the wire output reproducible (and greppable in tests).
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return encoder
-}()
-private let foundationDecoder = JSONDecoder()
-
-public struct LineCoder {
-    private var encoder: JSONEncoder { foundationEncoder }
-    private var decoder: JSONDecoder { foundationDecoder }
-
-    public init() {}
-
-    /// The value as one JSON line, newline included.
-    /// The same bytes as JSONEncoder's, written by `FastJSONEncoder` (LineCoderJSON.swift: the coders' generic
-    /// machinery was a third of an app switch's instructions); JSONEncoder writes what it does not mirror.
-    public func encode(_ value: some Encodable) -> [UInt8] {
-        if let line = FastJSONEncoder.handWritten(value, newline: true) { return line }
-        var bytes: [UInt8]
-        // (`FastJSONEncoder.encode` would try the hand-written writers again.)
-        if let fast = try? FastJSONEncoder.encodeGenerically(value) {
-            bytes = fast
-        } else {
-            // Encoding our own message types cannot fail: they hold only strings, numbers and bools.
-            bytes = [UInt8]((try? encoder.encode(value)) ?? Data("{}".utf8))
-        }
-        bytes.append(UInt8(ascii: "\n"))
-        return bytes
-    }
-
-    /// Decodes one line. `FastJSONDecoder` takes the lines it reads exactly as JSONDecoder would; any other
-    /// line, and every failure, goes through JSONDecoder, so that errors say what JSONDecoder says.
-    public func decode<T: Decodable>(_ type: T.Type, from line: [UInt8]) throws -> T {
-        if let value = try? FastJSONDecoder.decode(type, from: line) { return value }
-        return try decoder.decode(type, from: Data(line))
-    }
 }
 
 /// A decoding failure with a message a client author can act on.

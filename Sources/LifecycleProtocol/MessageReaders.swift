@@ -1,78 +1,149 @@
-// lifectl's reply, read by hand from the parsed line (FastJSONDecoder.handRead).
+// The hot messages read by hand from a parsed line: the acks of an app switch (the daemon), lifectl's requests (the
+// daemon) and the daemon's replies (lifectl). LineCoder's overloads for these types use them.
 //
-// Why: perf record of `lifectl status APP` put the Decodable path of the reply (ControlReply, AppStatus and their
-// arrays through ParsedDecoder) at about a tenth of the command's time, most of it generic metadata made at run time
-// and protocol conformance scans, work a short-lived process pays in full each time.
-//
-// The contract is FastJSONDecoder's: a value read here is the value JSONDecoder (and the Decodable path) gives for the
-// same line. Only the forms that path is known to read the same way are taken: each key one of the type's own, each
-// value of its property's JSON kind (an optional's `null` as nil, as `decodeIfPresent` reads it), integers written as
-// integers and in range, states among AppState's raw values. Anything else (a key this lifectl does not know, as from a
-// newer daemon, a missing or mistyped field, a `null` where a value is required) returns nil, and the line takes the
-// Decodable path, which reads it or throws the error it threw before. Tests/LifecycleProtocolTests/
-// ControlReplyJSONTests.swift compares both with JSONDecoder, and fails when a stored property is added to one of
-// these types without being read here.
+// The contract: a value read here is the value JSONDecoder gives for the same line. Only the forms JSONDecoder is
+// known to read the same way are taken: each key one of the type's own (or, where the synthesized `init(from:)`
+// ignores unknown keys, any), each value of its property's JSON kind (an optional's `null` as nil, as
+// `decodeIfPresent` reads it), integers written as integers and in range, states among AppState's raw values.
+// Anything else returns nil, and the line goes to JSONDecoder, which reads it or throws its own error.
+// Tests/LifecycleProtocolTests/MessageReaderTests.swift compares both with JSONDecoder, and fails when a stored
+// property is added to a reply without being read here.
 
 import LifecycleModel
 
-extension ParsedValue {
-    var isNull: Bool { if case .null = self { true } else { false } }
-
-    /// The scalars as the Decodable path reads them (ParsedValue.bool(), string(), integer(), double()); nil where it
-    /// would throw.
-    var plainBool: Bool? { if case .bool(let value) = self { value } else { nil } }
-    var plainString: String? { if case .string(let value) = self { value } else { nil } }
-    var plainInt: Int? { if case .integer(let value) = self { Int(exactly: value) } else { nil } }
-    var plainInt32: Int32? { if case .integer(let value) = self { Int32(exactly: value) } else { nil } }
-    var plainDouble: Double? {
-        switch self {
-        case .integer(let value): Double(value)
-        case .number(let value): value
-        default: nil
+extension ClientMessage {
+    /// The id of an ack of exactly two members, `"type":"ack"` and `"id":N`, in either order, JSON whitespace allowed
+    /// between tokens, no escapes, N an integer of at most 18 characters (sign included, no leading zero, not -0: the
+    /// integers JSONParser reads as such): the forms the Swift library, the Python example and the bench's client
+    /// send, read without a parse. nil for any other line, which is parsed (and may still be an ack:
+    /// `init(parsedAck:)`). Each such line is valid JSON that JSONDecoder reads as `.ack(id: N)`.
+    static func plainAckID(_ line: UnsafeBufferPointer<UInt8>) -> Int? {
+        var position = 0
+        func skipWhitespace() {
+            while position < line.count, line[position] == 0x20 || line[position] == 0x09 || line[position] == 0x0A || line[position] == 0x0D {
+                position += 1
+            }
         }
+        func take(_ text: StaticString) -> Bool {
+            let count = text.utf8CodeUnitCount
+            guard position + count <= line.count else { return false }
+            for index in 0..<count where line[position + index] != text.utf8Start[index] { return false }
+            position += count
+            skipWhitespace()
+            return true
+        }
+        func integer() -> Int? {
+            let start = position
+            let negative = position < line.count && line[position] == UInt8(ascii: "-")
+            if negative { position += 1 }
+            var value = 0
+            let digits = position
+            while position < line.count, line[position] >= UInt8(ascii: "0"), line[position] <= UInt8(ascii: "9") {
+                // Checked before the digit is added: 18 characters cannot overflow.
+                guard position - start < 18 else { return nil }
+                value = value * 10 + Int(line[position] - UInt8(ascii: "0"))
+                position += 1
+            }
+            let count = position - digits
+            guard count > 0, count == 1 || line[digits] != UInt8(ascii: "0"), !(negative && value == 0) else { return nil }
+            skipWhitespace()
+            return negative ? -value : value
+        }
+        skipWhitespace()
+        guard take("{") else { return nil }
+        var id: Int?, type = false
+        for member in 0..<2 {
+            if member == 1 { guard take(",") else { return nil } }
+            if !type, take(#""type""#) {
+                guard take(":"), take(#""ack""#) else { return nil }
+                type = true
+            } else if id == nil, take(#""id""#) {
+                guard take(":"), let number = integer() else { return nil }
+                id = number
+            } else {
+                return nil
+            }
+        }
+        guard take("}"), position == line.count else { return nil }
+        return id
     }
 
-    var plainStrings: [String]? {
-        guard case .array(let items) = self else { return nil }
-        var strings: [String] = []
-        strings.reserveCapacity(items.count)
-        for item in items {
-            guard case .string(let text) = item else { return nil }
-            strings.append(text)
+    /// An ack without answers (`{"type":"ack","id":N}`, in any order, unknown keys ignored as `init(from:)` ignores
+    /// them); nil for anything else: other messages, an ack carrying a configuration or a state, an id that is not
+    /// an integer in Int's range.
+    init?(parsedAck value: ParsedValue) {
+        guard case .object(let keys, let values) = value else { return nil }
+        var type: String?, id: Int?
+        for (key, value) in zip(keys, values) {
+            switch key {
+            case "type":
+                guard case .string(let text) = value else { return nil }
+                type = text
+            case "id":
+                guard case .integer(let number) = value, let exact = Int(exactly: number) else { return nil }
+                id = exact
+            case "configuration", "state": return nil
+            default: continue
+            }
         }
-        return strings
+        guard type == "ack", let id else { return nil }
+        self = .ack(id: id)
     }
+}
 
-    /// JSONValue's `init(from:)` on this value: null, then Bool, Double, String, an array, an object (the parser has
-    /// already refused duplicate keys).
-    var jsonValue: JSONValue {
-        switch self {
-        case .null: .null
-        case .bool(let value): .bool(value)
-        case .integer(let value): .number(Double(value))
-        case .number(let value): .number(value)
-        case .string(let value): .string(value)
-        case .array(let items): .array(items.map(\.jsonValue))
-        case .object(let keys, let values):
-            .object(Dictionary(uniqueKeysWithValues: zip(keys, values.lazy.map(\.jsonValue))))
+extension ControlRequest {
+    /// A request of strings and a bool (every request but a `post` with data), as JSONDecoder reads it; nil leaves
+    /// the line to JSONDecoder, which decides (and words the error): `data`, a field of another type, no verb.
+    /// Unknown keys are ignored and null is an absent field, as the synthesized `init(from:)` does.
+    init?(parsed value: ParsedValue) {
+        guard case .object(let keys, let values) = value else { return nil }
+        self.init(verb: "")
+        var hasVerb = false
+        var seen = 0
+        for (key, value) in zip(keys, values) {
+            let bit: Int
+            switch key {
+            case "verb": bit = 1
+            case "app": bit = 2
+            case "background": bit = 4
+            case "name": bit = 8
+            case "scene": bit = 16
+            case "role": bit = 32
+            case "configuration": bit = 64
+            case "data": return nil
+            default: continue
+            }
+            guard seen & bit == 0 else { return nil }
+            seen |= bit
+            if bit == 4 {
+                switch value {
+                case .bool(let flag): background = flag
+                case .null: background = nil
+                default: return nil
+                }
+                continue
+            }
+            let text: String?
+            switch value {
+            case .string(let string): text = string
+            case .null where bit != 1: text = nil
+            default: return nil
+            }
+            switch bit {
+            case 1: verb = text ?? ""; hasVerb = true
+            case 2: app = text
+            case 8: name = text
+            case 16: scene = text
+            case 32: role = text
+            default: configuration = text
+            }
         }
-    }
-
-    /// The elements of an array, each read by `read`; nil if this is not an array or one element is not read.
-    func elements<Element>(_ read: (ParsedValue) -> Element?) -> [Element]? {
-        guard case .array(let items) = self else { return nil }
-        var elements: [Element] = []
-        elements.reserveCapacity(items.count)
-        for item in items {
-            guard let element = read(item) else { return nil }
-            elements.append(element)
-        }
-        return elements
+        guard hasVerb else { return nil }
     }
 }
 
 extension ControlReply {
-    /// The reply in `value`, or nil when it is left to the Decodable path.
+    /// The reply in `value`, or nil when it is left to JSONDecoder.
     init?(parsed value: ParsedValue) {
         guard case .object(let keys, let values) = value else { return nil }
         var ok: Bool?

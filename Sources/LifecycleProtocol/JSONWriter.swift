@@ -1,25 +1,19 @@
-// JSON text written straight into bytes, for the values the daemon writes most: its state files (one per app,
-// rewritten at every transition; Snapshot.swift) and, through LineCoder's fast path, its protocol messages.
+// JSON text written straight into bytes, for the values the daemon writes most: the state files (StateFileJSON.swift)
+// and the messages of an app switch and a status query (MessageWriters.swift).
 //
-// Why: callgrind on an app switch (bench/callgrind.sh) put the four state saves at 40% of the switch's
-// instructions, nearly all of it the generic Encodable machinery (a container and a box per value, witness
-// calls, keys sorted at run time) around some thirty keys per file. A writer that knows the keys writes them in
-// order, with no intermediate values.
-//
-// The contract (checked against JSONEncoder by Tests/LifecycleDaemonTests/StateFileEncodingTests.swift,
-// Tests/LifecycleProtocolTests/MessageJSONTests.swift and, for the generic path that writes through it too,
-// LineCoderTests.swift): what is written here is byte for byte what JSONEncoder
-// writes with [.sortedKeys, .withoutEscapingSlashes]: no spaces, keys in UTF-8 byte order, `"` `\` and the
-// control characters escaped (\b \f \n \r \t, the others as \u00xx in lower case), everything else as its UTF-8
-// bytes, and Doubles as their shortest round-tripping digits without a trailing ".0". A value JSON cannot hold
-// (NaN, an infinity) throws, as JSONEncoder does.
+// The contract: what is written here is byte for byte what JSONEncoder writes with [.sortedKeys,
+// .withoutEscapingSlashes]: no spaces, keys in UTF-8 byte order, `"` `\` and the control characters escaped
+// (\b \f \n \r \t, the others as \u00xx in lower case), everything else as its UTF-8 bytes, and Doubles as their
+// shortest round-tripping digits without a trailing ".0". A value JSON cannot hold (NaN, an infinity) throws, as
+// JSONEncoder does. The tests of each hand-written type compare its bytes with JSONEncoder's.
+
+import LifecycleModel
 
 /// A JSON text being written: scalars, `JSONValue`s, and the punctuation the callers spell out themselves
 /// (`{"key":`, `,`, `}`), keys included in their sorted place.
 ///
-/// The text goes into a buffer of its own, not an Array: `Array.append(contentsOf:)` cost some 90 instructions per
-/// key literal, more than the key's bytes (a state file has thirty). Noncopyable, so that the buffer has one owner,
-/// freed when the writer ends; `bytes` gives the text as an Array.
+/// The text goes into a buffer of its own rather than an Array, so that appending a key literal is one copy.
+/// Noncopyable, so that the buffer has one owner, freed when the writer ends; `bytes` gives the text as an Array.
 public struct JSONWriter: ~Copyable {
     /// Thrown for a number JSON cannot hold (NaN, an infinity).
     public struct Unrepresentable: Error, Equatable {}
@@ -197,11 +191,10 @@ public struct JSONWriter: ~Copyable {
 
     /// Whether `x` sorts before `y` by their UTF-8 bytes: JSONEncoder's `.sortedKeys` order (String's own `<`
     /// compares canonically equivalent forms, not bytes).
-    public static func precedesInUTF8(_ x: String, _ y: String) -> Bool { compareUTF8(x, y) < 0 }
+    static func precedesInUTF8(_ x: String, _ y: String) -> Bool { compareUTF8(x, y) < 0 }
 
-    /// -1, 0 or 1 as `x` sorts before, with or after `y` by UTF-8 bytes (`utf8.lexicographicallyPrecedes` does the
-    /// same at several times the cost).
-    public static func compareUTF8(_ x: String, _ y: String) -> Int {
+    /// -1, 0 or 1 as `x` sorts before, with or after `y` by UTF-8 bytes.
+    static func compareUTF8(_ x: String, _ y: String) -> Int {
         var x = x, y = y
         return x.withUTF8 { a in
             y.withUTF8 { b in
