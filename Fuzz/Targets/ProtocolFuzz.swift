@@ -9,10 +9,11 @@ import LifecycleProtocol
 /// of both sockets. Crashes are what libFuzzer looks for; the checks below turn a wrong answer into one too:
 /// - the framer gives back exactly the input's lines, in order, none over its limit, and refuses only a line
 ///   that is over it;
-/// - `LineCoder.decode` (its fast path, then JSONDecoder) answers what Foundation's JSONDecoder answers: the same
-///   value, or a failure. One difference is known and tolerated (`knownDifferences`): JSONDecoder refuses some
-///   valid JSON that the fast path reads (a number like `0e3`, RFC 8259's `int exp` with a zero); where
-///   JSONSerialization, Foundation's other parser, reads the line to the same JSON, the fast path is right;
+/// - `LineCoder.decode` (the hand readers of the hot messages, then JSONDecoder) answers what Foundation's
+///   JSONDecoder answers: the same value, or a failure. One difference is known and tolerated
+///   (`knownDifferences`): JSONDecoder refuses some valid JSON that the hand readers read (a number like `0e3`,
+///   RFC 8259's `int exp` with a zero); where JSONSerialization, Foundation's other parser, reads the line to the
+///   same JSON, the hand reader is right;
 /// - a decoded value encodes through `LineCoder.encode` to the bytes JSONEncoder writes, on one line, and decodes
 ///   back to the same value;
 /// - a failure's message for the client is short and non-empty.
@@ -59,12 +60,14 @@ public enum ProtocolFuzz {
         }
         checkFraming(input: input, fed: fed, lines: lines, failed: failed, limit: limit, &findings)
         let coder = LineCoder()
+        // Each type through its own LineCoder overloads (the hand-written readers and writers of the hot messages),
+        // named here where the type is known.
         for line in lines.prefix(maxLinesDecoded) {
-            check(ClientMessage.self, line, coder, &findings)
-            check(ServerMessage.self, line, coder, &findings)
-            check(ControlRequest.self, line, coder, &findings)
-            check(ControlReply.self, line, coder, &findings)
-            check(JSONValue.self, line, coder, &findings)
+            check(line, { try coder.decode(ClientMessage.self, from: $0) }, { coder.encode($0) }, &findings)
+            check(line, { try coder.decode(ServerMessage.self, from: $0) }, { coder.encode($0) }, &findings)
+            check(line, { try coder.decode(ControlRequest.self, from: $0) }, { coder.encode($0) }, &findings)
+            check(line, { try coder.decode(ControlReply.self, from: $0) }, { coder.encode($0) }, &findings)
+            check(line, { try coder.decode(JSONValue.self, from: $0) }, { coder.encode($0) }, &findings)
         }
         return findings
     }
@@ -93,7 +96,9 @@ public enum ProtocolFuzz {
         }
     }
 
-    static func check<T: Codable & Equatable>(_ type: T.Type, _ line: [UInt8], _ coder: LineCoder, _ findings: inout Findings) {
+    static func check<T: Codable & Equatable>(_ line: [UInt8], _ decode: ([UInt8]) throws -> T, _ encode: (T) -> [UInt8],
+                                              _ findings: inout Findings) {
+        let type = T.self
         func require(_ condition: Bool, _ message: @autoclosure () -> String) {
             if !condition { findings.failures.append(message()) }
         }
@@ -105,7 +110,7 @@ public enum ProtocolFuzz {
             let message = ProtocolError(decoding: error, line: line).message
             require(!message.isEmpty && message.utf8.count <= 1024, "an unusable error message: \(message.utf8.count) bytes")
         }
-        let decoded = try? coder.decode(type, from: line)
+        let decoded = try? decode(line)
         if let decoded, reference == nil, readsAsTheSameJSON(line, decoded) {
             findings.knownDifferences.append("LineCoder reads valid JSON that JSONDecoder refuses, as \(type): \(preview(line))")
             return
@@ -114,7 +119,7 @@ public enum ProtocolFuzz {
                 "LineCoder decoded \(String(describing: decoded)) where JSONDecoder decoded \(String(describing: reference)) as \(type)")
         guard let value = reference else { return }
 
-        let encoded = coder.encode(value)
+        let encoded = encode(value)
         let referenceEncoder = JSONEncoder()
         referenceEncoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         if let foundation = try? referenceEncoder.encode(value) {

@@ -3,21 +3,14 @@ import LifecycleModel
 @testable import LifecycleProtocol
 import Testing
 
-/// lifectl's side of the control protocol by hand (ControlReplyJSON.swift, MessageJSON.swift): the reply read to
-/// JSONDecoder's value, whatever the key order or whitespace, and every other form left to the Decodable path with its
-/// value or its error; the request written to JSONEncoder's bytes; and no stored property of those types left out.
+/// lifectl's side of the control protocol by hand (MessageReaders.swift, MessageWriters.swift): the reply read to
+/// JSONDecoder's value, whatever the key order or whitespace, and every other form left to JSONDecoder with its value
+/// or its error; the request written to JSONEncoder's bytes; and no stored property of those types left out.
 @Suite("Hand-read control replies")
 struct ControlReplyJSONTests {
-    static func parsed(_ line: [UInt8]) throws -> ParsedValue {
-        try line.withUnsafeBufferPointer { bytes in
-            var parser = JSONParser(bytes: bytes)
-            return try parser.parseDocument()
-        }
-    }
-
-    /// The hand reader's value, or nil where it leaves the line to the Decodable path.
+    /// The hand reader's value, or nil where it leaves the line to JSONDecoder.
     static func handRead(_ line: [UInt8]) -> ControlReply? {
-        (try? parsed(line)).flatMap { FastJSONDecoder.handRead(ControlReply.self, from: $0) }
+        JSONParser.parse(line).flatMap(ControlReply.init(parsed:))
     }
 
     /// LineCoder reads the line as JSONDecoder does: the same value, or an error that says the same.
@@ -65,8 +58,8 @@ struct ControlReplyJSONTests {
             scene: generator.next() % 3 == 0 ? MessageJSONTests.randomString(&generator) : nil)
     }
 
-    /// The reply with its integers cut to what a daemon sends (JSONParser leaves integers of more than 18 characters
-    /// to JSONDecoder, and so does the hand reader).
+    /// The reply with its integers cut to what a daemon sends (the hand reader leaves integers of more than 18
+    /// characters to JSONDecoder).
     static func daemonSized(_ reply: ControlReply) -> ControlReply {
         var reply = reply
         func cut(_ number: Int) -> Int { number % 1_000_000 }
@@ -87,7 +80,7 @@ struct ControlReplyJSONTests {
 
     @Test("replies are read by hand to JSONDecoder's value, as the daemon, JSONEncoder sorted, unsorted or pretty write them")
     func randomRepliesMatch() throws {
-        var generator = SplitMix(seed: 0x5EAD)
+        var generator = SplitMix.seeded(0x5EAD)
         let sorted = JSONEncoder()
         sorted.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let unsorted = JSONEncoder()
@@ -96,7 +89,7 @@ struct ControlReplyJSONTests {
         var handWritten = 0, daemons = 0, posts = 0, leftToDecodable = 0
         for _ in 0..<400 {
             let wild = Self.randomReply(&generator)
-            // Any integer: read by hand or left to the Decodable path, the same value either way.
+            // Any integer: read by hand or left to JSONDecoder, the same value either way.
             let wildLine = [UInt8](try sorted.encode(wild))
             if let read = Self.handRead(wildLine) {
                 #expect(read == (try JSONDecoder().decode(ControlReply.self, from: Data(wildLine))))
@@ -109,7 +102,7 @@ struct ControlReplyJSONTests {
             for encoder in [sorted, unsorted, pretty] {
                 try expectHandReadAsJSONDecoder([UInt8](try encoder.encode(reply)))
             }
-            if let bytes = FastJSONEncoder.handWritten(reply) {
+            if let bytes = MessageJSONTests.handWritten(reply) {
                 handWritten += 1
                 try expectHandReadAsJSONDecoder(bytes)
             }
@@ -120,7 +113,7 @@ struct ControlReplyJSONTests {
         #expect(handWritten > 50 && daemons > 50 && posts > 50 && leftToDecodable > 50)
     }
 
-    @Test("other forms are left to the Decodable path, which reads them or fails as JSONDecoder does")
+    @Test("other forms are left to JSONDecoder, which reads them or fails")
     func otherFormsFallBack() throws {
         let app = #""name":"a","state":"background","since":"2026-12-02T14:33:10.125Z","sinceSeconds":12.5,"protocol":"none","launches":1,"deadlineMisses":0,"suspendMethod":"signal","queuedNotifications":0,"queuedPosts":0,"observing":[],"backgroundTasks":[],"taskOverruns":0,"backgroundModes":[],"memoryTerminations":0,"terminatedInBackground":false"#
         let daemon = #""pid":1,"version":"0.1.0","configDirectory":"/c","runtimeDirectory":"/r","cgroupLayout":"none","mechanisms":[],"configErrors":[],"uptimeSeconds":3,"sources":[],"notificationTypes":[]"#
@@ -180,9 +173,9 @@ struct ControlReplyJSONTests {
 
     static func labels(of value: Any) -> Set<String> { Set(Mirror(reflecting: value).children.compactMap(\.label)) }
 
-    /// A property added to one of these types without its case in ControlReplyJSON.swift fails here: the value sets every
+    /// A property added to one of these types without its case in MessageReaders.swift fails here: the value sets every
     /// stored property (Mirror; a new optional left nil fails the first checks), and the hand reader must read it all
-    /// back to an equal value (a key it does not know leaves the line to the Decodable path).
+    /// back to an equal value (a key it does not know leaves the line to JSONDecoder).
     @Test("every stored property of a reply is read by hand")
     func noPropertyIsLeftOut() throws {
         var status = LineCoderTests.status("a")
@@ -209,7 +202,7 @@ struct ControlReplyJSONTests {
     func requestsMatch() throws {
         let reference = JSONEncoder()
         reference.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        var generator = SplitMix(seed: 0x2E0)
+        var generator = SplitMix.seeded(0x2E0)
         func maybe(_ generator: inout SplitMix) -> String? {
             generator.next() % 2 == 0 ? MessageJSONTests.randomString(&generator) : nil
         }
@@ -223,21 +216,20 @@ struct ControlReplyJSONTests {
                 scene: maybe(&generator), role: maybe(&generator), configuration: maybe(&generator)))
         }
         for request in requests {
-            let handWritten = try #require(FastJSONEncoder.handWritten(request))
+            let handWritten = try #require(MessageJSONTests.handWritten(request))
             let expected = [UInt8](try reference.encode(request))
             #expect(String(decoding: handWritten, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
-            #expect(handWritten == (try FastJSONEncoder.encodeGenerically(request)))
             #expect(LineCoder().encode(request) == expected + [UInt8(ascii: "\n")])
         }
         let full = ControlRequest(verb: "post", app: "a", background: false, name: "n", data: [1], scene: "s", role: "r", configuration: "c")
         #expect(try Self.keys(of: full) == Self.labels(of: full))
-        let written = try #require(FastJSONEncoder.handWritten(full))
+        let written = try #require(MessageJSONTests.handWritten(full))
         guard case .object(let members) = try JSONDecoder().decode(JSONValue.self, from: Data(written)) else {
             Issue.record("not an object")
             return
         }
         #expect(Set(members.keys) == Self.labels(of: full))
-        // A payload number JSON cannot hold: the generic path's verdict (JSONEncoder's), as before.
-        #expect(FastJSONEncoder.handWritten(ControlRequest(verb: "post", name: "n", data: .number(.nan))) == nil)
+        // A payload number JSON cannot hold: JSONEncoder's verdict.
+        #expect(MessageJSONTests.handWritten(ControlRequest(verb: "post", name: "n", data: .number(.nan))) == nil)
     }
 }

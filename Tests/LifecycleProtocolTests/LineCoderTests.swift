@@ -3,9 +3,8 @@ import LifecycleModel
 @testable import LifecycleProtocol
 import Testing
 
-/// LineCoder's fast path (LineCoderJSON.swift) against Foundation's coders: the same bytes out, the same
-/// values (or the same errors) in.
-@Suite("LineCoder's fast JSON path")
+/// LineCoder and JSONWriter against Foundation's coders: the same bytes out, the same values (or the same errors) in.
+@Suite("LineCoder and JSONWriter")
 struct LineCoderTests {
     let foundationEncoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -15,10 +14,19 @@ struct LineCoderTests {
 
     func foundationBytes(_ value: some Encodable) throws -> [UInt8] { [UInt8](try foundationEncoder.encode(value)) }
 
-    func expectSameEncoding(_ value: some Encodable, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let fast = try FastJSONEncoder.encode(value)
+    /// LineCoder's line (through the overload the caller chose) is JSONEncoder's bytes and a newline.
+    func expectLine(_ line: [UInt8], of value: some Encodable, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let reference = try foundationBytes(value) + [UInt8(ascii: "\n")]
+        #expect(String(decoding: line, as: UTF8.self) == String(decoding: reference, as: UTF8.self), sourceLocation: sourceLocation)
+    }
+
+    /// What `write` puts in a JSONWriter is JSONEncoder's bytes for `value`.
+    func expectWritten<T: Encodable>(_ value: T, sourceLocation: SourceLocation = #_sourceLocation,
+                                     _ write: (inout JSONWriter, T) throws -> Void) throws {
+        var writer = JSONWriter(capacity: 16)
+        try write(&writer, value)
         let reference = try foundationBytes(value)
-        #expect(String(decoding: fast, as: UTF8.self) == String(decoding: reference, as: UTF8.self), sourceLocation: sourceLocation)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == String(decoding: reference, as: UTF8.self), sourceLocation: sourceLocation)
     }
 
     static let awkwardStrings: [String] = [
@@ -44,8 +52,9 @@ struct LineCoderTests {
         return status
     }
 
-    @Test("every message type encodes to JSONEncoder's bytes")
+    @Test("every message type encodes to JSONEncoder's bytes, through its own overload")
     func messagesEncodeAsJSONEncoderDoes() throws {
+        let coder = LineCoder()
         var daemon = DaemonStatus(pid: 1, version: "0.1.0", configDirectory: "/etc/lifecycled", runtimeDirectory: "/run/lifecycled",
                                   cgroupLayout: "hybrid", mechanisms: ["oom_score_adj: 0 / 500 / 900"], configErrors: [],
                                   uptimeSeconds: 3600.001)
@@ -59,10 +68,13 @@ struct LineCoderTests {
             ControlReply(ok: true, posted: PostSummary(delivered: 2, queued: 98)),
             ControlReply(ok: true, apps: []),
         ]
-        for reply in replies { try expectSameEncoding(reply) }
-        try expectSameEncoding([Self.status("a"), Self.status("b")])
-        try expectSameEncoding(ControlRequest(verb: "post", app: nil, name: "x", data: ["k": 1, "list": [1.5, "two", nil, true]]))
-        try expectSameEncoding(ControlRequest(verb: "launch", app: "notes", background: true))
+        for reply in replies { try expectLine(coder.encode(reply), of: reply) }
+        let statuses = [Self.status("a"), Self.status("b")]
+        try expectLine(coder.encode(statuses), of: statuses)
+        for request in [ControlRequest(verb: "post", app: nil, name: "x", data: ["k": 1, "list": [1.5, "two", nil, true]]),
+                        ControlRequest(verb: "launch", app: "notes", background: true)] {
+            try expectLine(coder.encode(request), of: request)
+        }
 
         let server: [ServerMessage] = [
             .welcome(protocol: 1, app: "notes", state: .inactive),
@@ -78,54 +90,53 @@ struct LineCoderTests {
             .backgroundTimeWillExpire(tasks: [BackgroundTask(id: 1, name: "a"), BackgroundTask(id: 2, name: "b")], remainingMs: 5000),
             .postFailed(name: "x", message: "no such type"),
         ]
-        for message in server { try expectSameEncoding(message) }
+        for message in server { try expectLine(coder.encode(message), of: message) }
         let client: [ClientMessage] = [
-            .hello(protocol: 1, observe: nil), .hello(protocol: 1, observe: ["a", "b"]), .ack(id: 7), .observe([]),
+            .hello(protocol: 1, observe: nil), .hello(protocol: 1, observe: ["a", "b"]), .ack(id: 7), .ack(id: -7),
+            .ack(id: 7, configuration: "Default"), .ack(id: 7, state: ["draft": "x"]), .observe([]),
             .post(name: "x", payload: ["k": ["z": 1, "a": 2, "é": 3, "A": 4, "_": 5]], app: "notes"), .post(name: "x", payload: nil, app: nil),
             .beginBackgroundTask(task: 2, name: "upload"), .endBackgroundTask(task: 2),
         ]
-        for message in client { try expectSameEncoding(message) }
+        for message in client { try expectLine(coder.encode(message), of: message) }
     }
 
-    @Test("strings and numbers are escaped and printed as JSONEncoder prints them")
-    func stringsAndNumbersMatch() throws {
+    @Test("JSONWriter escapes strings and prints numbers as JSONEncoder does")
+    func writerMatchesJSONEncoder() throws {
         for text in Self.awkwardStrings {
-            try expectSameEncoding(text)
-            try expectSameEncoding([text: text])
+            try expectWritten(text) { writer, text in writer.string(text) }
+            try expectWritten([text, text]) { writer, texts in writer.strings(texts) }
+            try expectWritten(JSONValue.object([text: .string(text), "k" + text: .null])) { writer, value in try writer.value(value) }
         }
         for number in Self.awkwardNumbers {
-            try expectSameEncoding(number)
-            try expectSameEncoding([number, -number])
-            try expectSameEncoding(Float(number).isFinite ? [Float(number)] : [])
-            try expectSameEncoding(JSONValue.number(number))
+            try expectWritten(number) { writer, number in try writer.double(number) }
+            try expectWritten(JSONValue.number(number)) { writer, value in try writer.value(value) }
+            try expectWritten(JSONValue.number(-number)) { writer, value in try writer.value(value) }
         }
-        try expectSameEncoding([Int.min, Int.max, 0, -1])
-        try expectSameEncoding([UInt64.max])
-        try expectSameEncoding([Int8.min, Int8.max])
-        var generator = SplitMix(seed: 7)
+        for number in [Int64.min, Int64.max, 0, -1, 7] {
+            try expectWritten(number) { writer, number in writer.integer(number) }
+        }
+        try expectWritten(UInt64.max) { writer, number in writer.unsigned(number) }
+        var generator = SplitMix.seeded(7)
         for _ in 0..<2000 {
             let number = Double(bitPattern: generator.next())
             guard number.isFinite else { continue }
-            try expectSameEncoding(number)
+            try expectWritten(number) { writer, number in try writer.double(number) }
         }
+        var writer = JSONWriter()
+        #expect(throws: JSONWriter.Unrepresentable.self) { try writer.double(.nan) }
+        #expect(throws: JSONWriter.Unrepresentable.self) { try writer.value(["k": .number(.infinity)]) }
     }
 
-    @Test("random JSON values encode alike and decode back alike")
+    @Test("random JSON values are written as JSONEncoder writes them")
     func randomValuesMatch() throws {
-        var generator = SplitMix(seed: 42)
-        let coder = LineCoder()
+        var generator = SplitMix.seeded(42)
         for _ in 0..<500 {
             let value = Self.randomValue(&generator, depth: 0)
-            try expectSameEncoding(value)
-            let line = try foundationBytes(value)
-            let fast = try FastJSONDecoder.decode(JSONValue.self, from: line)
-            let reference = try JSONDecoder().decode(JSONValue.self, from: Data(line))
-            #expect(fast == reference)
-            #expect(try coder.decode(JSONValue.self, from: line) == reference)
+            try expectWritten(value) { writer, value in try writer.value(value) }
         }
     }
 
-    @Test("what the fast decoder takes, it reads as JSONDecoder does; the rest gets JSONDecoder's own errors")
+    @Test("what the hand readers take, they read as JSONDecoder does; the rest gets JSONDecoder's own errors")
     func decodingMatchesJSONDecoder() throws {
         let lines = [
             #"{"type":"ack","id":7}"#, #" { "type" : "ack" , "id" : 7 , "extra" : [1, {"a": null}] } "#,
@@ -200,9 +211,18 @@ struct LineCoderTests {
 }
 
 /// A small seeded generator, so that a failure can be replayed.
-struct SplitMix {
+struct SplitMix: RandomNumberGenerator {
     var state: UInt64
     init(seed: UInt64) { state = seed }
+
+    /// A generator from `seed`, or from LIFECYCLE_TEST_SEED when it is set (to replay another run); the seed used is
+    /// printed, so that a failure can be replayed.
+    static func seeded(_ seed: UInt64, test: String = #function) -> SplitMix {
+        let chosen = ProcessInfo.processInfo.environment["LIFECYCLE_TEST_SEED"].flatMap { UInt64($0) } ?? seed
+        print("\(test): seed \(chosen) (LIFECYCLE_TEST_SEED=\(chosen) replays it)")
+        return SplitMix(seed: chosen)
+    }
+
     mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state

@@ -3,9 +3,10 @@ import LifecycleModel
 @testable import LifecycleProtocol
 import Testing
 
-/// The hand-written messages of an app switch (MessageJSON.swift) against JSONEncoder and the generic fast path:
-/// the same bytes, on seeded random replies and every callback; and no stored property of those types left unwritten.
-@Suite("Hand-written switch messages")
+/// The hand-written hot messages (MessageWriters.swift, MessageReaders.swift) against JSONEncoder and JSONDecoder: the
+/// same bytes, on seeded random replies and every callback; the same values read, or the line left to JSONDecoder with
+/// its own error; and no stored property of those types left unwritten.
+@Suite("Hand-written hot messages")
 struct MessageJSONTests {
     let foundationEncoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -13,13 +14,48 @@ struct MessageJSONTests {
         return encoder
     }()
 
-    /// The hand-written bytes, which must exist, against JSONEncoder's and the generic path's.
-    func expectHandWrittenAsCodable(_ value: some Encodable, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let handWritten = try #require(FastJSONEncoder.handWritten(value), sourceLocation: sourceLocation)
+    /// The hand-written bytes, nil where the writer declines the value.
+    static func handWritten(_ message: ServerMessage) -> [UInt8]? {
+        var writer = JSONWriter()
+        return message.writeJSON(into: &writer) ? writer.bytes : nil
+    }
+
+    static func handWritten(_ message: ClientMessage) -> [UInt8]? {
+        var writer = JSONWriter()
+        return message.writeJSON(into: &writer) ? writer.bytes : nil
+    }
+
+    static func handWritten(_ reply: ControlReply) -> [UInt8]? {
+        var writer = JSONWriter()
+        return (try? reply.writeJSON(into: &writer)) == true ? writer.bytes : nil
+    }
+
+    static func handWritten(_ request: ControlRequest) -> [UInt8]? {
+        var writer = JSONWriter()
+        return (try? request.writeJSON(into: &writer)) != nil ? writer.bytes : nil
+    }
+
+    /// The hand-written bytes, which must exist, against JSONEncoder's; and LineCoder's line is the same.
+    func expectHandWrittenAsCodable<T: Encodable>(_ value: T, handWritten: [UInt8]?, line: [UInt8],
+                                                  sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let handWritten = try #require(handWritten, sourceLocation: sourceLocation)
         let reference = [UInt8](try foundationEncoder.encode(value))
         #expect(String(decoding: handWritten, as: UTF8.self) == String(decoding: reference, as: UTF8.self), sourceLocation: sourceLocation)
-        #expect(handWritten == (try FastJSONEncoder.encodeGenerically(value)), sourceLocation: sourceLocation)
-        #expect(LineCoder().encode(value) == reference + [UInt8(ascii: "\n")], sourceLocation: sourceLocation)
+        #expect(line == reference + [UInt8(ascii: "\n")], sourceLocation: sourceLocation)
+    }
+
+    func expectHandWrittenAsCodable(_ reply: ControlReply, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try expectHandWrittenAsCodable(reply, handWritten: Self.handWritten(reply), line: LineCoder().encode(reply), sourceLocation: sourceLocation)
+    }
+
+    func expectHandWrittenAsCodable(_ message: ServerMessage, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try expectHandWrittenAsCodable(message, handWritten: Self.handWritten(message), line: LineCoder().encode(message),
+                                       sourceLocation: sourceLocation)
+    }
+
+    func expectHandWrittenAsCodable(_ message: ClientMessage, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try expectHandWrittenAsCodable(message, handWritten: Self.handWritten(message), line: LineCoder().encode(message),
+                                       sourceLocation: sourceLocation)
     }
 
     static func randomString(_ generator: inout SplitMix) -> String {
@@ -70,7 +106,7 @@ struct MessageJSONTests {
 
     @Test("replies without the daemon's block are written by hand, to JSONEncoder's bytes")
     func repliesMatch() throws {
-        var generator = SplitMix(seed: 0xF0C5)
+        var generator = SplitMix.seeded(0xF0C5)
         var scenes = 0, savedStates = 0, optionalsSet = 0, optionalsUnset = 0
         for _ in 0..<400 {
             let apps: [AppStatus]? = generator.next() % 4 == 0 ? nil : (0..<generator.next() % 3).map { _ in Self.randomStatus(&generator) }
@@ -91,7 +127,7 @@ struct MessageJSONTests {
 
     @Test("every callback without launch options is written by hand, to JSONEncoder's bytes")
     func callbacksMatch() throws {
-        var generator = SplitMix(seed: 0xCA11)
+        var generator = SplitMix.seeded(0xCA11)
         for callback in LifecycleCallback.allCases {
             for _ in 0..<20 {
                 try expectHandWrittenAsCodable(ServerMessage.callback(callback, id: Self.randomInt(&generator),
@@ -100,22 +136,39 @@ struct MessageJSONTests {
         }
     }
 
-    @Test("the other messages and replies are left to the generic path")
-    func othersAreLeftToTheGenericPath() {
-        let daemon = DaemonStatus(pid: 1, version: "0.1.0", configDirectory: "/etc/lifecycled", runtimeDirectory: "/run/lifecycled",
-                                  cgroupLayout: "hybrid", mechanisms: [], configErrors: [], uptimeSeconds: 1)
-        #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [], daemon: daemon)) == nil)
-        #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, posted: PostSummary(delivered: 1, queued: 2))) == nil)
-        #expect(FastJSONEncoder.handWritten(ServerMessage.callback(.didFinishLaunching, id: 1, deadlineMs: 20000,
-                                                                   launchOptions: LaunchOptions(launchedBy: "lifectl"))) == nil)
-        #expect(FastJSONEncoder.handWritten(ServerMessage.error("no")) == nil)
-        #expect(FastJSONEncoder.handWritten(ClientMessage.ack(id: 1)) == nil)
-        var status = LineCoderTests.status("a")
-        status.sinceSeconds = .nan
-        #expect(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [status])) == nil, "a number JSON cannot hold")
+    @Test("acks without answers are written by hand, to JSONEncoder's bytes")
+    func acksMatch() throws {
+        var generator = SplitMix.seeded(0xAC)
+        for id in [0, 1, -1, Int.min, Int.max] { try expectHandWrittenAsCodable(ClientMessage.ack(id: id)) }
+        for _ in 0..<200 { try expectHandWrittenAsCodable(ClientMessage.ack(id: Self.randomInt(&generator))) }
     }
 
-    @Test("plain acks are read by hand, as the Decodable path reads them; other acks and messages are left to it")
+    @Test("the other messages and replies are left to JSONEncoder")
+    func othersAreLeftToJSONEncoder() throws {
+        let daemon = DaemonStatus(pid: 1, version: "0.1.0", configDirectory: "/etc/lifecycled", runtimeDirectory: "/run/lifecycled",
+                                  cgroupLayout: "hybrid", mechanisms: [], configErrors: [], uptimeSeconds: 1)
+        let coder = LineCoder()
+        let replies = [ControlReply(ok: true, apps: [], daemon: daemon), ControlReply(ok: true, posted: PostSummary(delivered: 1, queued: 2))]
+        for reply in replies {
+            #expect(Self.handWritten(reply) == nil)
+            #expect(coder.encode(reply) == [UInt8](try foundationEncoder.encode(reply)) + [UInt8(ascii: "\n")])
+        }
+        let server = [ServerMessage.callback(.didFinishLaunching, id: 1, deadlineMs: 20000, launchOptions: LaunchOptions(launchedBy: "lifectl")),
+                      .error("no")]
+        for message in server {
+            #expect(Self.handWritten(message) == nil)
+            #expect(coder.encode(message) == [UInt8](try foundationEncoder.encode(message)) + [UInt8(ascii: "\n")])
+        }
+        for message in [ClientMessage.ack(id: 1, configuration: "Default"), .ack(id: 1, state: ["k": 1]), .observe(["a"])] {
+            #expect(Self.handWritten(message) == nil)
+            #expect(coder.encode(message) == [UInt8](try foundationEncoder.encode(message)) + [UInt8(ascii: "\n")])
+        }
+        var status = LineCoderTests.status("a")
+        status.sinceSeconds = .nan
+        #expect(Self.handWritten(ControlReply(ok: true, apps: [status])) == nil, "a number JSON cannot hold")
+    }
+
+    @Test("plain acks are read by hand, as JSONDecoder reads them; other acks and messages are left to it")
     func acksAreReadAsJSONDecoderReadsThem() throws {
         let handRead = [
             #"{"type":"ack","id":7}"#, #"{"id":7,"type":"ack"}"#, #" { "type" : "ack" , "id" : -3 } "#,
@@ -143,24 +196,29 @@ struct MessageJSONTests {
             default: Issue.record("\(text): \(mine) against JSONDecoder's \(theirs)")
             }
         }
-        #expect(FastJSONDecoder.handRead(ControlRequest.self, from: .object(keys: ["type", "id"], values: [.string("ack"), .integer(1)])) == nil)
+        #expect(ControlRequest(parsed: .object(keys: ["type", "id"], values: [.string("ack"), .integer(1)])) == nil)
     }
 
-    /// One line read three ways: by the hand reader from the parsed value (nil where it leaves the value to
-    /// Decodable), by LineCoder, and by JSONDecoder.
-    private func readings<T: Decodable>(_ type: T.Type, _ line: [UInt8]) -> (handRead: T?, mine: Result<T, any Error>, theirs: Result<T, any Error>) {
-        let parsed = try? line.withUnsafeBufferPointer { bytes in
-            var parser = JSONParser(bytes: bytes)
-            return try parser.parseDocument()
-        }
-        return (parsed.flatMap { FastJSONDecoder.handRead(type, from: $0) },
-                Result { try LineCoder().decode(type, from: line) },
-                Result { try JSONDecoder().decode(type, from: Data(line)) })
+    /// One line read three ways: by the hand reader from the parsed value (nil where it leaves the line to
+    /// JSONDecoder), by LineCoder's overload for the type, and by JSONDecoder.
+    private func readings<T: Decodable>(_ line: [UInt8], handRead: (ParsedValue) -> T?, lineCoder: ([UInt8]) throws -> T)
+        -> (handRead: T?, mine: Result<T, any Error>, theirs: Result<T, any Error>) {
+        (JSONParser.parse(line).flatMap(handRead), Result { try lineCoder(line) }, Result { try JSONDecoder().decode(T.self, from: Data(line)) })
     }
 
-    @Test("control requests are read by hand to JSONDecoder's value, or left to the Decodable path, which fails as JSONDecoder does")
+    private func readings(_ type: ClientMessage.Type, _ line: [UInt8]) -> (handRead: ClientMessage?, mine: Result<ClientMessage, any Error>,
+                                                                           theirs: Result<ClientMessage, any Error>) {
+        readings(line, handRead: ClientMessage.init(parsedAck:), lineCoder: { try LineCoder().decode(ClientMessage.self, from: $0) })
+    }
+
+    private func readings(_ type: ControlRequest.Type, _ line: [UInt8]) -> (handRead: ControlRequest?, mine: Result<ControlRequest, any Error>,
+                                                                            theirs: Result<ControlRequest, any Error>) {
+        readings(line, handRead: ControlRequest.init(parsed:), lineCoder: { try LineCoder().decode(ControlRequest.self, from: $0) })
+    }
+
+    @Test("control requests are read by hand to JSONDecoder's value, or left to JSONDecoder")
     func controlRequestsAreReadAsJSONDecoderReadsThem() throws {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SplitMix.seeded(0xC0DE)
         let keys = ["verb", "app", "background", "name", "scene", "role", "configuration", "data", "extra", "Verb"]
         let values = [#""focus""#, #""app1""#, #""é \"q\"""#, "null", "true", "false", "7", "1.5", "[1]", #"{"a":1}"#, #""""#]
         var lines = [#"{"verb":"focus","app":"app1"}"#, #"{"app":"app1","verb":"status"}"#, #"{"verb":"launch","app":"a","background":true}"#,
@@ -211,13 +269,13 @@ struct MessageJSONTests {
         let coder = LineCoder()
         for (text, id) in plain {
             let line = Array(text.utf8)
-            #expect(line.withUnsafeBufferPointer(FastJSONDecoder.plainAck) == id, "\(text)")
+            #expect(line.withUnsafeBufferPointer(ClientMessage.plainAckID) == id, "\(text)")
             #expect(try JSONDecoder().decode(ClientMessage.self, from: Data(line)) == .ack(id: id), "\(text)")
             #expect(try coder.decode(ClientMessage.self, from: line) == .ack(id: id), "\(text)")
         }
         // Seeded mutations of the plain forms (bytes replaced, inserted or removed, from JSON's punctuation, digits and
         // whitespace): whatever the scanner takes, JSONDecoder reads the same; whatever it leaves, the parse does.
-        var generator = SplitMix(seed: 0xAC4)
+        var generator = SplitMix.seeded(0xAC4)
         let alphabet = Array(#"0123456789-+.eE ,:{}"\ta"#.utf8) + [0x0A, 0x0D]
         var mutations: [String] = []
         for _ in 0..<3000 {
@@ -236,7 +294,7 @@ struct MessageJSONTests {
         var taken = 0
         for text in nearMisses + mutations {
             let line = Array(text.utf8)
-            let id = line.withUnsafeBufferPointer(FastJSONDecoder.plainAck)
+            let id = line.withUnsafeBufferPointer(ClientMessage.plainAckID)
             if nearMisses.contains(text) { #expect(id == nil, "\(text)") }
             if let id {
                 taken += 1
@@ -260,13 +318,13 @@ struct MessageJSONTests {
         return Set(members.keys)
     }
 
-    /// A property added to one of these types without its line in MessageJSON.swift fails here: every stored property
+    /// A property added to one of these types without its line in MessageWriters.swift fails here: every stored property
     /// (Mirror) is a key of the hand-written JSON of a value that sets them all.
     @Test("every stored property of a hand-written type is written")
     func noPropertyIsLeftOut() throws {
         var status = LineCoderTests.status("a")
         status.scenes = [SceneStatus(scene: "s1", role: "window", configuration: "Default", state: "background", savedState: ["k": 1])]
-        let statusBytes = try #require(FastJSONEncoder.handWritten(ControlReply(ok: true, apps: [status])))
+        let statusBytes = try #require(Self.handWritten(ControlReply(ok: true, apps: [status])))
         guard case .object(let reply) = try JSONDecoder().decode(JSONValue.self, from: Data(statusBytes)),
               case .array(let apps) = reply["apps"], case .object(let app) = apps.first,
               case .array(let scenes) = app["scenes"], case .object(let scene) = scenes.first,
@@ -280,8 +338,8 @@ struct MessageJSONTests {
         #expect(Set(task.keys) == Set(Mirror(reflecting: status.backgroundTasks[0]).children.compactMap(\.label)))
 
         let full = ControlReply(ok: false, error: "e", apps: [], scene: "s1")
-        let handWrittenKeys = try keys(of: try #require(FastJSONEncoder.handWritten(full)))
-        // `daemon` and `posted` are the generic path's: a reply that has either is not written by hand.
+        let handWrittenKeys = try keys(of: try #require(Self.handWritten(full)))
+        // `daemon` and `posted` are JSONEncoder's: a reply that has either is not written by hand.
         #expect(handWrittenKeys.union(["daemon", "posted"]) == Set(Mirror(reflecting: full).children.compactMap(\.label)))
     }
 }
