@@ -6,8 +6,8 @@
 // ignores unknown keys, any), each value of its property's JSON kind (an optional's `null` as nil, as
 // `decodeIfPresent` reads it), integers written as integers and in range, states among AppState's raw values.
 // Anything else returns nil, and the line goes to JSONDecoder, which reads it or throws its own error.
-// Tests/LifecycleProtocolTests/MessageReaderTests.swift compares both with JSONDecoder, and fails when a stored
-// property is added to a reply without being read here.
+// Tests/LifecycleProtocolTests/MessageJSONTests.swift (acks, requests) and ControlReplyJSONTests.swift (replies)
+// compare both with JSONDecoder, and fail when a stored property is added to a reply without being read here.
 
 import LifecycleModel
 

@@ -5,8 +5,8 @@
 //
 // The contract: the bytes JSONEncoder writes with [.sortedKeys, .withoutEscapingSlashes] for the same value (keys
 // spelled in their sorted place, a nil optional left out as `encodeIfPresent` leaves it out).
-// Tests/LifecycleProtocolTests/MessageWriterTests.swift compares them with JSONEncoder, and fails when a stored
-// property is added to one of these types without being written here.
+// Tests/LifecycleProtocolTests/MessageJSONTests.swift (and ControlReplyJSONTests.swift for requests) compares them
+// with JSONEncoder, and fails when a stored property is added to one of these types without being written here.
 
 import LifecycleModel
 

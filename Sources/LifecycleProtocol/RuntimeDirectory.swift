@@ -6,8 +6,8 @@ public enum RuntimeDirectory {
         path(lifecycledRuntimeDir: environment["LIFECYCLED_RUNTIME_DIR"], xdgRuntimeDir: environment["XDG_RUNTIME_DIR"], uid: uid)
     }
 
-    /// The same from the two variables' values (lifectl reads them alone: a dictionary's storage type was made at run
-    /// time, a thirtieth of `lifectl status`, perf record).
+    /// The same from the two variables' values, for lifectl, which reads just these two rather than the whole
+    /// environment.
     public static func path(lifecycledRuntimeDir: String?, xdgRuntimeDir: String?, uid: UInt32) -> String {
         if let explicit = lifecycledRuntimeDir, !explicit.isEmpty { return explicit }
         if uid == 0 { return "/run/lifecycled" }
