@@ -446,24 +446,24 @@ public struct AppCgroup: Sendable, Equatable {
     /// Sets the CPU (and IO) weight for `cls`, in whichever of cpu.weight, io.weight and
     /// cpu.shares exist.
     public func setPriority(_ cls: PriorityClass) throws(SystemError) {
-        if let cpuWeightFile { try writeKernelFileKept(cpuWeightFile, String(cls.cgroupWeight)) }
-        if let ioWeightFile { try writeKernelFileKept(ioWeightFile, "default \(cls.cgroupWeight)") }
-        if let cpuSharesFile { try writeKernelFileKept(cpuSharesFile, String(cls.cpuShares)) }
+        if let cpuWeightFile { try writeKernelFile(cpuWeightFile, String(cls.cgroupWeight)) }
+        if let ioWeightFile { try writeKernelFile(ioWeightFile, "default \(cls.cgroupWeight)") }
+        if let cpuSharesFile { try writeKernelFile(cpuSharesFile, String(cls.cpuShares)) }
     }
 
     /// Starts freezing. The kernel finishes asynchronously (tens of µs): poll `isFrozen()`.
     public func freeze() throws(SystemError) {
         switch (freezer, unifiedPath, freezerPath) {
-        case (.cgroup2, let path?, _): try writeKernelFileKept(path + "/cgroup.freeze", "1")
-        case (.v1, _, let path?): try writeKernelFileKept(path + "/freezer.state", "FROZEN")
+        case (.cgroup2, let path?, _): try writeKernelFile(path + "/cgroup.freeze", "1")
+        case (.v1, _, let path?): try writeKernelFile(path + "/freezer.state", "FROZEN")
         default: throw SystemError(operation: "freeze \(displayPath) (no cgroup freezer)", errno: ENOTSUP)
         }
     }
 
     public func thaw() throws(SystemError) {
         switch (freezer, unifiedPath, freezerPath) {
-        case (.cgroup2, let path?, _): try writeKernelFileKept(path + "/cgroup.freeze", "0")
-        case (.v1, _, let path?): try writeKernelFileKept(path + "/freezer.state", "THAWED")
+        case (.cgroup2, let path?, _): try writeKernelFile(path + "/cgroup.freeze", "0")
+        case (.v1, _, let path?): try writeKernelFile(path + "/freezer.state", "THAWED")
         default: throw SystemError(operation: "thaw \(displayPath) (no cgroup freezer)", errno: ENOTSUP)
         }
     }
@@ -489,18 +489,18 @@ public struct AppCgroup: Sendable, Equatable {
     }
 
     private func unifiedFrozen(_ path: String) -> Bool {
-        (try? withKernelFileBytesKept(path + "/cgroup.events") { String(decoding: $0, as: UTF8.self) })?
+        (try? withKernelFileBytes(path + "/cgroup.events") { String(decoding: $0, as: UTF8.self) })?
             .split(separator: "\n").contains("frozen 1") ?? false
     }
 
     private func v1State(_ path: String) -> String? {
-        (try? withKernelFileBytesKept(path + "/freezer.state") { String(decoding: $0, as: UTF8.self) })?
+        (try? withKernelFileBytes(path + "/freezer.state") { String(decoding: $0, as: UTF8.self) })?
             .split(separator: "\n").first.map(String.init)
     }
 
     /// The processes in the app's group.
     public func pids() -> [pid_t] {
-        guard let procsFile, let pids = try? withKernelFileBytesKept(procsFile, Self.decimalLines) else { return [] }
+        guard let procsFile, let pids = try? withKernelFileBytes(procsFile, Self.decimalLines) else { return [] }
         return pids
     }
 
@@ -547,7 +547,6 @@ public struct AppCgroup: Sendable, Equatable {
             do { try writeKernelFile(freezerPath + "/freezer.state", "THAWED") } catch { failures.append(error) }
         }
         for path in [unifiedPath, cpuPath, freezerPath].compactMap({ $0 }) {
-            kernelFiles.withLock { $0.forget(under: path) }
             if let failure = removeCgroupDirectory(path) { failures.append(failure) }
         }
         return failures

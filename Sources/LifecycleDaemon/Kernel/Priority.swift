@@ -60,7 +60,7 @@ public enum ProcessPriority {
         var failures: [SystemError] = []
         for pid in members {
             do {
-                try writeKernelFileKept("\(procRoot)/\(pid)/oom_score_adj", String(cls.oomScoreAdj))
+                try writeKernelFile("\(procRoot)/\(pid)/oom_score_adj", String(cls.oomScoreAdj))
             } catch where error.errno == ENOENT || error.errno == ESRCH {
                 continue
             } catch {

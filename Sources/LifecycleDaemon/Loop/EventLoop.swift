@@ -122,8 +122,7 @@ public final class EventLoop {
     private func collectStopsAndContinues() {
         while true {
             var info = siginfo_t()
-            let result = waitid(P_ALL, 0, &info, WSTOPPED | WCONTINUED | WNOHANG)
-            if result < 0 && errno == EINTR { continue }
+            let result = try? retryingEINTR("wait for a stop or continue") { waitid(P_ALL, 0, &info, WSTOPPED | WCONTINUED | WNOHANG) }
             let pid = info._sifields._sigchld.si_pid
             guard result == 0, pid != 0 else { return }  // ECHILD, or nothing more to report
             children.sources[pid]?.takeUnretainedValue().fire(code: info.si_code, status: info._sifields._sigchld.si_status)

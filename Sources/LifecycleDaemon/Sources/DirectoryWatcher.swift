@@ -92,12 +92,10 @@ final class DirectoryWatcher {
         // Room for many events; a single one is at most 16 + NAME_MAX + 1 bytes.
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while fd >= 0 {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                break  // EAGAIN: all read. Anything else cannot be acted upon here; the next event retries.
-            }
-            if count == 0 { break }
+            // EAGAIN: all read. Any other error cannot be acted upon here; the next event retries.
+            guard let count = try? buffer.withUnsafeMutableBytes({ (raw) throws(SystemError) -> Int in
+                try retryingEINTR("read inotify events") { read(fd, raw.baseAddress, raw.count) }
+            }), count > 0 else { break }
             buffer.withUnsafeBytes { raw in
                 var offset = 0
                 while offset + headerSize <= count {
