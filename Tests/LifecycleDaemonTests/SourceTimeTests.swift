@@ -121,7 +121,8 @@ extension SourceTests {
         }
     }
 
-    @Suite struct TimeChange {
+    /// Serialized: one test sets the clock, which fires every cancel-on-set timer, the other tests' too.
+    @Suite(.serialized) struct TimeChange {
         /// Real: a timerfd armed one second ahead expires, and the wrapper says so (the midnight path, without
         /// moving the clock to midnight).
         @Test func theTimerWrapperReportsExpiry() throws {

@@ -15,8 +15,7 @@ extension PriorityClass {
 
     /// The class whose CPU and IO weights apply. A suspended app keeps its background weights: a stopped or
     /// frozen process runs no code and issues no IO, so a weight of its own would change nothing while it is
-    /// suspended, and would cost a write of each weight file on every suspend and another on every resume
-    /// (half of a suspend/resume's cgroup writes; bench/callgrind.sh, docs/BENCHMARKS.md).
+    /// suspended, and would cost a write of each weight file on every suspend and another on every resume.
     var weightClass: PriorityClass {
         self == .suspended ? .background : self
     }
