@@ -61,8 +61,8 @@ struct spawn_args {
     volatile int unshare_failed; // set by the child: this kernel has no CLOSE_RANGE_UNSHARE
 };
 
-// ThreadSanitizer intercepts clone() and handles every call as a fork: a CLONE_VM clone fails its
-// internal check (tsan_rtl.cpp "((!thr->slot)) != (0)") and aborts the process. Its builds alone fork
+// ThreadSanitizer intercepts clone() and handles every call as a fork: a CLONE_VM clone fails one of
+// its internal checks and aborts the process (docs/PLATFORM.md, "Spawning"). Its builds alone fork
 // instead (spawn_forked); every other build takes the clone path below.
 #if defined(__SANITIZE_THREAD__)
 #define CS_THREAD_SANITIZER 1

@@ -3,8 +3,8 @@ import LifecycleModel
 
 /// The numbers behind each priority class, in one place.
 extension PriorityClass {
-    /// Android's ranks: a foreground app is kept, cached (background) apps go first, and frozen
-    /// ones before them (ProcessList.java: FOREGROUND_APP_ADJ 0, CACHED_APP_MIN_ADJ 900).
+    /// Android's ranks (docs/PLATFORM.md, "Priorities"): a foreground app is kept, background apps go
+    /// first, and suspended ones before them.
     var oomScoreAdj: Int {
         switch self {
         case .foreground: 0
