@@ -61,8 +61,8 @@ struct spawn_args {
     volatile int unshare_failed; // set by the child: this kernel has no CLOSE_RANGE_UNSHARE
 };
 
-// ThreadSanitizer intercepts clone() and handles every call as a fork: a CLONE_VM clone fails its
-// internal check (tsan_rtl.cpp "((!thr->slot)) != (0)") and aborts the process. Its builds alone fork
+// ThreadSanitizer intercepts clone() and handles every call as a fork: a CLONE_VM clone fails one of
+// its internal checks and aborts the process (docs/PLATFORM.md, "Spawning"). Its builds alone fork
 // instead (spawn_forked); every other build takes the clone path below.
 #if defined(__SANITIZE_THREAD__)
 #define CS_THREAD_SANITIZER 1
@@ -241,9 +241,8 @@ static pid_t spawn_forked(struct spawn_args *a) {
 // MARK: Descriptor slots
 //
 // A clone without CLONE_FILES copies the daemon's whole descriptor table (a reference taken on every open
-// file) for a child that then closes all but a few: with a pidfd and an output pipe per app, that was 2,000
-// descriptors copied and closed per spawn at N = 1,000, the part of a launch that grew with N (perf,
-// 2026-12-03: 0.66 ms per spawn for the first 100 apps, 1.2 ms for the last 100). Instead the child shares
+// file) for a child that then closes all but a few: with a pidfd and an output pipe per app, a spawn's cost
+// would grow with the number of apps running (docs/PLATFORM.md, "Spawning"). Instead the child shares
 // the table (CLONE_FILES) and its first act makes its own copy of the low part alone (CLOSE_RANGE_UNSHARE).
 // For that, the descriptors it needs are first placed in "slots": a few of the daemon's lowest descriptor
 // numbers, reserved at the first spawn as copies of /dev/null, which the spawn points at the real files for
@@ -277,7 +276,7 @@ static int slots_reserve(void) {
     return 0;
 }
 
-// Valgrind runs the daemon for bench/callgrind.sh, and it implements clone() for threads and for fork/vfork
+// Valgrind (bench/callgrind.sh runs the daemon under it) implements clone() for threads and for fork/vfork
 // only: CLONE_FILES makes it abort the whole process ("Unsupported clone() flags: 0x4511"). It announces
 // itself in the client's LD_PRELOAD (vgpreload_*.so); there the slots are not used (a spawn copies the table).
 static int under_valgrind(void) {

@@ -125,7 +125,8 @@ struct DaemonCrashTests {
         // SIGKILL: the test runner blocks SIGTERM in its threads, and its children inherit the mask.
         defer { kill(stranger.processIdentifier, SIGKILL); stranger.waitUntilExit() }
         let state = harness.runtimeDirectory.appendingPathComponent("state")
-        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        // As the daemon makes it: its own, mode 0700 (it refuses any other).
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         // What a previous daemon would have written for an app whose pid was since reused by `stranger`.
         let persisted = #"{"name":"a","pid":\#(stranger.processIdentifier),"startTime":1,"snapshot":{"state":"suspended","launches":1,"deadlineMisses":0,"terminatedInBackground":false,"memoryTerminations":0,"observing":[],"queue":{"limit":64,"entries":[]},"sessions":[],"nextSceneNumber":1,"discardedUntold":[]}}"#
         try persisted.write(to: state.appendingPathComponent("a.json"), atomically: true, encoding: .utf8)
@@ -143,7 +144,8 @@ struct DaemonCrashTests {
         defer { harness.stop() }
         try harness.app("a", client())
         let state = harness.runtimeDirectory.appendingPathComponent("state")
-        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        // As the daemon makes it: its own, mode 0700 (it refuses any other).
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try "{not json".write(to: state.appendingPathComponent("a.json"), atomically: true, encoding: .utf8)
         try harness.start()
         #expect(harness.log.contains("Ignoring an unreadable state file"))

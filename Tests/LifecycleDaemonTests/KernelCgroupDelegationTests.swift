@@ -18,6 +18,9 @@ import Testing
 ///   present them on a pure cgroup2 host. The code takes paths, so it does not know the difference.
 private let isHybridRoot = getuid() == 0
     && cs_is_tmpfs("/sys/fs/cgroup") == 1 && cs_is_cgroup2("/sys/fs/cgroup/unified") == 1
+/// The real-cgroup tests make groups under /sys/fs/cgroup, which takes root; their paths are the hybrid layout's.
+private let onHybridRoot = ConditionTrait.enabled(
+    if: isHybridRoot, "needs root and the hybrid cgroup layout (v1 cpu/freezer + cgroup2 at /sys/fs/cgroup/unified), as this machine and CI have")
 
 @Suite struct KernelCgroupDelegationTests {
     // MARK: Deciding (pure)
@@ -153,7 +156,7 @@ private let isHybridRoot = getuid() == 0
 
     // MARK: This machine: a real cgroup2 root standing in for the service's
 
-    @Test(.enabled(if: isHybridRoot))
+    @Test(onHybridRoot)
     func daemonMovesIntoSupervisorLeafAndTheRootKeepsItsAttributes() throws {
         try withDelegatedRoot("move") { root, name, daemon, _ in
             let before = attributeSnapshot(root)
@@ -181,7 +184,7 @@ private let isHybridRoot = getuid() == 0
         }
     }
 
-    @Test(.enabled(if: isHybridRoot && fileExists("/usr/bin/python3")))
+    @Test(onHybridRoot, .enabled(if: fileExists("/usr/bin/python3"), "needs python3 to play a daemon with several threads"))
     func everyThreadOfTheDaemonMovesWithIt() throws {
         // A daemon with threads, as the Swift runtime always has: python with three more.
         let script = "import threading,time\n[threading.Thread(target=time.sleep,args=(60,),daemon=True).start() for _ in range(3)]\ntime.sleep(60)"
@@ -201,7 +204,7 @@ private let isHybridRoot = getuid() == 0
         }
     }
 
-    @Test(.enabled(if: isHybridRoot))
+    @Test(onHybridRoot)
     func appCgroupsGoBesideTheSupervisorAndFreezeAndKill() throws {
         try withDelegatedRoot("apps") { root, name, daemon, children in
             let before = attributeSnapshot(root)
@@ -233,7 +236,7 @@ private let isHybridRoot = getuid() == 0
         }
     }
 
-    @Test(.enabled(if: isHybridRoot))
+    @Test(onHybridRoot)
     func removeParentRemovesAppCgroupsOnlyWhenDelegated() throws {
         try withDelegatedRoot("remove") { root, name, daemon, _ in
             let support = CgroupSupport.detect(
@@ -253,7 +256,7 @@ private let isHybridRoot = getuid() == 0
         }
     }
 
-    @Test(.enabled(if: isHybridRoot))
+    @Test(onHybridRoot)
     func failedMoveFallsBackToTheLifecycledGroups() throws {
         try withDelegatedRoot("fallback", daemon: nil) { root, name, _, _ in
             let selfCgroup = try TemporaryDirectory()
@@ -278,7 +281,7 @@ private let isHybridRoot = getuid() == 0
         }
     }
 
-    @Test(.enabled(if: isHybridRoot))
+    @Test(onHybridRoot)
     func delegateMarkIsSystemdsXattrOnTheCgroup() throws {
         try withDelegatedRoot("mark", daemon: nil) { root, name, _, _ in
             let decide = {
@@ -295,7 +298,7 @@ private let isHybridRoot = getuid() == 0
         }
     }
 
-    @Test(.enabled(if: isHybridRoot))
+    @Test(onHybridRoot)
     func trustedDelegateMarkCountsToo() throws {
         // systemd 244–250 set only trusted.delegate.
         try withDelegatedRoot("trusted", daemon: nil) { root, _, _, _ in
@@ -304,7 +307,7 @@ private let isHybridRoot = getuid() == 0
         }
     }
 
-    @Test(.enabled(if: isHybridRoot))
+    @Test(onHybridRoot)
     func onThisHybridMachineAutoDetectionSaysWhyNotDelegated() {
         let name = "lifecycled-deleg-test-\(getpid())-auto"
         let support = CgroupSupport.detect(

@@ -188,14 +188,13 @@ private let onHybridRoot = ConditionTrait.enabled(
         }
     }
 
-    // MARK: Kept descriptors (KernelFileCache)
+    // MARK: Files opened per use
 
-    /// The weight is written through a descriptor kept open. When the group is removed behind the cache's back
-    /// (rmdir, not `remove()`, which would close it) and made again under the same path, the kept descriptor names
-    /// the dead group: the write must notice and reach the new one.
+    /// Each weight write opens the file by path: when the group is removed (rmdir, not `remove()`) and made again
+    /// under the same path, the next write reaches the new group.
     @Test(onHybridRoot)
-    func aKeptWeightDescriptorFollowsAGroupMadeAgain() throws {
-        let group = testGroupName("kept-remade")
+    func aWeightWriteReachesAGroupMadeAgain() throws {
+        let group = testGroupName("remade")
         let support = CgroupSupport.detect(groupName: group)
         try #require(support.layout == .hybrid, "\(support.fallbackReason ?? "")")
         defer { support.removeParent() }
@@ -214,10 +213,10 @@ private let onHybridRoot = ConditionTrait.enabled(
         #expect(try readKernelFile(shares) == "128\n")
     }
 
-    /// cgroup.procs through a kept descriptor is read anew each time: a process that joins shows, one that leaves goes.
+    /// cgroup.procs is read anew each time: a process that joins shows, one that leaves goes.
     @Test(onHybridRoot)
-    func keptCgroupProcsIsReadAnew() throws {
-        try withAppCgroup("kept-procs") { cgroup, children, _ in
+    func cgroupProcsIsReadAnew() throws {
+        try withAppCgroup("procs-anew") { cgroup, children, _ in
             #expect(cgroup.pids() == [])
             let first = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], cgroupProcsFiles: cgroup.procsFiles))
             #expect(cgroup.pids() == [first])
@@ -229,24 +228,24 @@ private let onHybridRoot = ConditionTrait.enabled(
         }
     }
 
-    /// `remove()` closes the group's kept descriptors before it removes the directories.
+    /// Weight writes, freezing and reading the members leave no descriptor open on the group's files, so
+    /// `remove()` has nothing to close before it removes the directories.
     @Test(onHybridRoot)
-    func removeClosesTheGroupsKeptDescriptors() throws {
-        let support = CgroupSupport.detect(groupName: testGroupName("kept-forget"))
+    func groupFilesAreNotKeptOpen() throws {
+        let support = CgroupSupport.detect(groupName: testGroupName("not-kept"))
         defer { support.removeParent() }
         let cgroup = try support.makeAppCgroup(app: "demo")
         try cgroup.setPriority(.background)
         _ = cgroup.pids()
-        #expect(Self.keptDescriptors(under: cgroup.unifiedPath!) + Self.keptDescriptors(under: cgroup.cpuPath!) == 2)
+        _ = cgroup.isFrozen()
+        #expect(Self.descriptors(under: cgroup.unifiedPath!) + Self.descriptors(under: cgroup.cpuPath!) == 0)
 
         #expect(cgroup.remove().isEmpty)
-
-        #expect(Self.keptDescriptors(under: cgroup.unifiedPath!) + Self.keptDescriptors(under: cgroup.cpuPath!) == 0)
         #expect(!fileExists(cgroup.unifiedPath!) && !fileExists(cgroup.cpuPath!))
     }
 
     /// Descriptors of this process open on files under `directory` (the group is this test's own).
-    private static func keptDescriptors(under directory: String) -> Int {
+    private static func descriptors(under directory: String) -> Int {
         openDescriptorTargets().count { $0.target.hasPrefix(directory + "/") }
     }
 

@@ -76,10 +76,9 @@ import Testing
         let children = Children()
         defer { children.killAndReapAll() }
         let pid = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"]))
-        let fd = try openPidFD(pid)
-        defer { close(fd) }
+        let pidfd = try openPidFD(pid)
 
-        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var entry = pollfd(fd: pidfd.rawValue, events: Int16(POLLIN), revents: 0)
         #expect(poll(&entry, 1, 0) == 0)
         kill(pid, SIGKILL)
         #expect(poll(&entry, 1, 2000) == 1)

@@ -34,20 +34,15 @@ extension ConfigLoader {
 
     /// The whole of the file at `path`, as UTF-8 text.
     static func readTextFile(_ path: String) throws(FileError) -> String {
-        let fd = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
-        guard fd >= 0 else { throw .system(operation: "open", errno: errno) }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { buffer in
-                retryingInterrupts { read(fd, buffer.baseAddress, buffer.count) }
-            }
-            guard count >= 0 else { throw .system(operation: "read", errno: errno) }
-            if count == 0 { break }
-            bytes += chunk[..<count]
-            if bytes.count > maximumFileSize { throw .tooLarge(limit: maximumFileSize) }
+        let bytes: [UInt8]
+        do {
+            let file = try FileDescriptor.open(path, O_RDONLY)
+            // One byte over the bound tells a file at the bound from a larger one.
+            bytes = try file.readAll(limit: maximumFileSize + 1)
+        } catch {
+            throw .system(operation: error.operation.hasPrefix("open") ? "open" : "read", errno: error.errno)
         }
+        if bytes.count > maximumFileSize { throw .tooLarge(limit: maximumFileSize) }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
         return text
     }
@@ -76,10 +71,4 @@ extension ConfigLoader {
         return status.st_mode & S_IFMT == S_IFDIR
     }
 
-    private static func retryingInterrupts<Result: BinaryInteger>(_ call: () -> Result) -> Result {
-        while true {
-            let result = call()
-            if result >= 0 || errno != EINTR { return result }
-        }
-    }
 }

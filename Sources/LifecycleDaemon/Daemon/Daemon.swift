@@ -520,11 +520,6 @@ public final class Daemon {
                 cgroup.killAll()
             }
             kill(-pid, SIGKILL)
-            // The descriptors kept for its processes' oom_score_adj (KernelFiles.swift) go with them; those of a
-            // member that left earlier go as the least recently used.
-            kernelFiles.withLock { cache in
-                for member in Set(app.lastMembersRead + [pid]) { cache.forget(under: "/proc/\(member)") }
-            }
         }
         app.pid = nil
         app.suspendedWith = nil

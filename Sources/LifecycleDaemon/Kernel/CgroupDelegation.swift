@@ -145,8 +145,8 @@ extension CgroupDelegation {
             return .notDelegated(reason: "no cgroup2 hierarchy (v1 only)")
         }
         // On a hybrid host systemd delegates the cgroup2 part only (the v1 cpu and freezer stay its own): taken for
-        // process tracking, cgroup.freeze and cgroup.kill; background priority then falls back to nice. Measured in
-        // a systemd-nspawn container on such a host (docs/SYSTEMD-CONTAINER.md).
+        // process tracking, cgroup.freeze and cgroup.kill; background priority then falls back to nice
+        // (docs/SYSTEMD-CONTAINER.md).
         let rootPath = DelegatedSubtree.rootPath(ownPath: ownPath)
         guard rootPath != "/" else { return .notDelegated(reason: "our cgroup2 group is the root") }
         let root = unifiedMount + rootPath

@@ -324,8 +324,8 @@ public struct CgroupSupport: Sendable {
     }
 
     /// The apps that have a group now (`app-NAME` under any parent), found by listing the parents: the stray scan at
-    /// start-up looks into these instead of creating a group for every configured app to look into it (3 mkdir and 5
-    /// probes per app on a hybrid host: 370 ms of a 1,000-app start under load, before the first launch).
+    /// start-up looks into these instead of creating a group for every configured app, which would delay the first
+    /// launch of a large configuration.
     public func existingAppCgroupNames() -> Set<String> {
         var names: Set<String> = []
         for parent in [unifiedParent, cpuParent, freezerParent].compactMap({ $0 }) {
@@ -374,24 +374,22 @@ public struct AppCgroup: Sendable, Equatable {
     /// The controllers of the cgroup2 group (its cgroup.controllers).
     public let controllers: Set<String>
     /// Which weight files the groups have, found once: the controllers are enabled for the children
-    /// before any app group is made (at start-up), so they do not change under a group. Checking
-    /// them on each priority change cost four access(2) calls per transition.
+    /// before any app group is made (at start-up), so they do not change under a group.
     private let hasCPUWeight: Bool
     private let hasIOWeight: Bool
     private let hasCPUShares: Bool
     /// Made by this `makeAppCgroup` call (every one of its groups), not found from an earlier run: it cannot be
     /// frozen, so the launch skips the check.
     public internal(set) var isNew = false
-    /// The files written or read at every transition, their paths made once: a path built at each call was a string
-    /// made and freed, and a new string for the descriptor cache to compare.
+    /// The files written or read at every transition, their paths made once.
     private let cpuWeightFile: String?
     private let ioWeightFile: String?
     private let cpuSharesFile: String?
     private let procsFile: String?
 
     /// What an app group has, the same for every app group under the same parents (the parents' controllers
-    /// decide it): probed on the first group made and reused (`CgroupSupport.appGroupFiles`), which spares a
-    /// launch four access(2) calls and a read.
+    /// decide it): probed on the first group made and reused (`CgroupSupport.appGroupFiles`), so that a launch
+    /// does not probe again.
     struct Files: Sendable, Equatable {
         var hasFreeze = false
         var controllers: Set<String> = []
@@ -446,31 +444,31 @@ public struct AppCgroup: Sendable, Equatable {
     /// Sets the CPU (and IO) weight for `cls`, in whichever of cpu.weight, io.weight and
     /// cpu.shares exist.
     public func setPriority(_ cls: PriorityClass) throws(SystemError) {
-        if let cpuWeightFile { try writeKernelFileKept(cpuWeightFile, String(cls.cgroupWeight)) }
-        if let ioWeightFile { try writeKernelFileKept(ioWeightFile, "default \(cls.cgroupWeight)") }
-        if let cpuSharesFile { try writeKernelFileKept(cpuSharesFile, String(cls.cpuShares)) }
+        if let cpuWeightFile { try writeKernelFile(cpuWeightFile, String(cls.cgroupWeight)) }
+        if let ioWeightFile { try writeKernelFile(ioWeightFile, "default \(cls.cgroupWeight)") }
+        if let cpuSharesFile { try writeKernelFile(cpuSharesFile, String(cls.cpuShares)) }
     }
 
-    /// Starts freezing. The kernel finishes asynchronously (tens of µs): poll `isFrozen()`.
+    /// Starts freezing. The kernel finishes asynchronously (docs/PLATFORM.md): poll `isFrozen()`.
     public func freeze() throws(SystemError) {
         switch (freezer, unifiedPath, freezerPath) {
-        case (.cgroup2, let path?, _): try writeKernelFileKept(path + "/cgroup.freeze", "1")
-        case (.v1, _, let path?): try writeKernelFileKept(path + "/freezer.state", "FROZEN")
+        case (.cgroup2, let path?, _): try writeKernelFile(path + "/cgroup.freeze", "1")
+        case (.v1, _, let path?): try writeKernelFile(path + "/freezer.state", "FROZEN")
         default: throw SystemError(operation: "freeze \(displayPath) (no cgroup freezer)", errno: ENOTSUP)
         }
     }
 
     public func thaw() throws(SystemError) {
         switch (freezer, unifiedPath, freezerPath) {
-        case (.cgroup2, let path?, _): try writeKernelFileKept(path + "/cgroup.freeze", "0")
-        case (.v1, _, let path?): try writeKernelFileKept(path + "/freezer.state", "THAWED")
+        case (.cgroup2, let path?, _): try writeKernelFile(path + "/cgroup.freeze", "0")
+        case (.v1, _, let path?): try writeKernelFile(path + "/freezer.state", "THAWED")
         default: throw SystemError(operation: "thaw \(displayPath) (no cgroup freezer)", errno: ENOTSUP)
         }
     }
 
     /// Whether the freezer in use has finished freezing (cgroup2 `frozen 1` in cgroup.events,
     /// v1 `FROZEN`, not `FREEZING`). Re-read rather than waiting for cgroup.events
-    /// notifications, which the kernel rate-limits to about one per 10 ms.
+    /// notifications, which the kernel rate-limits (docs/PLATFORM.md).
     public func isFrozen() -> Bool {
         switch (freezer, unifiedPath, freezerPath) {
         case (.cgroup2, let path?, _): unifiedFrozen(path)
@@ -489,18 +487,18 @@ public struct AppCgroup: Sendable, Equatable {
     }
 
     private func unifiedFrozen(_ path: String) -> Bool {
-        (try? withKernelFileBytesKept(path + "/cgroup.events") { String(decoding: $0, as: UTF8.self) })?
+        (try? withKernelFileBytes(path + "/cgroup.events") { String(decoding: $0, as: UTF8.self) })?
             .split(separator: "\n").contains("frozen 1") ?? false
     }
 
     private func v1State(_ path: String) -> String? {
-        (try? withKernelFileBytesKept(path + "/freezer.state") { String(decoding: $0, as: UTF8.self) })?
+        (try? withKernelFileBytes(path + "/freezer.state") { String(decoding: $0, as: UTF8.self) })?
             .split(separator: "\n").first.map(String.init)
     }
 
     /// The processes in the app's group.
     public func pids() -> [pid_t] {
-        guard let procsFile, let pids = try? withKernelFileBytesKept(procsFile, Self.decimalLines) else { return [] }
+        guard let procsFile, let pids = try? withKernelFileBytes(procsFile, Self.decimalLines) else { return [] }
         return pids
     }
 
@@ -547,7 +545,6 @@ public struct AppCgroup: Sendable, Equatable {
             do { try writeKernelFile(freezerPath + "/freezer.state", "THAWED") } catch { failures.append(error) }
         }
         for path in [unifiedPath, cpuPath, freezerPath].compactMap({ $0 }) {
-            kernelFiles.withLock { $0.forget(under: path) }
             if let failure = removeCgroupDirectory(path) { failures.append(failure) }
         }
         return failures

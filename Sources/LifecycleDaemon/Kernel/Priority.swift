@@ -3,8 +3,8 @@ import LifecycleModel
 
 /// The numbers behind each priority class, in one place.
 extension PriorityClass {
-    /// Android's ranks: a foreground app is kept, cached (background) apps go first, and frozen
-    /// ones before them (ProcessList.java: FOREGROUND_APP_ADJ 0, CACHED_APP_MIN_ADJ 900).
+    /// Android's ranks (docs/PLATFORM.md, "Priorities"): a foreground app is kept, background apps go
+    /// first, and suspended ones before them.
     var oomScoreAdj: Int {
         switch self {
         case .foreground: 0
@@ -15,8 +15,7 @@ extension PriorityClass {
 
     /// The class whose CPU and IO weights apply. A suspended app keeps its background weights: a stopped or
     /// frozen process runs no code and issues no IO, so a weight of its own would change nothing while it is
-    /// suspended, and would cost a write of each weight file on every suspend and another on every resume
-    /// (half of a suspend/resume's cgroup writes; bench/callgrind.sh, docs/BENCHMARKS.md).
+    /// suspended, and would cost a write of each weight file on every suspend and another on every resume.
     var weightClass: PriorityClass {
         self == .suspended ? .background : self
     }
@@ -60,7 +59,7 @@ public enum ProcessPriority {
         var failures: [SystemError] = []
         for pid in members {
             do {
-                try writeKernelFileKept("\(procRoot)/\(pid)/oom_score_adj", String(cls.oomScoreAdj))
+                try writeKernelFile("\(procRoot)/\(pid)/oom_score_adj", String(cls.oomScoreAdj))
             } catch where error.errno == ENOENT || error.errno == ESRCH {
                 continue
             } catch {

@@ -22,8 +22,8 @@ public enum ProcessTable {
     }
 
     /// The state letter of /proc/PID/stat: R, S, D, T (stopped), t (traced), Z, X, I…
-    /// Read as bytes, not split into Strings: it runs on every suspend confirmation and every stop or
-    /// continue event (callgrind: the String version was a third of a suspend/resume's instructions).
+    /// Read as bytes, not split into Strings, as it runs on every suspend confirmation and every stop or
+    /// continue event.
     public static func state(of pid: pid_t, procRoot: String = "/proc") -> Character? {
         guard let byte = try? withKernelFileBytes("\(procRoot)/\(pid)/stat", { stateByte($0) }) else { return nil }
         return Character(Unicode.Scalar(byte))

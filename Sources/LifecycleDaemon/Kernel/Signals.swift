@@ -24,6 +24,6 @@ public func blockSignals(_ signals: [Int32]) {
 
 /// A pidfd for `pid`: it stays bound to this process even if the pid is reused once reaped,
 /// and polls readable when the process exits (not when it stops).
-public func openPidFD(_ pid: pid_t) throws(SystemError) -> Int32 {
-    try retryingEINTR("open a pidfd for \(pid)") { cs_pidfd_open(pid) }
+func openPidFD(_ pid: pid_t) throws(SystemError) -> FileDescriptor {
+    FileDescriptor(owning: try retryingEINTR("open a pidfd for \(pid)") { cs_pidfd_open(pid) }, path: "pidfd of \(pid)")
 }

@@ -71,15 +71,10 @@ public func spawnProcess(_ request: SpawnRequest) throws(SystemError) -> pid_t {
 /// (its cgroups, session, signal dispositions, execve) then runs while the caller goes on, and `wait()` returns
 /// what `spawnProcess` would have. The daemon launches many apps at once this way (see `cs_spawn_submit`).
 public func startSpawn(_ request: SpawnRequest, onWorker: Bool = true) throws(SystemError) -> PendingSpawn {
-    var cgroupFDs: [Int32] = []
-    for path in request.cgroupProcsFiles {
-        do {
-            cgroupFDs.append(try retryingEINTR("open \(path)") { open(path, O_WRONLY | O_CLOEXEC) })
-        } catch {
-            for fd in cgroupFDs { close(fd) }
-            throw error
-        }
-    }
+    // Opened before the spawn, so that a cgroup that cannot be joined fails here, with its path.
+    var cgroupFiles: [FileDescriptor] = []
+    for path in request.cgroupProcsFiles { cgroupFiles.append(try FileDescriptor.open(path, O_WRONLY)) }
+    let cgroupFDs = cgroupFiles.map(\.rawValue)
     let argv = (request.argv.isEmpty ? [request.executable] : request.argv).map { strdup($0) } + [nil]
     let envp = request.environment.map { strdup($0) } + [nil]
     defer {
@@ -89,31 +84,29 @@ public func startSpawn(_ request: SpawnRequest, onWorker: Bool = true) throws(Sy
     let ids = request.credentials
     let groups = ids?.groups ?? []
     if onWorker {
-        // The job copies the strings; the descriptors stay open until wait().
+        // The job copies the strings; `PendingSpawn` keeps the descriptors open until wait().
         guard let job = cs_spawn_submit(
             request.executable, argv, envp, request.workingDirectory,
             ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
             request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1) else {
-            let error = errno
-            for fd in cgroupFDs { close(fd) }
-            return PendingSpawn(executable: request.executable, state: .failed(error))
+            return PendingSpawn(executable: request.executable, state: .failed(errno))
         }
-        return PendingSpawn(executable: request.executable, state: .onWorker(job, cgroupFDs: cgroupFDs))
+        return PendingSpawn(executable: request.executable, state: .onWorker(job, cgroupFiles: cgroupFiles))
     }
     var pid: pid_t = 0
     let result = cs_spawn(
         request.executable, argv, envp, request.workingDirectory,
         ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
         request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1, &pid)
-    for fd in cgroupFDs { close(fd) }
+    withExtendedLifetime(cgroupFiles) {}
     return PendingSpawn(executable: request.executable, state: result == 0 ? .started(pid) : .failed(result))
 }
 
 /// A spawn under way (`startSpawn`). `wait()` returns its pid or throws; on a worker, the first call waits for the
-/// job and closes the cgroup files the child joined.
+/// job and then lets go of the cgroup files the child joined.
 public final class PendingSpawn {
     fileprivate enum State {
-        case onWorker(OpaquePointer, cgroupFDs: [Int32])
+        case onWorker(OpaquePointer, cgroupFiles: [FileDescriptor])
         case started(pid_t)
         case failed(Int32)
     }
@@ -127,10 +120,10 @@ public final class PendingSpawn {
     }
 
     public func wait() throws(SystemError) -> pid_t {
-        if case .onWorker(let job, let cgroupFDs) = state {
+        if case .onWorker(let job, let cgroupFiles) = state {
             var pid: pid_t = 0
             let result = cs_spawn_finish(job, &pid)
-            for fd in cgroupFDs { close(fd) }
+            withExtendedLifetime(cgroupFiles) {}
             state = result == 0 ? .started(pid) : .failed(result)
         }
         switch state {
@@ -145,7 +138,7 @@ public final class PendingSpawn {
         if case .onWorker = state, let pid = try? wait() {
             kill(pid, SIGKILL)
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            _ = try? retryingEINTR("reap \(pid)") { waitpid(pid, &status, 0) }
         }
     }
 }

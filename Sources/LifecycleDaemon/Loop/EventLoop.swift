@@ -91,13 +91,13 @@ public final class EventLoop {
 
     /// Calls `handler` with the child's `si_code` (CLD_EXITED, CLD_KILLED, CLD_DUMPED, CLD_STOPPED, CLD_CONTINUED)
     /// and `si_status`. sd-event reaps the child after an exit callback, so no zombie stays.
-    /// SIGCHLD must be blocked in every thread before this is called (see PLATFORM-NOTES).
+    /// SIGCHLD must be blocked in every thread before this is called (docs/PLATFORM.md).
     ///
     /// Exits come from an sd-event child source for WEXITED alone, which sd-event watches through the child's
     /// pidfd. Stops and continues come from one SIGCHLD source for the whole loop, which asks the kernel which
     /// children changed (`waitid(P_ALL, WSTOPPED|WCONTINUED)`). Asking sd-event for WSTOPPED|WCONTINUED instead
-    /// makes it drop the pidfds and, on every SIGCHLD, call waitid() once per watched child: 1,800 system calls
-    /// per suspend/resume at 1,000 apps (8 ms per suspend, measured with bench/ctlconn.c), 18,000 at 9,000.
+    /// makes it drop the pidfds and call waitid() once per watched child on every SIGCHLD, a cost that grows
+    /// with the number of apps (docs/PLATFORM.md).
     public func watchChild(pid: pid_t, _ handler: @escaping (_ code: Int32, _ status: Int32) -> Void) throws(SystemError) -> EventSource {
         if stopSource == nil {
             stopSource = try onSignal(SIGCHLD) { [unowned self] in self.collectStopsAndContinues() }
@@ -122,8 +122,7 @@ public final class EventLoop {
     private func collectStopsAndContinues() {
         while true {
             var info = siginfo_t()
-            let result = waitid(P_ALL, 0, &info, WSTOPPED | WCONTINUED | WNOHANG)
-            if result < 0 && errno == EINTR { continue }
+            let result = try? retryingEINTR("wait for a stop or continue") { waitid(P_ALL, 0, &info, WSTOPPED | WCONTINUED | WNOHANG) }
             let pid = info._sifields._sigchld.si_pid
             guard result == 0, pid != 0 else { return }  // ECHILD, or nothing more to report
             children.sources[pid]?.takeUnretainedValue().fire(code: info.si_code, status: info._sifields._sigchld.si_status)
@@ -161,9 +160,8 @@ public final class EventLoop {
 /// A timer that runs its handler at a due time, with an optional lazy cancel for deadlines that are armed and
 /// met many times a second (a callback's ack). A lazy `cancel()` only forgets the due time: the sd-event source
 /// stays armed and fires once more, for nothing, and arming again no later than that source's time touches
-/// nothing. Disarming and re-arming the source instead moved sd-event's timerfd twice per callback: two
-/// timerfd_settime calls of the 22 on an app switch's message path (docs/BENCHMARKS.md). The cost is at most
-/// one wakeup per timer after its last use, within its delay (the ack timeout, 5 s by default).
+/// nothing. Disarming and re-arming the source instead would move sd-event's timerfd twice per callback. The
+/// cost is at most one wakeup per timer after its last use, within its delay (the ack timeout, 5 s by default).
 public final class LoopTimer {
     private unowned let loop: EventLoop
     private let lazyCancel: Bool
@@ -281,8 +279,8 @@ public final class EventSource {
         let (seconds, attoseconds) = delay.components
         let usec = UInt64(max(0, seconds)) * 1_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000_000)
         // sd-event lets a timer fire up to its accuracy late so that wakeups coalesce; 0 at creation means its
-        // default, 250 ms, which made the 1 ms stop recheck fire up to 251 ms late (a re-adopted app's suspension
-        // was confirmed after 238 ms). 5% of the delay instead, at least 1 µs and at most that default.
+        // default, 250 ms, far too late for the 1 ms stop recheck. 5% of the delay instead, at least 1 µs and at
+        // most that default.
         _ = sd_event_source_set_time_accuracy(pointer, min(250_000, max(1, usec / 20)))
         _ = sd_event_source_set_time_relative(pointer, usec)
         _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ONESHOT))

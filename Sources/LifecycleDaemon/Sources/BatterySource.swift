@@ -50,7 +50,8 @@ final class BatterySource {
     private let root: String
     private let post: (String, JSONValue, String?) -> Void
     private var batteries: [String: BatteryReading] = [:]
-    private var ueventFD: Int32 = -1
+    private var ueventSocket: FileDescriptor?
+    private var ueventFD: Int32 { ueventSocket?.rawValue ?? -1 }
     private var ueventSource: EventSource?
     private var ueventProblem: String?
     private var rootSubscription: Int?
@@ -65,7 +66,7 @@ final class BatterySource {
         self.root = root
         self.post = post
         do {
-            ueventFD = try retryingEINTR("open the kernel uevent socket") { cs_uevent_open() }
+            ueventSocket = FileDescriptor(owning: try retryingEINTR("open the kernel uevent socket") { cs_uevent_open() }, path: "the kernel uevent socket")
             ueventSource = try loop.watch(fd: ueventFD, events: IOEvents.readable) { [weak self] _ in self?.readUevents() }
         } catch {
             ueventProblem = error.description
@@ -110,8 +111,7 @@ final class BatterySource {
     private func closeUevents() {
         ueventSource?.cancel()
         ueventSource = nil
-        if ueventFD >= 0 { close(ueventFD) }
-        ueventFD = -1
+        ueventSocket = nil
     }
 
     private func readUevents() {

@@ -32,7 +32,8 @@ final class DirectoryWatcher {
     }
 
     private let loop: EventLoop
-    private var fd: Int32 = -1
+    private var instance: FileDescriptor?
+    private var fd: Int32 { instance?.rawValue ?? -1 }
     private var source: EventSource?
     private var subscribers: [Int: Subscriber] = [:]
     private var nextID = 1
@@ -48,14 +49,10 @@ final class DirectoryWatcher {
     /// - Returns: the subscription, for `unsubscribe`.
     func subscribe(directory: String, names: Set<String>?, mask: UInt32, _ handler: @escaping Handler) throws(SystemError) -> Int {
         if fd < 0 {
-            let descriptor = try retryingEINTR("create an inotify instance") { cs_inotify_open() }
-            do {
-                source = try loop.watch(fd: descriptor, events: IOEvents.readable) { [weak self] _ in self?.readEvents() }
-            } catch {
-                close(descriptor)
-                throw error
-            }
-            fd = descriptor
+            let descriptor = FileDescriptor(
+                owning: try retryingEINTR("create an inotify instance") { cs_inotify_open() }, path: "the inotify instance")
+            source = try loop.watch(fd: descriptor.rawValue, events: IOEvents.readable) { [weak self] _ in self?.readEvents() }
+            instance = descriptor
         }
         // IN_MASK_ADD: another subscriber may already watch this directory with other bits.
         let wd = try retryingEINTR("watch \(directory) with inotify") {
@@ -81,8 +78,7 @@ final class DirectoryWatcher {
         subscribers = [:]
         source?.cancel()  // before close: the fd number could be reused by the time sd-event removes it
         source = nil
-        if fd >= 0 { close(fd) }
-        fd = -1
+        instance = nil
     }
 
     private func readEvents() {
@@ -92,12 +88,10 @@ final class DirectoryWatcher {
         // Room for many events; a single one is at most 16 + NAME_MAX + 1 bytes.
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while fd >= 0 {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                break  // EAGAIN: all read. Anything else cannot be acted upon here; the next event retries.
-            }
-            if count == 0 { break }
+            // EAGAIN: all read. Any other error cannot be acted upon here; the next event retries.
+            guard let count = try? buffer.withUnsafeMutableBytes({ (raw) throws(SystemError) -> Int in
+                try retryingEINTR("read inotify events") { read(fd, raw.baseAddress, raw.count) }
+            }), count > 0 else { break }
             buffer.withUnsafeBytes { raw in
                 var offset = 0
                 while offset + headerSize <= count {

@@ -67,7 +67,7 @@ final class MemoryPressureSource {
     private let path: String
     private let trigger: String
     private let callback: (MemoryPressureReading) -> Void
-    private var fd: Int32 = -1
+    private var file: FileDescriptor?
     private var source: EventSource?
     private var problem: String?
     /// How many times the loop woke the trigger (for tests).
@@ -78,11 +78,12 @@ final class MemoryPressureSource {
         self.trigger = trigger
         self.callback = callback
         do {
-            fd = try retryingEINTR("open \(path)") { open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC) }
+            let file = try FileDescriptor.open(path, O_RDWR | O_NONBLOCK)
+            self.file = file
             // The kernel takes the trigger with or without its NUL; the documentation's example sends it.
             let bytes = Array(trigger.utf8) + [0]
-            try retryingEINTR("write the trigger '\(trigger)' to \(path)") { write(fd, bytes, bytes.count) }
-            source = try loop.watch(fd: fd, events: IOEvents.priority) { [weak self] revents in self?.fired(revents) }
+            try retryingEINTR("write the trigger '\(trigger)' to \(path)") { write(file.rawValue, bytes, bytes.count) }
+            source = try loop.watch(fd: file.rawValue, events: IOEvents.priority) { [weak self] revents in self?.fired(revents) }
         } catch {
             problem = error.description + Self.hint(error)
             close()
@@ -104,8 +105,7 @@ final class MemoryPressureSource {
     private func close() {
         source?.cancel()
         source = nil
-        if fd >= 0 { Glibc.close(fd) }
-        fd = -1
+        file = nil
     }
 
     private func fired(_ revents: UInt32) {

@@ -35,16 +35,7 @@ let watchedFileLimit = 16 * 1024 * 1024
 
 /// The bytes of `path`, up to `limit`; throws ENOENT for a missing file (or a dangling symlink).
 func readWatchedFile(_ path: String, limit: Int = watchedFileLimit) throws(SystemError) -> [UInt8] {
-    let fd = try retryingEINTR("open \(path)") { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-    while bytes.count < limit {
-        let count = try retryingEINTR("read \(path)") { chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }
-        if count == 0 { break }
-        bytes.append(contentsOf: chunk[0..<min(count, limit - bytes.count)])
-    }
-    return bytes
+    try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK).readAll(limit: limit)
 }
 
 /// `/etc/localtime` → (`/etc`, `localtime`); `/x` → (`/`, `x`). For absolute paths.

@@ -20,7 +20,8 @@ final class TimeChangeSource {
     private let watcher: DirectoryWatcher
     private let localtimePath: String
     private let post: (String, JSONValue, String?) -> Void
-    private var timerFD: Int32 = -1
+    private var timer: FileDescriptor?
+    private var timerFD: Int32 { timer?.rawValue ?? -1 }
     private var timerSource: EventSource?
     private var subscription: Int?
     private var localtime: FileFingerprint
@@ -37,7 +38,7 @@ final class TimeChangeSource {
         localtime = FileFingerprint(path: localtimePath)
 
         do {
-            timerFD = try retryingEINTR("create a CLOCK_REALTIME timerfd") { cs_realtime_timer_open() }
+            timer = FileDescriptor(owning: try retryingEINTR("create a CLOCK_REALTIME timerfd") { cs_realtime_timer_open() }, path: "the midnight timer")
             timerSource = try loop.watch(fd: timerFD, events: IOEvents.readable) { [weak self] _ in self?.timerFired() }
             try arm()
         } catch {
@@ -77,8 +78,7 @@ final class TimeChangeSource {
     private func closeTimer() {
         timerSource?.cancel()
         timerSource = nil
-        if timerFD >= 0 { close(timerFD) }
-        timerFD = -1
+        timer = nil
     }
 
     /// Arms the timer at the next local midnight from the wall clock now.
