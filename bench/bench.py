@@ -572,9 +572,8 @@ def relay_floor(ctx, *args, work=False):
 
 def pingpong(ctx, k=20000):
     """The physical floor of one message: the lower of two placements. Left to the scheduler, the two processes
-    often land on the two vCPUs of this VM, and a cross-vCPU wakeup costs 25 µs where one on the same CPU costs 5
-    (the floor moved 5x between runs before); pinned to one CPU (taskset, inherited by its forked child) it is the
-    best case. Both are run, and the faster one's median is the floor."""
+    often land on two vCPUs, and a wakeup across vCPUs costs several times one on the same CPU; pinned to one CPU
+    (taskset, inherited by its forked child) it is the best case. Both are run, and the faster one's median is the floor."""
     def run(prefix):
         out = subprocess.run(prefix + [ctx.tool("pingpong"), str(k)], capture_output=True, text=True, check=True, timeout=600)
         return tuple(map(float, out.stdout.split()[1:4]))

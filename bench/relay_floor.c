@@ -67,8 +67,8 @@ static void put(int fd, const char *line) {
 
 /* Each read waits in poll() first, as bench/client.c and the daemon (epoll) do: a process blocked in read() on an
    AF_UNIX stream is woken for nothing when its peer reads what it sent (the "writable" wake-up reaches read()'s
-   wait, which does not filter it), two extra context switches per ack here. Waiting in poll is the cheaper way
-   (55-59 against 61-69 µs for the bare switch on one CPU), so the floor uses it. */
+   wait, which does not filter it), two extra context switches per ack here. Waiting in poll is the cheaper way,
+   so the floor uses it. */
 static void get(int fd, char *buffer, size_t size) {
     struct pollfd wait = {.fd = fd, .events = POLLIN};
     if (poll(&wait, 1, -1) < 0) exit(1);
@@ -229,8 +229,8 @@ int main(int argc, char **argv) {
                 int stop = buffer[0] == 'S';
                 if (workDir) set_oom(target, stop ? "900" : "500");
                 kill(signalled, stop ? SIGSTOP : SIGCONT);
-                /* Polled with sched_yield(): pinned to the target's CPU, a busy loop kept it from running (and so
-                   from stopping) until the scheduler's tick, 4 ms. */
+                /* Polled with sched_yield(): pinned to the target's CPU, a busy loop would keep it from running (and
+                   so from stopping) until the scheduler's tick. */
                 if (workDir && stop) while (state(target) != 'T' && state(target) != 't') sched_yield();
                 put(control[1], "{\"ok\":true}\n");
                 if (workDir) save_state("app");
@@ -264,7 +264,7 @@ int main(int argc, char **argv) {
             put(control[0], "S\n");
             get(control[0], buffer, sizeof buffer);
             /* Pinned, the target shares this CPU: yield while polling, or a busy loop can keep it from running (and
-               from stopping) until the scheduler's tick (4 ms in some pinned runs). */
+               from stopping) until the scheduler's tick. */
             while (state(target) != 'T' && state(target) != 't') if (pin >= 0) sched_yield();
             double middle = now();
             put(control[0], "C\n");
