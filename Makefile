@@ -38,11 +38,11 @@ test: build
 # delete. systemd searches /usr/local/lib/systemd/system and /usr/lib/systemd/system; with another PREFIX,
 # pass UNITDIR=/etc/systemd/system. `make uninstall` takes the same variables and removes exactly those
 # files, never the configuration.
-# The Swift runtime is linked statically: lifectl starts in about half the time (bench/lifectl-latency.sh), and
-# lifectl is a static executable (-static-executable: no dynamic loader, half the page faults; 2.1 ms against
-# 4.5 ms per `lifectl status APP`, docs/BENCHMARKS.md). It links glibc statically, which is safe because lifectl
-# never calls the NSS functions (getpwnam, getaddrinfo…) that a static glibc cannot serve; its own scratch path,
-# since its flags differ from the daemon's.
+# The Swift runtime is linked statically, and lifectl is a static executable (-static-executable): a command's
+# time is mostly its start-up, which the dynamic loader and its page faults would dominate (bench/lifectl-latency.sh,
+# docs/BENCHMARKS.md). It links glibc statically, which is safe because lifectl never calls the NSS functions
+# (getpwnam, getaddrinfo…) that a static glibc cannot serve; its own scratch path, since its flags differ from the
+# daemon's.
 # BINDIR_SOURCE=DIR installs the lifecycled and lifectl found in DIR instead of building the static release
 # binaries (minutes): the tests pass the debug build (swift build --show-bin-path).
 PREFIX ?= /usr/local
@@ -137,7 +137,7 @@ fuzz-smoke: deps
 # The whole test suite built with AddressSanitizer, then with ThreadSanitizer (the daemon and lifectl the
 # integration tests run are the sanitized builds too), each in its own scratch path under SANITIZER_SCRATCH.
 # LeakSanitizer is off: the Swift runtime's caches look like leaks at exit (leaks are checked by the RSS tests).
-# About 10 min on 2 cores from a clean scratch path (docs/RELIABILITY.md has the last run's times and findings).
+# About 10 min on 2 cores from a clean scratch path (docs/RELIABILITY.md says what they require).
 SANITIZER_SCRATCH ?= $(CURDIR)/.build
 check-sanitizers: deps
 	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --sanitize=address --scratch-path "$(SANITIZER_SCRATCH)/asan"

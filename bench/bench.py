@@ -80,6 +80,18 @@ def status_fields(pid):
     return fields
 
 
+def pss_kib(pid):
+    """The process's proportional set size (/proc/PID/smaps_rollup): each page shared with n processes counts 1/n."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def cpu_ticks(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -114,6 +126,11 @@ class Peer:
 
     def rss_kib(self):
         return sum(int(status_fields(p).get("VmRSS", ["0"])[0]) for p in self.supervisor_pids())
+
+    def pss_kib(self):
+        """The memory the supervisor's processes cost together: summed RSS counts every page the processes share
+        (their binary, libc) once per process, which inflates a supervisor with a process per service."""
+        return sum(pss_kib(p) for p in self.supervisor_pids())
 
     def idle(self, seconds):
         pids = self.supervisor_pids()
@@ -367,9 +384,10 @@ ONE_CONNECTION = "lifecycled, one open control connection (bench/ctlconn.c, no l
 # The messages of one app switch as measured (bench/ctlconn.c: request until reply): the focus request, the 4 callbacks
 # (willResignActive, didEnterBackground to the app leaving; willEnterForeground, didBecomeActive to the one coming),
 # their 4 acks, and the reply. The ping-pong floor of the switch is that many half round trips: the issue's "floor
-# times the number of messages exchanged". Runs before 2026-12-03 08:30 counted the 8 callbacks and acks alone, a floor
-# that even the C relay forwarding the same 10 messages and doing nothing else stayed 1.7x above; both are reported.
+# times the number of messages exchanged". The 8 callbacks and acks alone are reported beside it.
 SWITCH_MESSAGES = 10
+# The issue's allowance for the switch: at most this many times its ping-pong floor (clarity over microseconds).
+SWITCH_TARGET = 3
 ONE_CONNECTION_PINNED = "lifecycled, one open control connection, daemon + app + ctlconn on one CPU"
 RELAY_SUSPEND = "floor with a control message: C relay, kill() + reply (bench/relay_floor.c)"
 RELAY_SUSPEND_WORK = ("floor with the required work: the C relay + oom_score_adj, /proc confirmation, state file"
@@ -554,9 +572,8 @@ def relay_floor(ctx, *args, work=False):
 
 def pingpong(ctx, k=20000):
     """The physical floor of one message: the lower of two placements. Left to the scheduler, the two processes
-    often land on the two vCPUs of this VM, and a cross-vCPU wakeup costs 25 µs where one on the same CPU costs 5
-    (the floor moved 5x between runs before); pinned to one CPU (taskset, inherited by its forked child) it is the
-    best case. Both are run, and the faster one's median is the floor."""
+    often land on two vCPUs, and a wakeup across vCPUs costs several times one on the same CPU; pinned to one CPU
+    (taskset, inherited by its forked child) it is the best case. Both are run, and the faster one's median is the floor."""
     def run(prefix):
         out = subprocess.run(prefix + [ctx.tool("pingpong"), str(k)], capture_output=True, text=True, check=True, timeout=600)
         return tuple(map(float, out.stdout.split()[1:4]))
@@ -585,17 +602,14 @@ def pingpong_pinned(ctx, k):
 
 def switch_rounds(ctx, sock, rounds, k):
     """The switch on one CPU and its ping-pong floor in turn, in short rounds (about 30 ms each): the floor right
-    before and right after each batch of `k` pairs of switches. The host's load moves every figure by 10-25% from one
-    second to the next (the floor was 35, 44 and 38 µs in three runs of one morning, and one daemon start measured
-    85 µs a switch where the next measured 120), so a ratio of figures taken seconds apart carries that noise; each
-    round's ratio is of the same moment. Returns [(switch median, floor median, refused)] per round. The caller has
+    before and right after each batch of `k` pairs of switches. The host's load moves every figure from one second to
+    the next, so a ratio of figures taken seconds apart carries that noise; each round's ratio is of the same moment. Returns [(switch median, floor median, refused)] per round. The caller has
     pinned the daemon and its clients to CPU 0."""
     out = []
     for _ in range(rounds):
         before = pingpong_pinned(ctx, 2000)
         # A few switches first, untimed: the floor's two processes have just run on this CPU, and the daemon's first
-        # switches after them pay for the caches they took (in the smoke run's rounds of 20 switches, 106 µs against
-        # 94 measured alone).
+        # switches after them pay for the caches they took.
         ctlconn(ctx, sock, 5, '{"verb":"focus","app":"app1"}', '{"verb":"focus","app":"app2"}', cpu=0)
         switch, errors = ctlconn(ctx, sock, k, '{"verb":"focus","app":"app1"}', '{"verb":"focus","app":"app2"}', cpu=0)
         after = pingpong_pinned(ctx, 2000)
@@ -607,9 +621,8 @@ def settle(pids=(), limit=15.0, window=0.2, idle_share=0.9):
     """Waits until none of `pids` is left in /proc (not even as a zombie) and the machine is idle (at least
     `idle_share` of every CPU idle over `window` seconds), at most `limit` seconds, and returns the seconds waited.
     Run after a supervisor is stopped, so that what its stop leaves behind does not land in the next peer's launch.
-    On this VM PID 1 reaps orphans about once a second: s6's 2,000 processes stayed zombies for 1.4 s after the
-    kill, and lifecycled's launch of 1,000 right after s6's stop took 1.4-1.7 s against 0.8 s five seconds later
-    (2026-12-03 02:05-02:20; launchwait's scans then read 3,000 /proc entries instead of 1,000)."""
+    Where PID 1 reaps orphans only now and then, a stopped peer's processes stay zombies for a while, and the next
+    peer's launch would run among them (launchwait's scans reading their /proc entries too)."""
     start = time.time()
     pending = [p for p in pids if os.path.exists(f"/proc/{p}")]
     while pending and time.time() - start < limit:
@@ -657,7 +670,7 @@ def run(args):
     k_status = 5 if smoke else 20
     k_restart = 3 if smoke else 10
     k_suspend = 5 if smoke else 20
-    results = {"launch": {}, "rss": {}, "idle": {}, "status": {}, "restart": {}, "suspend": {}, "resume": {},
+    results = {"launch": {}, "rss": {}, "pss": {}, "idle": {}, "status": {}, "restart": {}, "suspend": {}, "resume": {},
                "sizes": sizes, "reps": reps}
     variants = [cls for cls in PEERS if cls is Lifecycled or cls.key in args.peers] + [LifecycledProtocol]
     try:
@@ -673,6 +686,7 @@ def run(args):
                         results["launch"].setdefault(peer.name, {}).setdefault(n, []).append(us)
                         time.sleep(0.5)  # settle (supervisord's startsecs, s6's readiness files) before memory
                         results["rss"].setdefault(peer.name, {}).setdefault(n, []).append(peer.rss_kib())
+                        results["pss"].setdefault(peer.name, {}).setdefault(n, []).append(peer.pss_kib())
                         if n == big and cls is not LifecycledProtocol:
                             log(f"  idle {args.idle} s")
                             ms, switches, count = peer.idle(args.idle)
@@ -761,9 +775,8 @@ def run(args):
                         break
                     time.sleep(0.1)
                 # Every app running and the machine idle before anything is timed: the two clients are up long before
-                # the last of 1,000 plain apps, and a launch still going on (spawns, first state saves) landed in the
-                # N=1,000 figures of one run (status APP 306 µs and 114 µs of daemon CPU each, against 48-62 and 19-29
-                # in the others).
+                # the last of 1,000 plain apps, and a launch still going on (spawns, first state saves) would land in
+                # the figures.
                 while time.time() < deadline:
                     listed = peer.apps()  # empty where the list is too long for one reply: then the idle wait alone
                     if not listed or sum(1 for a in listed if a.get("pid")) >= n:
@@ -809,6 +822,7 @@ def run(args):
                 row["switch_lifectl"] = (median / 2, low / 2, high / 2)
                 row["status_lifectl"] = repeat(ctx, kk, f"lifectl status N={n}", peer.lifectl("status", "app1"))
                 row["rss"] = peer.rss_kib()
+                row["pss"] = peer.pss_kib()
                 results["scaling"][n] = row
             finally:
                 peer.stop()
@@ -901,18 +915,22 @@ def report(results, args, notif_text, seconds):
     p("with that executable in /proc, polled every 2 ms by bench/launchwait.c, which also starts the supervisor.")
     p("lifecycled (protocol clients): N bench/client.c apps, until every one has acked didFinishLaunching.")
     p("")
-    p(f"### 2. Resident memory of the supervisor's own processes (MiB)")
+    p(f"### 2. Memory of the supervisor's own processes (MiB)")
     p("")
-    p("| supervisor | " + " | ".join(f"N={n}" for n in sizes) + " | processes counted |")
-    p("|---|" + "---|" * (len(sizes) + 1))
+    p("| supervisor | " + " | ".join(f"PSS, N={n}" for n in sizes) + " | "
+      + " | ".join(f"summed RSS, N={n}" for n in sizes) + " | processes counted |")
+    p("|---|" + "---|" * (2 * len(sizes) + 1))
     counts = {name: v[0][2] for name, v in results["idle"].items()}
     for name in names:
-        row = results["rss"].get(name, {})
-        cells = [fmt(stats(row.get(n, [])), 1024) for n in sizes]
+        pss = results["pss"].get(name, {})
+        rss = results["rss"].get(name, {})
+        cells = [fmt(stats(pss.get(n, [])), 1024) for n in sizes] + [fmt(stats(rss.get(n, [])), 1024) for n in sizes]
         p(f"| {name} | " + " | ".join(cells) + f" | {counts.get(name, '—')} |")
     p("")
-    p("Sum of VmRSS over the supervisor's process tree without the supervised programs: supervisord alone,")
-    p("s6-svscan + every s6-supervise, runsvdir + every runsv, lifecycled's daemon process.")
+    p("Over the supervisor's process tree without the supervised programs: supervisord alone, s6-svscan + every")
+    p("s6-supervise, runsvdir + every runsv, lifecycled's daemon process. PSS (the sum of `Pss:` from")
+    p("/proc/PID/smaps_rollup) counts a page shared by n processes as 1/n in each, so the sum is what the processes")
+    p("cost together; summed VmRSS counts a shared page once per process. The comparisons use PSS.")
     p("")
     p(f"### 3. Idle cost over {args.idle} s at N={sizes[-1]}")
     p("")
@@ -965,7 +983,7 @@ def report(results, args, notif_text, seconds):
     p("oom_score_adj (900, then 500), polls /proc until T before it replies, and writes a state file the daemon's way in a")
     p("tmpfs directory after the reply, as the daemon does (no CPU weight: a suspended app keeps its background one).")
     p("Both relay floors are the faster of two placements, as the ping-pong floor: every process of the floor (and the")
-    p("app's process) pinned to one CPU, and left to the scheduler. Pairs the daemon refused (see the analysis): "
+    p("app's process) pinned to one CPU, and left to the scheduler. Pairs the daemon refused (left out of the figures): "
       + ", ".join(str(x) for x in results.get("suspend_refused", [])) + ".")
     for note in results.get("relay_notes", []):
         p(f"relay_floor said: {note}")
@@ -978,13 +996,13 @@ def report(results, args, notif_text, seconds):
     p(f"Floors, measured right before each N (median of those medians, and their range): one AF_UNIX message between")
     p(f"two processes (bench/pingpong.c, half a round trip; the faster of the two on one CPU and left to the scheduler): {fmt(pp, 1, 1)} µs, so the "
       f"{SWITCH_MESSAGES} messages of the measured exchange (the request, 4 callbacks, 4 acks, the reply) = **{SWITCH_MESSAGES * pp[0]:.0f} µs**, the floor of the verdict "
-      f"(the 4 callbacks and 4 acks alone, the floor of earlier runs: {8 * pp[0]:.0f} µs); the same app switch between four C processes (bench/relay_floor.c:")
+      f"(the 4 callbacks and 4 acks alone: {8 * pp[0]:.0f} µs); the same app switch between four C processes (bench/relay_floor.c:")
     p(f"controller, a relay in the daemon's place, two clients; 10 messages, no JSON): **{fmt(relay, 1, 0)} µs**;")
     p(f"the same with the required work (`--work`: 4 state files written the daemon's way in a tmpfs directory, the CPU weight")
     p(f"and oom_score_adj of the app leaving and of the app taking the foreground): **{fmt(relay_work, 1, 0)} µs**. Both")
     p("relay floors are, as the ping-pong floor, the faster of all four processes on one CPU and left to the scheduler.")
-    p("\"The daemon's way\": kernel files through descriptors kept open (one pwrite each), and each state file after its")
-    p("first save rewritten in place through its kept descriptor: one pwrite of the padded JSON and an fstat (StateStore.swift).")
+    p("\"The daemon's way\": each state file written to a temporary file and renamed over the old one; kernel files")
+    p("through descriptors kept open (one pwrite each).")
     if results.get("large_limit"):
         limit, fits = results["large_limit"]
         p(f"The largest N here is {fits:,}, not 10,000: the descriptor limit is {limit:,} (`ulimit -Hn`), and the daemon")
@@ -994,8 +1012,8 @@ def report(results, args, notif_text, seconds):
       f"| in rounds with the floor: switch / {SWITCH_MESSAGES} x floor, median (min–max) | / relay floor "
       "| / relay floor with the work | daemon CPU per switch (µs) "
       "| switch, lifectl focus (ms) | status APP, one connection (µs) | daemon CPU per status (µs) "
-      "| status APP, lifectl (ms) | list, one connection (µs) | daemon RSS (MiB) |")
-    p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| status APP, lifectl (ms) | list, one connection (µs) | daemon PSS (MiB) | daemon RSS (MiB) |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, row in results["scaling"].items():
         cpu = lambda x: f"{x:,.0f}" if x is not None else "n/a"
         fastest = row.get("switch_best") or row["switch_conn"]  # (not `best`: the launch's, returned below)
@@ -1008,7 +1026,7 @@ def report(results, args, notif_text, seconds):
           f"{interleaved} | "
           f"{fastest[0] / relay[0]:.1f}x | {work} | {cpu(row['switch_cpu'])} | {fmt(row['switch_lifectl'], 1000, 2)} | "
           f"{fmt(row['status_conn'], 1, 0)} | {cpu(row['status_cpu'])} | {fmt(row['status_lifectl'], 1000, 2)} | "
-          f"{fmt(row['list_conn'], 1, 0) if row['list_conn'] else 'failed'} | {row['rss'] / 1024:.1f} |")
+          f"{fmt(row['list_conn'], 1, 0) if row['list_conn'] else 'failed'} | {row['pss'] / 1024:.1f} | {row['rss'] / 1024:.1f} |")
     p("")
     p("One connection: bench/ctlconn.c sends `{\"verb\":\"focus\",\"app\":…}` (alternating two apps) or")
     p("`{\"verb\":\"status\",\"app\":\"app1\"}` on one open connection and reads the reply (sent when the app")
@@ -1040,12 +1058,18 @@ def verdicts(results, extra, args):
     if lc and best:
         out.append(("launch of %d no slower than the fastest peer" % big, lc[0] <= best[0],
                     f"lifecycled {lc[0] / 1000:.0f} ms vs {bestname} {best[0] / 1000:.0f} ms ({lc[0] / best[0]:.2f}x)"))
-    rss = {k: stats(v.get(big, [])) for k, v in results["rss"].items()}
-    peers = {k: v for k, v in rss.items() if k not in (Lifecycled.name, LifecycledProtocol.name)}
-    if rss.get(Lifecycled.name) and peers:
+    pss = {k: stats(v.get(big, [])) for k, v in results["pss"].items()}
+    peers = {k: v for k, v in pss.items() if v and k not in (Lifecycled.name, LifecycledProtocol.name)}
+    if pss.get(Lifecycled.name) and peers:
+        mine = pss[Lifecycled.name][0]
         lowest = min(peers, key=lambda k: peers[k][0])
-        out.append((f"RSS at {big} below every peer", rss[Lifecycled.name][0] < peers[lowest][0],
-                    f"lifecycled {rss[Lifecycled.name][0] / 1024:.1f} MiB vs lowest peer {lowest} {peers[lowest][0] / 1024:.1f} MiB"))
+        others = ", ".join(f"{k} {v[0] / 1024:.1f} MiB" for k, v in peers.items())
+        # The issue's target is supervisord's memory; every peer's figure is shown beside it.
+        versus = "supervisord" if "supervisord" in peers else lowest
+        theirs = peers[versus][0]
+        out.append((f"daemon memory (PSS) at {big} below {versus}'s", mine < theirs,
+                    f"lifecycled {mine / 1024:.1f} MiB vs {versus} {theirs / 1024:.1f} MiB ({mine / theirs:.2f}x); "
+                    f"every peer: {others}"))
     idle = results["idle"].get(Lifecycled.name)
     if idle:
         sw = stats([x[1] for x in idle])
@@ -1102,8 +1126,8 @@ def verdicts(results, extra, args):
         best = row.get("switch_best") or row["switch_conn"]
         where = "on one CPU" if row.get("switch_pinned") is best else "left to the scheduler"
         rounds = round_ratios(row)
-        ok = rounds[0] <= 2 if rounds else best[0] <= 2 * floor
-        out.append(("switch round trip within 2x of the ping-pong floor", ok,
+        ok = rounds[0] <= SWITCH_TARGET if rounds else best[0] <= SWITCH_TARGET * floor
+        out.append((f"switch round trip within {SWITCH_TARGET:g}x of the ping-pong floor", ok,
                     (f"in rounds with the floor (one CPU, N={first}): {rounds[0]:.2f}x, median of {len(row['switch_rounds'])} rounds"
                      f" ({rounds[1]:.2f}–{rounds[2]:.2f}x; switch {rounds[3]:.0f} µs, {SWITCH_MESSAGES} x floor {SWITCH_MESSAGES * rounds[4]:.0f} µs);"
                      f" measured apart: " if rounds else "")
@@ -1164,7 +1188,7 @@ def svg(results, path):
                 parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{color}"/>')
 
     panel(M, "Launch: start until N processes run", results["launch"], 1000, "ms")
-    panel(2 * M + pw, "Supervisor's own resident memory", results["rss"], 1024, "MiB")
+    panel(2 * M + pw, "Supervisor's own memory (PSS)", results["pss"], 1024, "MiB")
     for i, (name, color) in enumerate(colors.items()):
         x = M + (i % 3) * 280; y = H + 20 + (i // 3) * 22
         parts.append(f'<rect x="{x}" y="{y - 10}" width="14" height="10" fill="{color}"/>')

@@ -163,9 +163,9 @@ int main(int argc, char **argv) {
             double suspended = transition(suspend, all_stopped, &suspendReply);
             if (suspended < 0) continue;
             double resumed = transition(resume, none_stopped, &resumeReply);
-            /* Refused: the daemon took the late notice of its own earlier SIGCONT for someone else's and moved
-               the app to the background while it was stopping it again (docs/BENCHMARKS.md). The pair is left
-               out; the next suspend puts the daemon and the process in step again. */
+            /* Refused: the daemon can take the late notice of its own earlier SIGCONT for someone else's and move
+               the app to the background while it is stopping it again. The pair is left out (and counted); the
+               next suspend puts the daemon and the process in step again. */
             if (resumed < 0) continue;
             s[n] = suspended; sr[n] = suspendReply; r[n] = resumed; rr[n] = resumeReply;
             n++;

@@ -3,8 +3,8 @@
 #   /bin/true                 process start-up alone (the floor of any command)
 #   ctl_floor                 a C client: connect, one request, one reply (the floor of a status query)
 #   lifectl --help            lifectl's own start-up, in three builds: the dynamic Swift runtime (`swift build`),
-#                             --static-swift-stdlib (what `make install` ships), and a static executable
-#                             (-Xswiftc -static-executable: no dynamic loader, no relocations to shared libraries)
+#                             --static-swift-stdlib, and a static executable (-Xswiftc -static-executable, what
+#                             `make install` builds: no dynamic loader, no relocations to shared libraries)
 #   lifectl status app1       a status query through each build
 # Run: bash bench/lifectl-latency.sh   (release builds under BENCH_SCRATCH, default /var/tmp/lifecycled-bench-build,
 #      and beside it -dynamic and -static-executable; never .build)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where lifecycled spends its time in two of the benchmarks where it is behind (docs/BENCHMARKS.md):
+# Where lifecycled spends its time in two of the benchmarks (docs/BENCHMARKS.md):
 # the launch of N plain apps, and suspend/resume of one app among N. perf record with call graphs on the
 # daemon alone; prints the top of perf report for each. Needs perf (apt-get install linux-perf).
 #   bash bench/profile.sh [N]      (default 1000; binaries from /var/tmp/lifecycled-bench-build, as run.sh builds)

@@ -14,9 +14,9 @@
 //               them: on a VM a wake-up across vCPUs can cost several times one on the same CPU, so the harness
 //               measures both and takes the faster (bench/bench.py), as for the ping-pong floor.
 //   --work DIR  the floor with the kernel work the daemon must do per transition, done the cheapest way:
-//               each transition writes a 512-byte state file in DIR (as the daemon: the file kept open and
-//               rewritten in place, one pwrite and an fstat; DIR on tmpfs, as the daemon's runtime directory) and the oom_score_adj of the process (each
-//               kernel file through a descriptor kept open: one pwrite, as the daemon's KernelFileCache); a foreground/background
+//               each transition writes a 512-byte state file in DIR (as the daemon: a temporary file renamed over
+//               the old one; DIR on tmpfs, as the daemon's runtime directory) and the oom_score_adj of the process
+//               (each kernel file through a descriptor kept open: one pwrite); a foreground/background
 //               change also writes the app's CPU weight (v1 cpu.shares, else cgroup2 cpu.weight) of a cgroup of
 //               its own, made for the run under the cpu hierarchy (skipped, said on stderr, where none can be made).
 //               switch: 4 transitions per switch (the losing app to inactive and background, the gaining one to
@@ -67,8 +67,8 @@ static void put(int fd, const char *line) {
 
 /* Each read waits in poll() first, as bench/client.c and the daemon (epoll) do: a process blocked in read() on an
    AF_UNIX stream is woken for nothing when its peer reads what it sent (the "writable" wake-up reaches read()'s
-   wait, which does not filter it), two extra context switches per ack here. Waiting in poll is the cheaper way
-   (55-59 against 61-69 µs for the bare switch on one CPU), so the floor uses it. */
+   wait, which does not filter it), two extra context switches per ack here. Waiting in poll is the cheaper way,
+   so the floor uses it. */
 static void get(int fd, char *buffer, size_t size) {
     struct pollfd wait = {.fd = fd, .events = POLLIN};
     if (poll(&wait, 1, -1) < 0) exit(1);
@@ -90,40 +90,25 @@ static char state(pid_t pid) {
     return paren && paren[1] ? paren[2] : 0;
 }
 
-/* --work: the state file of one app, written as the daemon writes its own from an app's second save on: the file
-   kept open and rewritten in place, one pwrite at offset 0 of the whole (padded) content, then an fstat to check
-   that it is still linked (StateStore.swift). The first save makes it as the daemon's does: a temporary file
-   written and renamed over NAME.json, whose descriptor is kept. Names relative to the directory (opened once). */
+/* --work: the state file of one app, written as the daemon writes its own: the whole content to a new temporary
+   file (O_EXCL, O_NOFOLLOW) in the directory, closed, then renamed over NAME.json, so that a crash leaves either
+   the old file or the new one. Names relative to the directory (opened once). */
 static const char *workDir;
 static int workDirFD = -1;
 static char stateText[512];
-static struct { char app[64]; int fd; } stateFiles[4];
 
 static void save_state(const char *app) {
     char name[256], temporary[300];
     snprintf(name, sizeof name, "%s.json", app);
-    snprintf(temporary, sizeof temporary, "%s.tmp", name);
-    int slot = 0;
-    while (slot < 4 && stateFiles[slot].app[0] && strcmp(stateFiles[slot].app, app) != 0) slot++;
-    if (slot == 4) { fprintf(stderr, "relay_floor: more than 4 apps\n"); exit(1); }
-    if (!stateFiles[slot].app[0]) {
-        int f = openat(workDirFD, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (f < 0 || write(f, stateText, sizeof stateText) != (ssize_t) sizeof stateText) { perror("relay_floor: state file"); exit(1); }
-        if (renameat(workDirFD, temporary, workDirFD, name) != 0) { perror("relay_floor: rename"); exit(1); }
-        snprintf(stateFiles[slot].app, sizeof stateFiles[slot].app, "%s", app);
-        stateFiles[slot].fd = f;
-        return;
-    }
-    struct stat info;
-    if (pwrite(stateFiles[slot].fd, stateText, sizeof stateText, 0) != (ssize_t) sizeof stateText
-        || fstat(stateFiles[slot].fd, &info) != 0 || info.st_nlink == 0) {
-        perror("relay_floor: state save");
-        exit(1);
-    }
+    snprintf(temporary, sizeof temporary, ".%s.tmp", name);
+    int f = openat(workDirFD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (f < 0 || write(f, stateText, sizeof stateText) != (ssize_t) sizeof stateText) { perror("relay_floor: state file"); exit(1); }
+    close(f);
+    if (renameat(workDirFD, temporary, workDirFD, name) != 0) { perror("relay_floor: rename"); exit(1); }
 }
 
-/* One small write to a kernel file, as the daemon's KernelFileCache does it: through a descriptor kept open, one
-   pwrite at offset 0 (opened at the first write of each file). */
+/* One small write to a kernel file, the cheapest way: through a descriptor kept open, one pwrite at offset 0
+   (opened at the first write of each file). */
 static struct { char path[160]; int fd; } kept[8];
 
 static void write_file(const char *path, const char *text) {
@@ -244,8 +229,8 @@ int main(int argc, char **argv) {
                 int stop = buffer[0] == 'S';
                 if (workDir) set_oom(target, stop ? "900" : "500");
                 kill(signalled, stop ? SIGSTOP : SIGCONT);
-                /* Polled with sched_yield(): pinned to the target's CPU, a busy loop kept it from running (and so
-                   from stopping) until the scheduler's tick, 4 ms. */
+                /* Polled with sched_yield(): pinned to the target's CPU, a busy loop would keep it from running (and
+                   so from stopping) until the scheduler's tick. */
                 if (workDir && stop) while (state(target) != 'T' && state(target) != 't') sched_yield();
                 put(control[1], "{\"ok\":true}\n");
                 if (workDir) save_state("app");
@@ -279,7 +264,7 @@ int main(int argc, char **argv) {
             put(control[0], "S\n");
             get(control[0], buffer, sizeof buffer);
             /* Pinned, the target shares this CPU: yield while polling, or a busy loop can keep it from running (and
-               from stopping) until the scheduler's tick (4 ms in some pinned runs). */
+               from stopping) until the scheduler's tick. */
             while (state(target) != 'T' && state(target) != 't') if (pin >= 0) sched_yield();
             double middle = now();
             put(control[0], "C\n");

@@ -70,9 +70,8 @@ func output(_ text: String) {
 
 // MARK: Arguments
 
-// Only the variables lifectl reads: a dictionary of the whole environment cost a tenth of `lifectl status`'s
-// instructions (callgrind; bench/lifectl-latency.sh), and a dictionary of these four still made its storage type at
-// run time (perf record).
+// Only the variables lifectl reads, one by one: a dictionary of the environment, even of these four, is a
+// noticeable share of a command whose time is mostly its start-up.
 var runtimeDirectory = RuntimeDirectory.path(lifecycledRuntimeDir: ProcessEnvironment.get("LIFECYCLED_RUNTIME_DIR"),
                                              xdgRuntimeDir: ProcessEnvironment.get("XDG_RUNTIME_DIR"), uid: getuid())
 var timeoutSeconds = 120.0

@@ -25,9 +25,17 @@ struct BackgroundIntegrationTests {
             let pid = try #require(try daemon.status("a").pid)
             try daemon.control("background", "a")
             try daemon.waitUntil("the task began") { try daemon.status("a").backgroundTasks.count == 1 }
-            usleep(600_000)  // well past BackgroundTimeSec=0.2 while the task is open
-            #expect(try daemon.status("a").state.rawValue == "background", "the open task holds it up")
-            #expect(Kernel.state(pid) != "T")
+            // For as long as the task is open (1.5 s, well past BackgroundTimeSec=0.2), every look finds the app in the
+            // background and running; the end of the task is the later event that stops the looking. The process is
+            // read before the daemon: an app the daemon still calls background was running a moment earlier too.
+            try daemon.waitUntil("the task ended") {
+                let process = Kernel.state(pid)
+                let status = try daemon.status("a")
+                guard !status.backgroundTasks.isEmpty else { return true }
+                #expect(status.state.rawValue == "background", "the open task holds it up")
+                #expect(process != "T")
+                return false
+            }
             try daemon.waitForState("a", "suspended")
             let status = try daemon.status("a")
             #expect(status.taskOverruns == 0 && status.backgroundTasks.isEmpty)
@@ -67,11 +75,15 @@ struct BackgroundIntegrationTests {
     @Test("BackgroundModes=audio: in the background at low priority, never suspended for its grace time")
     func backgroundModeIsNeverSuspended() throws {
         let app = client("", lifecycle: "BackgroundTimeSec=0.1\nBackgroundModes=audio")
-        try withDaemon(["player": app]) { daemon in
+        // The same grace time without a mode: its suspension, later than the player's grace time would have ended,
+        // is the event the test waits for before it looks at the player.
+        let marker = client("", lifecycle: "BackgroundTimeSec=0.1")
+        try withDaemon(["player": app, "marker": marker]) { daemon in
             try daemon.control("focus", "player")
             let pid = try #require(try daemon.status("player").pid)
             try daemon.control("background", "player")
-            usleep(800_000)
+            try daemon.control("launch", "marker", "--background")
+            try daemon.waitForState("marker", "suspended")
             let status = try daemon.status("player")
             #expect(status.state.rawValue == "background")
             #expect(status.backgroundModes == ["audio"])

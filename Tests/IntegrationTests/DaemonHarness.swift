@@ -276,6 +276,24 @@ struct HarnessError: Error, CustomStringConvertible {
 }
 
 
+// MARK: What this machine lets the daemon do, for the tests' condition traits
+
+enum Host {
+    /// The daemon makes a cgroup per app only as root and where a cgroup filesystem is writable; elsewhere it
+    /// suspends with SIGSTOP.
+    static let canManageCgroups: Bool = geteuid() == 0
+        && ["/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/freezer", "/sys/fs/cgroup/cpu"].contains(where: writable)
+
+    /// A writable cgroup2 hierarchy (pure, or a hybrid host's unified mount): the freezer that reaches every
+    /// process of a group and lets a frozen process die of SIGKILL.
+    static let hasCgroup2Freezer: Bool = geteuid() == 0
+        && ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].contains { (path: String) -> Bool in
+            writable(path) && FileManager.default.fileExists(atPath: path + "/cgroup.controllers")
+        }
+
+    static func writable(_ path: String) -> Bool { access(path, W_OK) == 0 }
+}
+
 // MARK: The kernel's view, read directly (not through the daemon's code)
 
 enum Kernel {

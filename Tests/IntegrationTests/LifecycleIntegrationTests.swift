@@ -113,18 +113,15 @@ struct LifecycleIntegrationTests {
         }
     }
 
-    @Test("SuspendMethod=freezer freezes the app's cgroup where the machine has a freezer")
+    @Test("SuspendMethod=freezer freezes the app's cgroup where the machine has a freezer",
+          .enabled(if: Host.canManageCgroups, "needs a cgroup the daemon can make (root, a writable cgroup filesystem)"))
     func freezerSuspendsTheCgroup() throws {
         try withDaemon(["a": client("--children 1", lifecycle: "BackgroundTimeSec=infinity\nSuspendMethod=freezer")]) { daemon in
             try daemon.control("launch", "a", "--background")
             try daemon.control("suspend", "a")
             #expect(try daemon.status("a").state.rawValue == "suspended")
             let status = try daemon.status("a")
-            guard let cgroup = status.cgroup else {
-                // No cgroup the daemon can manage here (not root, or no cgroup filesystem): it falls back to SIGSTOP.
-                #expect(status.suspendMethod == "signal")
-                return
-            }
+            let cgroup = try #require(status.cgroup, "the daemon made no cgroup for the app: \(status.suspendMethod)")
             #expect(status.suspendMethod.hasPrefix("freezer"))
             if cgroup.contains("/unified/") || !cgroup.contains("/cpu/") {
                 // cgroup2 (pure, or the hybrid's unified mount): cgroup.events says frozen.
@@ -143,20 +140,32 @@ struct LifecycleIntegrationTests {
     }
 
     /// The daemon waits for each child's exec (CLONE_VFORK) and the child joins its cgroup before that exec: in a
-    /// cgroup left frozen the child froze, and the daemon with it, in state D for good (found by the soak test: a
-    /// frozen app killed by jetsam left its cgroup frozen, and its next launch hung lifecycled).
-    @Test("a cgroup left frozen never freezes a launch: a killed frozen app's cgroup is thawed, and a launch thaws first")
+    /// cgroup left frozen the child would freeze, and the daemon with it, in state D for good. A frozen app killed
+    /// by jetsam leaves its cgroup frozen, so the next launch must find it thawed.
+    @Test("SuspendMethod=freezer without a cgroup the daemon can make falls back to SIGSTOP",
+          .enabled(if: !Host.canManageCgroups, "this machine lets the daemon make cgroups: the test above runs instead"))
+    func freezerFallsBackToSignalWithoutACgroup() throws {
+        try withDaemon(["a": client("--children 1", lifecycle: "BackgroundTimeSec=infinity\nSuspendMethod=freezer")]) { daemon in
+            try daemon.control("launch", "a", "--background")
+            try daemon.control("suspend", "a")
+            let status = try daemon.status("a")
+            #expect(status.state.rawValue == "suspended")
+            #expect(status.cgroup == nil)
+            #expect(status.suspendMethod == "signal")
+        }
+    }
+
+    @Test("a cgroup left frozen never freezes a launch: a killed frozen app's cgroup is thawed, and a launch thaws first",
+          .enabled(if: Host.hasCgroup2Freezer, "only a cgroup2 freezer lets a frozen process die of SIGKILL"))
     func frozenCgroupNeverHangsALaunch() throws {
         try withDaemon(["f": client(lifecycle: "BackgroundTimeSec=infinity\nSuspendMethod=freezer")]) { daemon in
             try daemon.control("launch", "f", "--background")
             try daemon.control("suspend", "f")
             let status = try daemon.status("f")
-            guard let cgroup = status.cgroup, status.suspendMethod.hasPrefix("freezer (cgroup2"),
-                  FileManager.default.fileExists(atPath: cgroup + "/cgroup.freeze") else {
-                // Only a cgroup2 freezer lets a frozen task die of SIGKILL; this machine (hybrid) has one.
-                Issue.record("expected a cgroup2 freezer here; got \(status.suspendMethod), cgroup \(status.cgroup ?? "none")")
-                return
-            }
+            let cgroup = try #require(status.cgroup, "the daemon made no cgroup for the app: \(status.suspendMethod)")
+            try #require(status.suspendMethod.hasPrefix("freezer (cgroup2")
+                         && FileManager.default.fileExists(atPath: cgroup + "/cgroup.freeze"),
+                         "expected a cgroup2 freezer; got \(status.suspendMethod), cgroup \(cgroup)")
             func freezeFile() -> String { ((try? String(contentsOfFile: cgroup + "/cgroup.freeze", encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines) }
             #expect(freezeFile() == "1")
             // Killed while frozen, as jetsam does: the cgroup must not stay frozen.
@@ -208,13 +217,18 @@ struct LifecycleIntegrationTests {
     @Test("a crash loop ends in failed; a launch by hand starts it again")
     func crashLoopEndsInFailed() throws {
         let app = "[App]\nExec=/bin/sh -c \"exit 3\"\nProtocol=none\nRestart=on-failure\nRestartSec=50ms\nStartLimitBurst=3\nStartLimitIntervalSec=60\n"
-        try withDaemon(["loop": app]) { daemon in
+        // The same loop with one start more: started after `loop` failed, it fails only after a restart delay of
+        // 200 ms, the delay `loop`'s next start would have had.
+        let marker = "[App]\nExec=/bin/sh -c \"exit 3\"\nProtocol=none\nRestart=on-failure\nRestartSec=50ms\nStartLimitBurst=4\nStartLimitIntervalSec=60\n"
+        try withDaemon(["loop": app, "marker": marker]) { daemon in
             _ = try daemon.lifectl("launch", "loop")
             try daemon.waitForState("loop", "failed")
             #expect(try daemon.status("loop").launches == 3)
             #expect(daemon.log.contains("loop: started 3 times within 60s; giving up"))
             // Stays failed: no more restarts.
-            usleep(300_000)
+            _ = try daemon.lifectl("launch", "marker")
+            try daemon.waitForState("marker", "failed")
+            #expect(try daemon.status("marker").launches == 4)
             #expect(try daemon.status("loop").launches == 3)
             #expect(try daemon.status("loop").state.rawValue == "failed")
             _ = try daemon.lifectl("launch", "loop")

@@ -68,9 +68,15 @@ struct ServiceManagerTests {
         let harness = try DaemonHarness()
         defer { harness.stop() }
         let record = harness.root.appendingPathComponent("notify.jsonl")
+        try harness.app("plain", "[App]\nExec=sleep 100000\nProtocol=none\n[Lifecycle]\nBackgroundTimeSec=0.5\n")
         try harness.start(wrapper: ["/usr/bin/env", "python3", Self.fixture, "--record", record.path, "--"])
         try harness.waitUntil("READY=1") { notifications(record).contains { $0.message.contains("READY=1") } }
-        usleep(500_000)
+        // A later notification on the same socket: the STATUS= after the daemon's own 0.5 s timer suspended the
+        // app. A ping sent meanwhile is recorded before it.
+        try harness.control("launch", "plain", "--background")
+        try harness.waitUntil("STATUS= says the app was suspended") {
+            notifications(record).contains { $0.message == "STATUS=1 apps: 1 suspended" }
+        }
         #expect(!notifications(record).contains { $0.message == "WATCHDOG=1" })
         #expect(harness.log.contains("Listening on \(harness.runtimeDirectory.path)/control.sock"))
     }

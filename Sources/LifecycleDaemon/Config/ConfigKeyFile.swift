@@ -47,7 +47,7 @@ extension ConfigLoader {
         let body = text.unicodeScalars.first == "\u{FEFF}" ? String(text.unicodeScalars.dropFirst()) : text
         // Split on "\n" bytes: as Characters, "\r\n" is one grapheme that would not match "\n". Lines are split and
         // trimmed on the UTF-8 bytes, not on Unicode scalars: "\n", space, tab and CR are ASCII, and no byte of
-        // another character's UTF-8 equals them, so the cuts are the same; the scalar walk was most of a file's parse.
+        // another character's UTF-8 equals them, so the cuts are the same, and a byte walk costs far less than a scalar walk.
         let utf8 = body.utf8
         var lineStart = utf8.startIndex
         var number = 0

@@ -1,7 +1,7 @@
 import LifecycleModel
 
-// Every key lifecycled understands, as a table of (section, key, parser, destination), the way systemd's small
-// daemons declare theirs in a gperf file: adding a key is one line here and one entry in docs/CONFIG.md.
+// Every key lifecycled understands, as a table of (section, key, parser, destination): adding a key is one line
+// here and one entry in docs/CONFIG.md.
 
 extension ConfigLoader {
     /// One `Key=` of one section: how its value is parsed and where the result goes.

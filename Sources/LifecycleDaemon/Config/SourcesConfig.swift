@@ -22,7 +22,7 @@ public struct SourcesConfig: Sendable, Equatable {
     public var pressureFile = "/proc/pressure/memory"
     /// `PressureTrigger=`: written to `pressureFile`: `some|full STALL_US WINDOW_US`.
     /// 150 ms of stall in a 2 s window. The window is a multiple of 2 s because the kernel takes other windows
-    /// only from a process with CAP_SYS_RESOURCE (measured: EINVAL for `some 150000 1000000` in a container).
+    /// only from a process with CAP_SYS_RESOURCE (without it, `some 150000 1000000` fails with EINVAL).
     public var pressureTrigger = "some 150000 2000000"
 
     public init() {}
