@@ -235,7 +235,7 @@ final class ControlServer {
             }
             if request.verb == "post" {
                 guard let type = request.name, !type.isEmpty else { return client.reply(.failure("post needs a notification type")) }
-                return client.reply(daemon.post(type, payload: request.data ?? .object([:]), to: request.app))
+                return client.reply(daemon.postReply(type, payload: request.data ?? .object([:]), to: request.app))
             }
             guard let lifecycleRequest = request.lifecycleRequest else {
                 return client.reply(.failure("\(request.verb) needs a scene session (lifectl scenes lists them)"))
