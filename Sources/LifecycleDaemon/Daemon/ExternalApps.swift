@@ -114,14 +114,9 @@ final class ExternalApps {
             if app.cgroup == nil { prepare(app) }
             guard let cgroup = app.cgroup else { return "its cgroup could not be created" }
             guard cgroup.pids().contains(pid) else { return "pid \(pid) is not in its cgroup \(cgroup.displayPath)" }
-            // Placed in one hierarchy (the one shown); the daemon's other ones (v1 cpu, freezer) follow here.
-            for file in cgroup.procsFiles {
-                for member in cgroup.pids() { try? writeKernelFile(file, String(member)) }
-            }
-        } else if let cgroup = app.cgroup {
-            // A group left from an earlier configuration or the stray check at start: not this app's.
-            if cgroup.pids().isEmpty { _ = cgroup.remove() }
-            app.cgroup = nil
+            placement.gather(app)
+        } else {
+            placement.dropUnused(app)
         }
         // Checked last: while the pidfd's process lives, `pid` is that process, so every check above was about it.
         var poll = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)

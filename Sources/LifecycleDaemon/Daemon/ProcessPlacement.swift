@@ -16,6 +16,11 @@ protocol ProcessPlacement: AnyObject {
     /// The place of an app configured as external with `ExternalFrom=cgroup`, made for whoever starts it; nil
     /// where apps cannot have a group of their own.
     func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup?
+    /// An external process placed itself in one of the app's groups: the app's other groups take it too.
+    func gather(_ app: AppRuntime)
+    /// An external app stopped by its process group alone: a group left from an earlier configuration or from
+    /// the strays check at start is not its own, and goes if it is empty.
+    func dropUnused(_ app: AppRuntime)
     /// Every process of the app.
     func members(of app: AppRuntime) -> [pid_t]
     /// The processes in the app's process group, which a signal to the group reaches.
@@ -53,6 +58,8 @@ final class ProcessGroupPlacement: ProcessPlacement {
     func adopt(_ app: AppRuntime) {}
     var canPlaceInGroups: Bool { false }
     func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup? { nil }
+    func gather(_ app: AppRuntime) {}
+    func dropUnused(_ app: AppRuntime) {}
 
     func members(of app: AppRuntime) -> [pid_t] {
         guard let pid = app.pid else { return [] }
@@ -122,6 +129,20 @@ final class CgroupPlacement: ProcessPlacement {
         let cgroup = try cgroups.makeAppCgroup(app: app.name)
         app.cgroup = cgroup
         return cgroup
+    }
+
+    /// Placed in one hierarchy (the one shown); the daemon's other ones (v1 cpu, freezer) follow here.
+    func gather(_ app: AppRuntime) {
+        guard let cgroup = app.cgroup else { return }
+        for file in cgroup.procsFiles {
+            for member in cgroup.pids() { try? writeKernelFile(file, String(member)) }
+        }
+    }
+
+    func dropUnused(_ app: AppRuntime) {
+        guard let cgroup = app.cgroup else { return }
+        if cgroup.pids().isEmpty { _ = cgroup.remove() }
+        app.cgroup = nil
     }
 
     func members(of app: AppRuntime) -> [pid_t] {
