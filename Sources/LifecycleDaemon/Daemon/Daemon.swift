@@ -47,8 +47,6 @@ public final class Daemon {
     private var signalSources: [EventSource] = []
     private var events: [Event] = []
     private var draining = false
-    /// The session a waiting `scene open` created, for its reply.
-    private var openedScenes: [ObjectIdentifier: String] = [:]
     let serviceManager: ServiceManager
     /// LIFECYCLED_TEST_PAUSE_AFTER=KIND:APP[:MESSAGE] (fault tests only): stop the daemon itself (SIGSTOP)
     /// right after performing an effect of that kind for that app, e.g. `stopProcess:c` or
@@ -65,6 +63,7 @@ public final class Daemon {
     private(set) lazy var processes = ProcessSupervisor(loop: loop, host: self, placement: placement, suspension: suspension,
                                                         fdStore: fdStore, retired: retired, environment: options.environment)
     private(set) lazy var sessions = ClientSessions(loop: loop, host: self, placement: placement, fdStore: fdStore, coder: coder)
+    private(set) lazy var requests = ControlRequests(loop: loop, host: self, placement: placement)
     private(set) lazy var externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
     private(set) lazy var persistence = Persistence(loop: loop, host: self, store: stateStore, placement: placement,
                                                     processes: processes, externalApps: externalApps, fdStore: fdStore,
@@ -214,24 +213,6 @@ public final class Daemon {
         drain()
     }
 
-    /// Apply a lifectl request; the reply goes out when the app settles (or at once on refusal).
-    func handle(_ request: Request, for name: String, from client: ControlClient) {
-        guard !stopping else { return client.reply(.failure("lifecycled is shutting down")) }
-        runtime(name)?.waiters.append(client)
-        do {
-            let effects = try model.handle(request, for: name, origin: "lifectl", now: loop.now)
-            for case .note(name, .sceneSessionCreated(let scene, _)) in effects where request.isSceneRequest {
-                openedScenes[ObjectIdentifier(client)] = scene
-            }
-            perform(effects)
-        } catch {
-            // Only this request's entry: earlier requests of the same connection still wait for their replies.
-            if let index = runtime(name)?.waiters.lastIndex(where: { $0 === client }) { runtime(name)?.waiters.remove(at: index) }
-            client.reply(.failure(error.description))
-        }
-        drain()
-    }
-
     // MARK: Events
 
     /// Feed an event to the model and carry out what it decides. Events raised while effects are
@@ -326,14 +307,7 @@ public final class Daemon {
 
     private func settled(_ name: String) {
         guard let app = runtime(name) else { return }
-        let waiters = app.waiters
-        app.waiters = []
-        if !waiters.isEmpty, let status = status(of: name) {
-            for waiter in waiters {
-                waiter.reply(ControlReply(ok: true, apps: [status],
-                                          scene: openedScenes.removeValue(forKey: ObjectIdentifier(waiter))))
-            }
-        }
+        requests.settled(app)
         let running = model.state(of: name)?.isRunning ?? false
         if app.removeWhenStopped && !running { forget(name) }
         if stopping { finishShutdownIfDone() }
@@ -342,7 +316,7 @@ public final class Daemon {
     private func forget(_ name: String) {
         guard let app = runtime(name) else { return }
         sources?.unwatchPreferences(app: name)
-        for waiter in app.waiters { waiter.reply(.failure("\(name) was removed from the configuration")) }
+        requests.fail(app, "\(name) was removed from the configuration")
         placement.remove(app)
         model.remove(name)
         apps[name] = nil
@@ -351,19 +325,6 @@ public final class Daemon {
     }
 
     // MARK: Status
-
-    func status(of name: String) -> AppStatus? {
-        guard let app = runtime(name) else { return nil }
-        return model.withApp(name) { record in status(app, record) }
-    }
-
-    private func status(_ app: AppRuntime, _ record: borrowing AppRecord) -> AppStatus {
-        let method = StatusReport.suspendMethod(inForce: app.suspendedWith, configured: app.config.suspendMethod,
-                                                freezerAvailable: placement.freezer(of: app) != nil || placement.canFreeze)
-        return StatusReport.app(record, process: StatusReport.Process(pid: app.pid, sinceWall: app.sinceWall, suspendMethod: method,
-                                                                      cgroupPath: placement.displayPath(of: app)),
-                                wallNow: wallClockNow(), now: loop.now)
-    }
 
     /// Memory pressure crossed the threshold (a PSI trigger fired, or `lifectl simulate-memory-pressure`):
     /// the model warns the apps first, then terminates suspended ones while it persists.
@@ -375,20 +336,6 @@ public final class Daemon {
         perform(model.handle(.memoryPressure(residentBytes: residentBytes, reading: reading), now: loop.now))
         drain()
     }
-
-    /// lifectl post: deliver or queue, and say how many of each.
-    func postReply(_ type: String, payload: JSONValue, to app: String?) -> ControlReply {
-        do {
-            let outcome = try post(type, payload: payload, to: app)
-            drain()
-            Log.info("posted \(type)\(app.map { " to \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
-            return ControlReply(ok: true, posted: PostSummary(delivered: outcome.delivered, queued: outcome.queued))
-        } catch {
-            return .failure(error.description)
-        }
-    }
-
-    func allStatuses() -> [AppStatus] { apps.keys.sorted().compactMap(status(of:)) }
 
     func daemonStatus() -> DaemonStatus {
         StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: config.diagnostics.map(\.description),
@@ -491,9 +438,7 @@ public final class Daemon {
         if !released.isEmpty {
             Log.info("Disabled \(released.joined(separator: ", ")) for the app cgroups, so that systemd can start the next daemon in the delegated cgroup; it enables them again")
         }
-        for app in apps.values {
-            for waiter in app.waiters { waiter.reply(.failure("lifecycled is restarting; ask again once it is back")) }
-        }
+        for app in apps.values { requests.fail(app, "lifecycled is restarting; ask again once it is back") }
         persistence.saveNow(apps.values)
         sources?.stop()
         control?.close()
@@ -506,7 +451,7 @@ public final class Daemon {
         guard stopping, !shutdownFinished, !model.records.contains(where: { $0.state.isRunning }) else { return }
         shutdownFinished = true
         for app in apps.values {
-            for waiter in app.waiters { waiter.reply(.failure("lifecycled is shutting down")) }
+            requests.fail(app, "lifecycled is shutting down")
             placement.remove(app)
         }
         placement.removeAll()
@@ -532,6 +477,7 @@ extension Daemon: DaemonHost {
     var now: MonotonicTime { loop.now }
     var appNames: [String] { apps.keys.sorted() }
     func record(_ name: String) -> AppRecord? { model.app(name) }
+    func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? { model.withApp(name, body) }
     var records: [AppRecord] { model.records }
     func snapshot(of name: String) -> AppSnapshot? { model.snapshot(of: name) }
     func queue(_ event: Event) { events.append(event) }
