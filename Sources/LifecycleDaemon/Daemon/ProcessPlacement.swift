@@ -25,6 +25,8 @@ protocol ProcessPlacement: AnyObject {
     func members(of app: AppRuntime) -> [pid_t]
     /// The processes in the app's process group, which a signal to the group reaches.
     func processGroup(of app: AppRuntime) -> [pid_t]
+    /// Whether the app's place can hold processes outside its process group (a child that called setsid()).
+    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool
     /// Whether `pid` is in the app's own place (beyond its process group).
     func contains(_ pid: pid_t, in app: AppRuntime) -> Bool
     /// The freezer the app's place offers, if any.
@@ -67,6 +69,7 @@ final class ProcessGroupPlacement: ProcessPlacement {
     }
 
     func processGroup(of app: AppRuntime) -> [pid_t] { members(of: app) }
+    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool { false }
     func contains(_ pid: pid_t, in app: AppRuntime) -> Bool { false }
     func freezer(of app: AppRuntime) -> FreezerKind? { nil }
     var canFreeze: Bool { false }
@@ -163,6 +166,7 @@ final class CgroupPlacement: ProcessPlacement {
         return processGroups.processGroup(of: app)
     }
 
+    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool { app.cgroup != nil }
     func contains(_ pid: pid_t, in app: AppRuntime) -> Bool { app.cgroup?.pids().contains(pid) == true }
     func freezer(of app: AppRuntime) -> FreezerKind? { app.cgroup?.freezer }
     var canFreeze: Bool { cgroups.canFreeze }

@@ -128,11 +128,11 @@ final class Suspension {
         Log.info("\(app.name): sent \(signal.rawValue) to process group \(pid)")
     }
 
-    /// The members of the app's cgroup outside its process group (a child that called setsid()), which the signal
-    /// to the group does not reach. None without a cgroup: the process group is all there is. The process the
-    /// daemon spawned leads its group for good (a session leader cannot change its group): no getpgid for it.
+    /// The members of the app's place outside its process group (a child that called setsid()), which the signal
+    /// to the group does not reach. None where the process group is all there is. The process the daemon spawned
+    /// leads its group for good (a session leader cannot change its group): no getpgid for it.
     private func membersOutsideGroup(_ app: AppRuntime, leader pid: pid_t) -> [pid_t] {
-        guard app.cgroup != nil else { return [] }
+        guard placement.reachesBeyondProcessGroup(app) else { return [] }
         return app.members(iteration: loop.iteration, placement).filter { member in
             !(member == pid && app.pidfd == nil) && getpgid(member) != pid
         }
