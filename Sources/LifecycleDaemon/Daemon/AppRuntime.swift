@@ -51,6 +51,16 @@ final class AppRuntime {
         self.config = config
     }
 
+    /// A process became the app's (launched, re-adopted, or attached): nothing of the previous one's client or
+    /// priority applies to it. `pidfd`: the process's, for one that is not the daemon's child.
+    func began(pid: pid_t, pidfd: Int32? = nil, token: String?) {
+        self.pid = pid
+        self.pidfd = pidfd
+        self.token = token
+        helloed = false
+        priority = nil
+    }
+
     /// The app's processes as `placement` finds them, read at most once per loop iteration: a suspend (or resume)
     /// writes each member's oom_score_adj, signals the members outside the process group and checks the stop, all
     /// in one callback. A later callback reads them again (`EventLoop.iteration`).

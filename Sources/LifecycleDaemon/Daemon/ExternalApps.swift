@@ -54,12 +54,8 @@ final class ExternalApps {
             close(pidfd)
             return error.description
         }
-        app.pid = pid
-        app.pidfd = pidfd
-        app.helloed = false
-        app.priority = nil
+        app.began(pid: pid, pidfd: pidfd, token: makeToken())
         app.suspendedWith = nil
-        app.token = makeToken()
         do {
             try processes.watchExit(app, pid: pid, pidfd: pidfd, what: "external process")
         } catch {

@@ -156,11 +156,7 @@ final class Persistence {
             return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup,
                            reason: "it cannot be watched (pidfd_open: \(String(cString: strerror(errno))))")
         }
-        app.pid = pid
-        app.pidfd = pidfd
-        app.helloed = false
-        app.priority = nil
-        app.token = persisted.token
+        app.began(pid: pid, pidfd: pidfd, token: persisted.token)
         do {
             try processes.watchExit(app, pid: pid, pidfd: pidfd, what: "re-adopted process")
         } catch {

@@ -124,10 +124,7 @@ final class ProcessSupervisor {
             close(output.child)
             if let reader = output.reader { app.output = try? OutputReader(fd: reader, app: name, loop: loop) }
         }
-        app.pid = pid
-        app.helloed = false
-        app.priority = nil
-        app.token = makeToken()
+        app.began(pid: pid, token: makeToken())
         do {
             app.child = try loop.watchChild(pid: pid) { [unowned self] code, status in
                 self.childChanged(name, pid: pid, code: code, status: status)
