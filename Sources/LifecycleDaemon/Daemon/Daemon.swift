@@ -1,5 +1,3 @@
-import CSupport
-import CSystemd
 import Glibc
 import LifecycleModel
 import LifecycleProtocol
@@ -41,9 +39,6 @@ public final class Daemon {
     var appSocket: AppSocketServer?
     /// The real system sources of notifications (clock, time zone, locale, battery, memory pressure, preferences).
     var sources: SystemSources?
-    private(set) var stopping = false
-    /// The shutdown's last steps ran: the settling of each later app does not run them again.
-    private var shutdownFinished = false
     private var signalSources: [EventSource] = []
     private var events: [Event] = []
     private var draining = false
@@ -54,7 +49,8 @@ public final class Daemon {
     /// production; logged as a warning when it fires.
     private let pauseAfter: PauseHook?
 
-    // The owners: each holds its own state and reaches the others through this daemon (`DaemonHost`).
+    // The owners: each holds its own state, reaches the model and the event queue through this daemon
+    // (`DaemonHost`), and the owners it builds on (placement, fd store, processes) through their methods.
     let placement: any ProcessPlacement
     let fdStore: FDStore
     private let retired: RetiredSources
@@ -64,6 +60,14 @@ public final class Daemon {
                                                         fdStore: fdStore, retired: retired, environment: options.environment)
     private(set) lazy var sessions = ClientSessions(loop: loop, host: self, placement: placement, fdStore: fdStore, coder: coder)
     private(set) lazy var requests = ControlRequests(loop: loop, host: self, placement: placement)
+    private(set) lazy var shutdown = Shutdown(
+        loop: loop, host: self, serviceManager: serviceManager, environment: options.environment, cgroups: cgroups,
+        placement: placement, persistence: persistence, requests: requests,
+        stopSources: { [unowned self] in self.sources?.stop() },
+        closeSockets: { [unowned self] in
+            self.control?.close()
+            self.appSocket?.close()
+        })
     private(set) lazy var externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
     private(set) lazy var persistence = Persistence(loop: loop, host: self, store: stateStore, placement: placement,
                                                     processes: processes, externalApps: externalApps, fdStore: fdStore,
@@ -125,7 +129,7 @@ public final class Daemon {
         let storedConnections = fdStore.takePassed(passed)
 
         for signal in [SIGTERM, SIGINT] {
-            signalSources.append(try loop.onSignal(signal) { [unowned self] in self.shutdown() })
+            signalSources.append(try loop.onSignal(signal) { [unowned self] in self.shutdown.begin() })
         }
         signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in self.reload() })
 
@@ -310,7 +314,7 @@ public final class Daemon {
         requests.settled(app)
         let running = model.state(of: name)?.isRunning ?? false
         if app.removeWhenStopped && !running { forget(name) }
-        if stopping { finishShutdownIfDone() }
+        shutdown.finishIfDone()
     }
 
     private func forget(_ name: String) {
@@ -347,7 +351,7 @@ public final class Daemon {
         StatusReport.line(model.records.map { ($0.state, $0.queue.count) })
     }
 
-    // MARK: Reload and shutdown
+    // MARK: Reload
 
     /// SIGHUP: read the config again; only apps whose configuration changed are touched.
     func reload() {
@@ -392,77 +396,6 @@ public final class Daemon {
         serviceManager.ready { [unowned self] in self.statusLine() }
     }
 
-    /// SIGTERM/SIGINT: every app gets willTerminate (with its deadline), suspended ones are continued so
-    /// that they can exit, then SIGTERM and SIGKILL; the daemon exits when none is left. Unless systemd's job
-    /// for this unit is a restart (`systemctl restart`): then the daemon hands its apps over to the next one.
-    func shutdown() {
-        guard !stopping else { return }
-        var reason = "not under a service manager"
-        if serviceManager.isEnabled {
-            switch SystemdJob.stopRequest(environment: options.environment) {
-            case .restart(let job):
-                do {
-                    return handOver(job: job, released: try cgroups.releaseControllersForNextStart())
-                } catch {
-                    Log.error("\(error): the delegated cgroup keeps its controllers and the next daemon could not start beside the apps; stopping every app instead")
-                    reason = "a \(job) job, but the next daemon could not start in the unit's cgroup"
-                }
-            case .stop(let why): reason = why
-            case .unanswered(let error):
-                Log.warning("Failed to ask systemd whether this stop is a restart: \(error); stopping every app")
-                reason = "systemd did not say it is a restart"
-            }
-        }
-        stopping = true
-        serviceManager.stopping()
-        let running = model.records.filter(\.state.isRunning).count
-        Log.notice("Stopping: terminating \(running) running apps (\(reason))")
-        perform(model.shutdown(now: loop.now))
-        drain()
-        finishShutdownIfDone()
-    }
-
-    /// The stop half of a restart: the next daemon takes every app back exactly as after a crash (state files,
-    /// pid and start time, the connections kept in the service manager's fd store, which a stop half of a
-    /// restart does not flush). So nothing is signalled, suspended apps stay suspended, the stored connections
-    /// stay stored (no FDSTOREREMOVE=1) and clients are told nothing: what they send meanwhile waits in their
-    /// socket. Only waiting lifectl requests get an answer, as their connections close with this daemon.
-    /// `released`: the controllers disabled in the delegated cgroup so that systemd can start the next daemon
-    /// there (`releaseControllersForNextStart`).
-    private func handOver(job: String, released: [String]) {
-        stopping = true
-        serviceManager.stopping()
-        let running = apps.values.filter { model.app($0.name)?.state.isRunning == true }
-        let stored = running.filter(\.fdStored).count
-        Log.notice("Restarting: leaving \(running.count) apps to the next daemon (systemd's job for this unit is a \(job)); \(stored) of their connections wait in the fd store")
-        if !released.isEmpty {
-            Log.info("Disabled \(released.joined(separator: ", ")) for the app cgroups, so that systemd can start the next daemon in the delegated cgroup; it enables them again")
-        }
-        for app in apps.values { requests.fail(app, "lifecycled is restarting; ask again once it is back") }
-        persistence.saveNow(apps.values)
-        sources?.stop()
-        control?.close()
-        appSocket?.close()
-        Log.notice("Handed over")
-        loop.exit(code: 0)
-    }
-
-    private func finishShutdownIfDone() {
-        guard stopping, !shutdownFinished, !model.records.contains(where: { $0.state.isRunning }) else { return }
-        shutdownFinished = true
-        for app in apps.values {
-            requests.fail(app, "lifecycled is shutting down")
-            placement.remove(app)
-        }
-        placement.removeAll()
-        sources?.stop()
-        persistence.saveDirty()
-        control?.close()
-        appSocket?.close()
-        Log.notice("Stopped")
-        loop.exit(code: 0)
-    }
-
     private func report(_ diagnostics: [ConfigDiagnostic]) {
         for diagnostic in diagnostics {
             switch diagnostic.severity {
@@ -475,6 +408,7 @@ public final class Daemon {
 
 extension Daemon: DaemonHost {
     var now: MonotonicTime { loop.now }
+    var stopping: Bool { shutdown.stopping }
     var appNames: [String] { apps.keys.sorted() }
     func record(_ name: String) -> AppRecord? { model.app(name) }
     func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? { model.withApp(name, body) }
@@ -497,6 +431,11 @@ extension Daemon: DaemonHost {
 
     func attach(_ name: String) throws(RequestError) -> [Effect] {
         try model.attach(name, launchedBy: "external", now: loop.now)
+    }
+
+    func terminateAll() {
+        perform(model.shutdown(now: loop.now))
+        drain()
     }
 
     func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool) {

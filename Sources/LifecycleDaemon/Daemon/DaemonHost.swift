@@ -37,6 +37,8 @@ protocol DaemonHost: AnyObject {
     func attach(_ name: String) throws(RequestError) -> [Effect]
     /// The model takes back an app a previous daemon saved, running or not, and the effects are performed.
     func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool)
+    /// The daemon stops: every running app is told willTerminate and terminated (the effects performed).
+    func terminateAll()
     /// The app's state file is to be saved once the callback returns.
     func markDirty(_ name: String)
 }
