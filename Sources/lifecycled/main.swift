@@ -10,8 +10,7 @@ blockSignals([SIGCHLD, SIGTERM, SIGINT, SIGHUP])
 signal(SIGPIPE, SIG_IGN)
 // A daemon that runs for months must give back what a burst took. glibc raises its mmap threshold each time a large
 // mmapped block is freed (up to 32 MiB), after which big buffers (a slow reader's backlog, a long `list`) come from
-// the heap and stay as fragmentation; a fixed 64 KiB threshold keeps them mmapped, returned to the kernel on free
-// (the soak test's RSS check: +4.2 MiB after a storm of 500 apps before).
+// the heap and stay as fragmentation; a fixed 64 KiB threshold keeps them mmapped, returned to the kernel on free.
 _ = cs_set_mmap_threshold(64 * 1024)
 // Two descriptors per running app (its pidfd and its output pipe or socket): the soft limit goes up to the hard one
 // (systemd: 1024:524288), and the apps get the soft limit back (cs_spawn).

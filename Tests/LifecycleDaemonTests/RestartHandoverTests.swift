@@ -48,8 +48,8 @@ import Testing
         #expect(throws: SystemError.self) { try support(delegatedTo: root).releaseControllersForNextStart() }
     }
 
-    /// The job types systemd's job_type_to_string() knows. Installed jobs are collapsed first (job_type_collapse):
-    /// try-restart becomes restart on a running unit, and reload-or-start and try-reload become reload or start.
+    /// The job types systemd knows. Installed jobs are collapsed first: try-restart becomes restart on a running
+    /// unit, and reload-or-start and try-reload become reload or start.
     @Test func onlyARestartJobHandsTheAppsOver() {
         #expect(SystemdJob.isRestart(jobType: "restart"))
         #expect(SystemdJob.isRestart(jobType: "try-restart"))

@@ -81,7 +81,7 @@ final class AppSocketServer {
             let key = ObjectIdentifier(entry)
             do {
                 entry.connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self, entry] event in
-                    if let app = entry.app, let connection = entry.attached { return self.daemon.clientEvent(app, connection, event) }
+                    if let app = entry.app, let connection = entry.attached { return self.daemon.sessions.event(app, connection, event) }
                     guard entry.app == nil else { return }
                     switch event {
                     case .line(let line): self.firstLine(line, from: entry, key: key)
@@ -126,12 +126,12 @@ final class AppSocketServer {
         for scalar in app.unicodeScalars.prefix(64) { scalars.append(scalar.value < 0x20 || scalar.value == 0x7f ? "?" : scalar) }
         let shown = String(scalars) + (app.unicodeScalars.count > 64 ? "…" : "")
         if let token {
-            if let reason = daemon.reattach(app, token: token, peer: entry.pid, connection: entry.connection!) {
+            if let reason = daemon.sessions.reattach(app, token: token, peer: entry.pid, connection: entry.connection!) {
                 Log.event(.protocolError, .warning, "Refused a reconnection as \(shown) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
                           [("LIFECYCLE_APP", shown), ("LIFECYCLE_REASON", reason)])
                 return refuse(entry, key: key, "cannot reconnect as '\(shown)': \(reason)")
             }
-        } else if let reason = daemon.attachExternal(app, peer: entry.pid, uid: entry.uid,
+        } else if let reason = daemon.externalApps.attach(app, peer: entry.pid, uid: entry.uid,
                                                      pidfd: peerPIDFD(entry.connection!.fd, pid: entry.pid),
                                                      connection: entry.connection!) {
             Log.event(.protocolError, .warning, "Refused an external client as \(shown) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
@@ -148,7 +148,7 @@ final class AppSocketServer {
         pending[key] = nil
         cappedUsers.remove(entry.uid)
         // The hello itself is the app's first message on its new connection: answered as any hello.
-        daemon.clientEvent(app, connection, .line(line))
+        daemon.sessions.event(app, connection, .line(line))
     }
 
     private func refuse(_ entry: Pending, key: ObjectIdentifier, _ message: String) {

@@ -93,8 +93,8 @@ final class Connection {
     }
 
     private func readAvailable() {
-        // Uninitialized stack memory, not a zero-filled array: filling 16 KiB per readable event was 7% of an
-        // app switch's instructions (callgrind, docs/BENCHMARKS.md); only the bytes read(2) wrote are used.
+        // Uninitialized stack memory, not a zero-filled array: a zero fill per readable event would cost more than
+        // the read; only the bytes read(2) wrote are used.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.readChunk) { buffer in
             var budget = Self.readBudget
             while isOpen {
@@ -137,7 +137,7 @@ final class Connection {
             if written > 0 {
                 outgoing.removeFirst(written)
                 // A burst (a notification storm to a slow reader) must not keep its buffer for the connection's
-                // life: past 8 KiB the capacity goes once all is written (the soak test's RSS check, 500 apps).
+                // life: past 8 KiB the capacity goes once all is written.
                 if outgoing.isEmpty && outgoing.capacity > 8 * 1024 { outgoing = [] }
             } else if written < 0 && errno == EINTR {
                 continue

@@ -193,24 +193,23 @@ final class ControlServer {
         }
         switch request.verb {
         case "list":
-            client.reply(ControlReply(ok: true, apps: daemon.allStatuses()))
+            client.reply(ControlReply(ok: true, apps: daemon.requests.allStatuses()))
         case "scenes":
             // The scene sessions ride on the apps' statuses; `lifectl scenes` prints them.
             if let name = request.app {
-                guard let status = daemon.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
+                guard let status = daemon.requests.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
                 client.reply(ControlReply(ok: true, apps: [status]))
             } else {
-                client.reply(ControlReply(ok: true, apps: daemon.allStatuses().filter { $0.scenes != nil }))
+                client.reply(ControlReply(ok: true, apps: daemon.requests.allStatuses().filter { $0.scenes != nil }))
             }
         case "status":
             if let name = request.app {
-                guard let status = daemon.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
+                guard let status = daemon.requests.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
                 // No daemon block for one app: lifectl shows only the app (human and --json output, lifectl(1)),
-                // and building it (sources, sorted notification types, mechanisms) was 60% of the query's
-                // instructions (229k → 91k per `status APP`, callgrind, docs/BENCHMARKS.md).
+                // and building it (sources, sorted notification types, mechanisms) would be most of the query's cost.
                 client.reply(ControlReply(ok: true, apps: [status]))
             } else {
-                client.reply(ControlReply(ok: true, apps: daemon.allStatuses(), daemon: daemon.daemonStatus()))
+                client.reply(ControlReply(ok: true, apps: daemon.requests.allStatuses(), daemon: daemon.daemonStatus()))
             }
         default:
             let verbs = ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs + ControlRequest.otherVerbs
@@ -235,7 +234,7 @@ final class ControlServer {
             }
             if request.verb == "post" {
                 guard let type = request.name, !type.isEmpty else { return client.reply(.failure("post needs a notification type")) }
-                return client.reply(daemon.post(type, payload: request.data ?? .object([:]), to: request.app))
+                return client.reply(daemon.requests.post(type, payload: request.data ?? .object([:]), to: request.app))
             }
             guard let lifecycleRequest = request.lifecycleRequest else {
                 return client.reply(.failure("\(request.verb) needs a scene session (lifectl scenes lists them)"))
@@ -243,7 +242,7 @@ final class ControlServer {
             guard let name = request.app, !name.isEmpty else {
                 return client.reply(.failure("\(request.verb) needs an app name"))
             }
-            daemon.handle(lifecycleRequest, for: name, from: client)
+            daemon.requests.handle(lifecycleRequest, for: name, from: client)
         }
     }
 }

@@ -7,23 +7,29 @@ import LifecycleModel
 // checks below pass, that process and its process group are the app, watched through a pidfd (it is not our child)
 // exactly as a process re-adopted from a previous daemon, and supervised like any other app.
 
-extension AppRuntime {
-    /// An external app with `ExternalFrom=process-group`: stopped and killed by its process group alone. It gets no
-    /// cgroup of the daemon's, whose freezer would freeze an empty group and take the app for suspended.
-    var usesProcessGroupAlone: Bool { config.external && config.externalFrom == .processGroup }
-}
+/// External apps: checks a process that wants to become one, and takes it on.
+final class ExternalApps {
+    private unowned let host: any DaemonHost
+    private let placement: any ProcessPlacement
+    private let processes: ProcessSupervisor
+    private let fdStore: FDStore
 
-extension Daemon {
+    init(host: any DaemonHost, placement: any ProcessPlacement, processes: ProcessSupervisor, fdStore: FDStore) {
+        self.host = host
+        self.placement = placement
+        self.processes = processes
+        self.fdStore = fdStore
+    }
+
     /// An external app was configured: with `ExternalFrom=cgroup` its cgroup is made now, so that whoever starts
     /// its process can place it there before it connects (`lifectl status` shows the path).
-    func prepareExternal(_ name: String) {
-        guard let app = runtime(name), app.config.externalFrom == .cgroup else { return }
-        guard cgroups.layout != .none else {
-            return Log.warning("\(name): ExternalFrom=cgroup, but lifecycled has no cgroups here; its clients will be refused")
-        }
+    func prepare(_ app: AppRuntime) {
+        let name = app.name
+        guard app.config.externalFrom == .cgroup else { return }
         do {
-            let cgroup = try cgroups.makeAppCgroup(app: name)
-            app.cgroup = cgroup
+            guard let cgroup = try placement.prepareExternal(app) else {
+                return Log.warning("\(name): ExternalFrom=cgroup, but lifecycled has no cgroups here; its clients will be refused")
+            }
             Log.info("\(name): external app; its process attaches from cgroup \(cgroup.displayPath)")
         } catch {
             Log.warning("\(name): Failed to create the cgroup of an external app: \(error); its clients will be refused")
@@ -35,52 +41,48 @@ extension Daemon {
     /// process group that holds only processes of that user (and, with `ExternalFrom=cgroup`, sits in the app's
     /// cgroup). Takes ownership of `pidfd` (the peer's, -1 when none could be had). Returns why not, or nil once
     /// `connection` is the app's and the model has launched it.
-    func attachExternal(_ name: String, peer pid: pid_t, uid: uid_t, pidfd: Int32, connection: Connection) -> String? {
+    func attach(_ name: String, peer pid: pid_t, uid: uid_t, pidfd: Int32, connection: Connection) -> String? {
         let reason = checkExternal(name, peer: pid, uid: uid, pidfd: pidfd)
-        guard reason == nil, let app = runtime(name) else {
+        guard reason == nil, let app = host.runtime(name) else {
             if pidfd >= 0 { close(pidfd) }
             return reason ?? "no such app"
         }
         let effects: [Effect]
         do {
-            effects = try model.attach(name, launchedBy: "external", now: loop.now)
+            effects = try host.attach(name)
         } catch {
             close(pidfd)
             return error.description
         }
-        app.pid = pid
-        app.pidfd = pidfd
-        app.helloed = false
-        app.priority = nil
+        app.began(pid: pid, pidfd: pidfd, token: makeToken())
         app.suspendedWith = nil
-        app.token = makeToken()
         do {
-            try watchExit(app, pid: pid, pidfd: pidfd, what: "external process")
+            try processes.watchExit(app, pid: pid, pidfd: pidfd, what: "external process")
         } catch {
             // The model launched it already: it ends as at once as it began, and the process is left alone.
             Log.error("\(name): Failed to watch external process \(pid): \(error)")
             close(pidfd)
             app.pidfd = nil
             app.pid = nil
-            perform(effects)
-            dispatch(.exited(app: name, .exited(255)))
+            host.perform(effects)
+            host.dispatch(.exited(app: name, .exited(255)))
             return "lifecycled cannot watch it (\(error))"
         }
         app.connection = connection
-        app.fdStored = serviceManager.storeFD(connection.fd, name: Self.storedConnectionPrefix + name)
-        storePidfd(app, pid: pid, pidfd: pidfd)
+        fdStore.storeConnection(app, fd: connection.fd)
+        fdStore.storePidfd(app, pid: pid, pidfd: pidfd)
         Log.event(.launch, .notice, "\(name): external process \(pid) (uid \(uid)) attached",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "external"),
                    ("LIFECYCLE_UID", String(uid))])
-        perform(effects)
-        drain()
+        host.perform(effects)
+        host.drain()
         return nil
     }
 
     /// Why `pid` (uid `uid`) may not attach as `name`, or nil.
     private func checkExternal(_ name: String, peer pid: pid_t, uid: uid_t, pidfd: Int32) -> String? {
-        guard !stopping else { return "lifecycled is shutting down" }
-        guard let app = runtime(name), let record = model.app(name) else { return "no such app" }
+        guard !host.stopping else { return "lifecycled is shutting down" }
+        guard let app = host.runtime(name), let record = host.record(name) else { return "no such app" }
         guard app.config.external, let allowed = app.config.externalUID else {
             return "it does not accept external clients (its config has no External=yes);"
                 + " a client lifecycled started reconnects with the token of its welcome"
@@ -104,18 +106,13 @@ extension Daemon {
             return "its process group \(pid) holds processes of other users (pid \(others.map(String.init).joined(separator: ", ")))"
         }
         if app.config.externalFrom == .cgroup {
-            guard cgroups.layout != .none else { return "its config says ExternalFrom=cgroup, and lifecycled has no cgroups here" }
-            if app.cgroup == nil { prepareExternal(name) }
+            guard placement.canPlaceInGroups else { return "its config says ExternalFrom=cgroup, and lifecycled has no cgroups here" }
+            if app.cgroup == nil { prepare(app) }
             guard let cgroup = app.cgroup else { return "its cgroup could not be created" }
             guard cgroup.pids().contains(pid) else { return "pid \(pid) is not in its cgroup \(cgroup.displayPath)" }
-            // Placed in one hierarchy (the one shown); the daemon's other ones (v1 cpu, freezer) follow here.
-            for file in cgroup.procsFiles {
-                for member in cgroup.pids() { try? writeKernelFile(file, String(member)) }
-            }
-        } else if let cgroup = app.cgroup {
-            // A group left from an earlier configuration or the stray check at start: not this app's.
-            if cgroup.pids().isEmpty { _ = cgroup.remove() }
-            app.cgroup = nil
+            placement.gather(app)
+        } else {
+            placement.dropUnused(app)
         }
         // Checked last: while the pidfd's process lives, `pid` is that process, so every check above was about it.
         var poll = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
@@ -126,7 +123,7 @@ extension Daemon {
     /// At start, processes in an external app's cgroup that no saved state accounts for: someone else started them
     /// and put them there, maybe to attach. They are never left stopped (thawed, continued), but not terminated:
     /// lifecycled did not start them and does not own them until one attaches.
-    func continueExternalStrays(_ app: AppRuntime, _ pids: [pid_t], cgroup: AppCgroup) {
+    func continueStrays(_ app: AppRuntime, _ pids: [pid_t], cgroup: AppCgroup) {
         do { try cgroup.thaw() } catch { Log.debug("\(app.name): Failed to thaw its cgroup: \(error)") }
         for pid in pids { kill(pid, SIGCONT) }
         Log.notice("\(app.name): process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")) in the"

@@ -1,8 +1,8 @@
 import Glibc
 import Synchronization
 
-/// The daemon's log: one line per event on stderr, in systemd's words ("Failed to …: reason").
-/// Only the programs log; library code returns errors. The journal with structured fields is a later step.
+/// The daemon's log: one line per event, in systemd's words ("Failed to …: reason"), to the journal with its
+/// structured fields where journald listens, else to stderr. Only the programs log; library code returns errors.
 public enum Log {
     public enum Level: Int, Comparable, Sendable {
         case debug = 7, info = 6, notice = 5, warning = 4, error = 3
@@ -32,9 +32,8 @@ public enum Log {
         set { prefixesValue.store(newValue, ordering: .relaxed) }
     }
 
-    // The message is built only when it is written, as `event`'s: `write(.info, message())` built it first, so
-    // every debug and info line on a transition path (a suspend's confirmation, each callback sent on a switch)
-    // cost its string at the bench's level (`warning`) too.
+    // The message is built only when it is written, as `event`'s: a debug or info line on a transition path (a
+    // suspend's confirmation, each callback sent on a switch) costs no string below the threshold.
     public static func debug(_ message: @autoclosure () -> String) { if Level.debug >= threshold { write(.debug, message()) } }
     public static func info(_ message: @autoclosure () -> String) { if Level.info >= threshold { write(.info, message()) } }
     public static func notice(_ message: @autoclosure () -> String) { if Level.notice >= threshold { write(.notice, message()) } }
@@ -43,7 +42,7 @@ public enum Log {
 
     /// A structured record: in the journal with its MESSAGE_ID and fields (`LIFECYCLE_APP=` …); on stderr,
     /// the same words. Message and fields are built only when the record is written: a transition below the
-    /// log level (the bench runs at `warning`) costs no strings.
+    /// log level costs no strings.
     public static func event(_ event: JournalEvent, _ level: Level, _ message: @autoclosure () -> String,
                              _ fields: @autoclosure () -> [(String, String)]) {
         guard level >= threshold else { return }

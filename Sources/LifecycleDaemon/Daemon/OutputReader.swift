@@ -49,7 +49,7 @@ final class OutputReader {
             Log.writeLine(prefix + String(decoding: pending[..<end], as: UTF8.self))
             pending.removeSubrange(...min(end, pending.count - 1))
         }
-        // A burst of output must not keep its buffer for the app's life (the soak test's RSS check, 500 apps).
+        // A burst of output must not keep its buffer for the app's life.
         if pending.isEmpty { pending = [] }
     }
 

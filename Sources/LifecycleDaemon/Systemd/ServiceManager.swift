@@ -39,10 +39,10 @@ final class ServiceManager {
 
     func stopping() { send("STOPPING=1") }
 
-    /// The status may have changed (the daemon says so on every transition). The line counts every app (O(apps):
-    /// 87% of an app switch at 1,000 apps when it was computed each time), so it is computed, and sent if it
-    /// changed, at once if the last one was computed long enough ago, else once the interval is over; and never
-    /// without a service manager.
+    /// The status may have changed (the daemon says so on every transition). The line counts every app, which
+    /// with many apps would outweigh the transition itself, so it is computed, and sent if it changed, at once if
+    /// the last one was computed long enough ago, else once the interval is over; and never without a service
+    /// manager.
     func statusChanged(loop: EventLoop) {
         guard isEnabled, statusLine != nil, !statusPending else { return }
         let elapsed = lastComputed.map { loop.now - $0 } ?? Self.statusInterval

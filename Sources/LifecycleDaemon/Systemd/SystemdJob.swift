@@ -14,16 +14,15 @@ enum StopRequest: Equatable {
 /// Asks systemd, over D-Bus, which job it is running on this daemon's unit when SIGTERM arrives.
 ///
 /// `systemctl restart` sends the same SIGTERM as `systemctl stop`; only the unit's job tells them apart.
-/// systemd installs one job per unit, and a restart is a job of type `restart` for its whole stop half:
-/// "restarts are first treated like JOB_STOP, but then instead of finishing are patched to become JOB_START"
-/// (src/core/job.h, `enum JobType`). `try-restart` is collapsed into `restart` (or nothing) when it is installed
-/// (`job_type_collapse` in src/core/job.c), so it never shows up on a running unit; it is accepted anyway.
+/// systemd installs one job per unit, and a restart is a job of type `restart` for its whole stop half: treated
+/// as a stop, then turned into a start instead of finishing. `try-restart` is collapsed into `restart` (or
+/// nothing) when it is installed, so it never shows up on a running unit; it is accepted anyway.
 /// `reload-or-restart` and `try-reload-or-restart` become a reload on a running unit (this unit has
 /// ExecReload=): SIGHUP, no SIGTERM. Any other job (`stop`, or a `start` queued behind a stop) or no job at all
 /// is a stop.
 ///
 /// The conversation is synchronous and bounded by `timeout` as a whole (connecting, authenticating, the three
-/// calls): the daemon is stopping anyway, and any failure means a plain stop, as before this existed.
+/// calls): the daemon is stopping anyway, and any failure means a plain stop.
 enum SystemdJob {
     static let timeout: Duration = .seconds(1)
     /// LIFECYCLED_SYSTEMD_BUS=ADDRESS (fault tests only): the sd-bus address of "systemd" instead of its private

@@ -1,0 +1,77 @@
+import LifecycleModel
+import LifecycleProtocol
+
+/// lifectl's side of the daemon: a changing request waits for its app to settle and is answered with the app's
+/// status (and, for `scene open`, the session it created); queries are answered at once.
+final class ControlRequests {
+    private let loop: EventLoop
+    private unowned let host: any DaemonHost
+    private let placement: any ProcessPlacement
+    /// The session a waiting `scene open` created, for its reply.
+    private var openedScenes: [ObjectIdentifier: String] = [:]
+
+    init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement) {
+        self.loop = loop
+        self.host = host
+        self.placement = placement
+    }
+
+    /// Apply a lifectl request; the reply goes out when the app settles (or at once on refusal).
+    func handle(_ request: Request, for name: String, from client: ControlClient) {
+        guard !host.stopping else { return client.reply(.failure("lifecycled is shutting down")) }
+        host.runtime(name)?.waiters.append(client)
+        do {
+            let effects = try host.request(request, for: name, origin: "lifectl")
+            for case .note(name, .sceneSessionCreated(let scene, _)) in effects where request.isSceneRequest {
+                openedScenes[ObjectIdentifier(client)] = scene
+            }
+            host.perform(effects)
+        } catch {
+            // Only this request's entry: earlier requests of the same connection still wait for their replies.
+            if let app = host.runtime(name), let index = app.waiters.lastIndex(where: { $0 === client }) {
+                app.waiters.remove(at: index)
+            }
+            client.reply(.failure(error.description))
+        }
+        host.drain()
+    }
+
+    /// The app settled: every request waiting for it gets its status.
+    func settled(_ app: AppRuntime) {
+        let waiters = app.waiters
+        app.waiters = []
+        guard !waiters.isEmpty, let status = status(of: app.name) else { return }
+        for waiter in waiters {
+            waiter.reply(ControlReply(ok: true, apps: [status], scene: openedScenes.removeValue(forKey: ObjectIdentifier(waiter))))
+        }
+    }
+
+    /// Every waiting request of the app fails with `message` (the app is removed, the daemon stops or restarts).
+    func fail(_ app: AppRuntime, _ message: String) {
+        for waiter in app.waiters { waiter.reply(.failure(message)) }
+    }
+
+    /// lifectl post: deliver or queue, and say how many of each.
+    func post(_ type: String, payload: JSONValue, to app: String?) -> ControlReply {
+        do {
+            let outcome = try host.post(type, payload: payload, to: app)
+            host.drain()
+            Log.info("posted \(type)\(app.map { " to \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
+            return ControlReply(ok: true, posted: PostSummary(delivered: outcome.delivered, queued: outcome.queued))
+        } catch {
+            return .failure(error.description)
+        }
+    }
+
+    func status(of name: String) -> AppStatus? {
+        guard let app = host.runtime(name) else { return nil }
+        let method = StatusReport.suspendMethod(inForce: app.suspendedWith, configured: app.config.suspendMethod,
+                                                freezerAvailable: placement.freezer(of: app) != nil || placement.canFreeze)
+        let process = StatusReport.Process(pid: app.pid, sinceWall: app.sinceWall, suspendMethod: method,
+                                           cgroupPath: placement.displayPath(of: app))
+        let wallNow = wallClockNow(), now = loop.now
+        return host.withRecord(name) { record in StatusReport.app(record, process: process, wallNow: wallNow, now: now) }
+    }
+
+    func allStatuses() -> [AppStatus] { host.appNames.compactMap(status(of:)) }
+}

@@ -1,0 +1,210 @@
+import CSupport
+import Glibc
+import LifecycleModel
+
+/// The apps' state files in RUNTIME_DIR/state: which apps are to be saved and when, and, at start, taking back
+/// what a previous daemon left (re-adoption), so that no process it started stays stopped without a daemon that
+/// knows it.
+final class Persistence {
+    private let loop: EventLoop
+    private unowned let host: any DaemonHost
+    private let store: StateStore
+    private let placement: any ProcessPlacement
+    private let processes: ProcessSupervisor
+    private let externalApps: ExternalApps
+    private let fdStore: FDStore
+    private let retired: RetiredSources
+    /// The apps whose state file is to be saved when the callback returns, each once (`AppRuntime.dirty`).
+    private var dirty: [AppRuntime] = []
+    private var saveScheduled = false
+
+    init(loop: EventLoop, host: any DaemonHost, store: StateStore, placement: any ProcessPlacement,
+         processes: ProcessSupervisor, externalApps: ExternalApps, fdStore: FDStore, retired: RetiredSources) {
+        self.loop = loop
+        self.host = host
+        self.store = store
+        self.placement = placement
+        self.processes = processes
+        self.externalApps = externalApps
+        self.fdStore = fdStore
+        self.retired = retired
+    }
+
+    // MARK: Saving
+
+    /// The save runs once the current callback returns (`EventLoop.afterCallback`): every change one event made,
+    /// one file per app, before the loop waits again.
+    func markDirty(_ app: AppRuntime) {
+        guard flag(app), !saveScheduled else { return }
+        saveScheduled = true
+        loop.afterCallback { [unowned self] in
+            self.saveScheduled = false
+            self.saveDirty()
+        }
+    }
+
+    /// A post queued something: for one app, or for whichever apps hold queues now.
+    func markQueuesDirty(_ app: String?) {
+        let names = app.map { [$0] } ?? host.records.filter { !$0.queue.isEmpty }.map(\.name)
+        for name in names {
+            if let runtime = host.runtime(name) { markDirty(runtime) }
+        }
+    }
+
+    /// Saves every app in `apps` now (the daemon hands its apps over).
+    func saveNow(_ apps: some Sequence<AppRuntime>) {
+        for app in apps { _ = flag(app) }
+        saveDirty()
+    }
+
+    /// The app left the configuration: nothing of it is saved any more.
+    func forget(_ app: AppRuntime) {
+        app.dirty = false
+        dirty.removeAll { $0 === app }
+        store.remove(app.name)
+    }
+
+    /// Puts `app` on the list of apps to save, once; false if it was there.
+    private func flag(_ app: AppRuntime) -> Bool {
+        guard !app.dirty else { return false }
+        app.dirty = true
+        dirty.append(app)
+        return true
+    }
+
+    func saveDirty() {
+        let saving = dirty
+        dirty = []
+        for app in saving { app.dirty = false }
+        for app in saving.count > 1 ? saving.sorted(by: { $0.name < $1.name }) : saving {
+            let name = app.name
+            guard let snapshot = host.snapshot(of: name) else { continue }
+            // The start time is read once per process (it never changes), not at every save.
+            let startTime = app.pid.flatMap { pid in store.savedStartTime(of: name, pid: pid) ?? ProcessTable.startTime(of: pid) }
+            let persisted = PersistedApp(
+                name: name, pid: app.pid, startTime: startTime,
+                suspendedWith: app.suspendedWith.map { $0 == .signal ? "signal" : "freezer" },
+                token: app.pid == nil ? nil : app.token, snapshot: snapshot)
+            do {
+                try store.save(persisted)
+            } catch {
+                Log.warning("\(name): Failed to save its state: \(error); a restart of lifecycled may not take it back")
+            }
+        }
+    }
+
+    // MARK: Taking back a previous run
+
+    /// Take back what a previous daemon left: apps whose process is still there and the same one (pid and
+    /// start time) resume their state; anything else it left running is continued and terminated, so that no
+    /// process stays stopped without a daemon that knows it.
+    func restorePreviousRun() {
+        let (saved, problems) = store.loadAll()
+        for problem in problems { Log.warning("Ignoring an unreadable state file: \(problem)") }
+        for persisted in saved {
+            let pid = persisted.pid.flatMap { pid in
+                persisted.startTime != nil && ProcessTable.startTime(of: pid) == persisted.startTime ? pid : nil
+            }
+            guard let app = host.runtime(persisted.name) else {
+                if let pid {
+                    release(app: persisted.name, pids: [pid], processGroup: pid, cgroup: placement.leftover(persisted.name),
+                            reason: "it is no longer in the configuration")
+                }
+                store.remove(persisted.name)
+                continue
+            }
+            guard let pid, persisted.snapshot.state.isRunning else {
+                if let old = persisted.pid, persisted.snapshot.state.isRunning {
+                    Log.notice("\(app.name): its process \(old) ended while lifecycled was away")
+                }
+                host.adopt(app.name, persisted.snapshot, running: false)
+                markDirty(app)
+                continue
+            }
+            readopt(app, pid: pid, persisted)
+        }
+        // Processes in an app's cgroup that no state file accounts for (the state was lost, or the app's leader
+        // died and left children): never left stopped either. Only the apps whose group exists can have strays;
+        // the others get theirs at their first launch.
+        guard placement.canPlaceInGroups else { return }
+        let existing = placement.leftoverNames()
+        for name in host.appNames where existing.contains(name) {
+            guard let app = host.runtime(name), app.pid == nil, let cgroup = placement.leftover(name) else { continue }
+            app.cgroup = cgroup
+            let strays = cgroup.pids()
+            if !strays.isEmpty, app.config.external {
+                externalApps.continueStrays(app, strays, cgroup: cgroup)
+            } else if !strays.isEmpty {
+                release(app: name, pids: strays, processGroup: nil, cgroup: cgroup, reason: "no saved state accounts for them")
+            }
+        }
+        host.drain()
+    }
+
+    private func readopt(_ app: AppRuntime, pid: pid_t, _ persisted: PersistedApp) {
+        let name = app.name
+        placement.adopt(app)
+        switch persisted.suspendedWith {
+        case "signal"?: app.suspendedWith = .signal
+        case "freezer"?: app.suspendedWith = placement.freezer(of: app).map(SuspendMechanism.freezer) ?? .signal
+        default: app.suspendedWith = persisted.snapshot.state == .suspended ? .signal : nil
+        }
+        // Not our child any more (the previous daemon was its parent): its exit comes through a pidfd, the one the
+        // service manager kept when there is one (the very process, whatever has its pid by now).
+        let pidfd = fdStore.takePidfd(app, pid: pid) ?? cs_pidfd_open(pid)
+        guard pidfd >= 0 else {
+            return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup,
+                           reason: "it cannot be watched (pidfd_open: \(String(cString: strerror(errno))))")
+        }
+        app.began(pid: pid, pidfd: pidfd, token: persisted.token)
+        do {
+            try processes.watchExit(app, pid: pid, pidfd: pidfd, what: "re-adopted process")
+        } catch {
+            close(pidfd)
+            app.pid = nil
+            app.pidfd = nil
+            return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup, reason: "it cannot be watched: \(error)")
+        }
+        // The file is saved once per loop iteration: a crash between a stop (or a continue) and that save
+        // leaves the kernel ahead of the file. The kernel wins: a process is never left stopped unknowingly.
+        var snapshot = persisted.snapshot
+        let frozen = placement.freezer(of: app) != nil && placement.isFrozen(app)
+        let stopped = frozen || ProcessTable.allStopped(placement.processGroup(of: app))
+        if snapshot.state == .suspended && !stopped {
+            Log.notice("\(name): saved as suspended, but its processes run; taking it back in the background")
+            snapshot.state = .background
+            app.suspendedWith = nil
+        } else if snapshot.state != .suspended && stopped {
+            Log.notice("\(name): saved as \(snapshot.state.rawValue), but its processes are stopped (the previous lifecycled died mid-suspension); continuing them")
+            if frozen { try? placement.thaw(app) }
+            kill(-pid, SIGCONT)
+            app.suspendedWith = nil
+        }
+        if !app.pidfdStored { fdStore.storePidfd(app, pid: pid, pidfd: pidfd) }
+        Log.event(.launch, .notice,
+                  "\(name): re-adopted process \(pid) in state \(snapshot.state.rawValue) from the previous lifecycled",
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "re-adoption")])
+        host.adopt(name, snapshot, running: true)
+    }
+
+    /// Processes a previous daemon left that this one cannot take back: thawed and continued, then SIGTERM,
+    /// then SIGKILL for whoever is still there after the app's TimeoutStopSec.
+    private func release(app name: String, pids: [pid_t], processGroup: pid_t?, cgroup: AppCgroup?, reason: String) {
+        Log.event(.exit, .warning,
+                  "\(name): process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")) left by a previous lifecycled cannot be re-adopted (\(reason)); continuing and terminating \(pids.count == 1 ? "it" : "them")",
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_REASON", reason)])
+        do { try cgroup?.thaw() } catch { Log.debug("\(name): Failed to thaw its cgroup: \(error)") }
+        let identities = pids.map { ($0, ProcessTable.startTime(of: $0)) }
+        for pid in pids { kill(pid, SIGCONT); kill(pid, SIGTERM) }
+        if let processGroup { kill(-processGroup, SIGCONT); kill(-processGroup, SIGTERM) }
+        let timeout = host.runtime(name)?.config.policy.stopTimeout ?? AppPolicy().stopTimeout
+        var source: EventSource?
+        source = try? loop.timer { [weak self] in
+            for (pid, start) in identities where start != nil && ProcessTable.startTime(of: pid) == start { kill(pid, SIGKILL) }
+            if let processGroup { kill(-processGroup, SIGKILL) }
+            cgroup?.killAll()
+            if let source { self?.retired.retire(source) }
+        }
+        source?.arm(after: timeout)
+    }
+}

@@ -1,0 +1,222 @@
+import Glibc
+import LifecycleModel
+
+/// Where an app's processes live, and how the daemon weighs, freezes, counts and empties that place. The process
+/// supervisor, re-adoption, external apps and status all go through it, so that a new kind of place (a systemd
+/// scope, a group someone else made) is one more conformance. An app's place is its `AppRuntime.cgroup` when it
+/// has one, which need not be a group the daemon made itself; without one, its process group is all there is.
+protocol ProcessPlacement: AnyObject {
+    /// Gets the app's place ready for a launch (made, or thawed if it was left frozen: the child joins it before it
+    /// execs, while the daemon waits) and returns the cgroup.procs files the child joins.
+    func prepareLaunch(_ app: AppRuntime) -> [String]
+    /// The place of a process a previous daemon started, as it finds it.
+    func adopt(_ app: AppRuntime)
+    /// Whether apps can have a group of their own here (`ExternalFrom=cgroup` needs one).
+    var canPlaceInGroups: Bool { get }
+    /// The place of an app configured as external with `ExternalFrom=cgroup`, made for whoever starts it; nil
+    /// where apps cannot have a group of their own.
+    func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup?
+    /// An external process placed itself in one of the app's groups: the app's other groups take it too.
+    func gather(_ app: AppRuntime)
+    /// An external app stopped by its process group alone: a group left from an earlier configuration or from
+    /// the strays check at start is not its own, and goes if it is empty.
+    func dropUnused(_ app: AppRuntime)
+    /// Every process of the app.
+    func members(of app: AppRuntime) -> [pid_t]
+    /// The processes in the app's process group, which a signal to the group reaches.
+    func processGroup(of app: AppRuntime) -> [pid_t]
+    /// Whether the app's place can hold processes outside its process group (a child that called setsid()).
+    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool
+    /// Whether `pid` is in the app's own place (beyond its process group).
+    func contains(_ pid: pid_t, in app: AppRuntime) -> Bool
+    /// The freezer the app's place offers, if any.
+    func freezer(of app: AppRuntime) -> FreezerKind?
+    /// Whether a suspension of this app by freezer is possible (for status, before there is a place).
+    var canFreeze: Bool { get }
+    func freeze(_ app: AppRuntime) throws(SystemError)
+    func thaw(_ app: AppRuntime) throws(SystemError)
+    /// Thaws the app's place if its freezer holds it frozen or freezing.
+    func thawIfFrozen(_ app: AppRuntime)
+    func isFrozen(_ app: AppRuntime) -> Bool
+    /// Applies `priority` to the app's processes (weights where the place has them, else nice) and returns the
+    /// class now known to be applied to the place.
+    func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass?
+    /// SIGKILL to everything the app has: its place (thawed first) and its process group.
+    func killAll(_ app: AppRuntime, leader: pid_t)
+    /// The app is gone from the configuration, or the daemon stops: its place goes.
+    func remove(_ app: AppRuntime)
+    /// The place as a person reads it, for status.
+    func displayPath(of app: AppRuntime) -> String?
+    /// Names of apps whose place exists from an earlier run, and the place of one, for the strays check at start.
+    func leftoverNames() -> Set<String>
+    func leftover(_ name: String) -> AppCgroup?
+    /// The daemon stops: what holds the apps' places goes.
+    func removeAll()
+}
+
+/// Apps in their process group alone: no cgroup, priority by nice, suspension by signal.
+final class ProcessGroupPlacement: ProcessPlacement {
+    func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
+    func adopt(_ app: AppRuntime) {}
+    var canPlaceInGroups: Bool { false }
+    func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup? { nil }
+    func gather(_ app: AppRuntime) {}
+    func dropUnused(_ app: AppRuntime) {}
+
+    func members(of app: AppRuntime) -> [pid_t] {
+        guard let pid = app.pid else { return [] }
+        return ProcessTable.members(ofProcessGroup: pid)
+    }
+
+    func processGroup(of app: AppRuntime) -> [pid_t] { members(of: app) }
+    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool { false }
+    func contains(_ pid: pid_t, in app: AppRuntime) -> Bool { false }
+    func freezer(of app: AppRuntime) -> FreezerKind? { nil }
+    var canFreeze: Bool { false }
+    func freeze(_ app: AppRuntime) throws(SystemError) { throw SystemError(operation: "freeze \(app.name)", errno: EOPNOTSUPP) }
+    func thaw(_ app: AppRuntime) throws(SystemError) {}
+    func thawIfFrozen(_ app: AppRuntime) {}
+    func isFrozen(_ app: AppRuntime) -> Bool { false }
+
+    func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
+        let failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members, useNice: true)
+        for failure in failures { Log.debug("\(app.name): \(failure), ignoring") }
+        return priority
+    }
+
+    func killAll(_ app: AppRuntime, leader: pid_t) { kill(-leader, SIGKILL) }
+    func remove(_ app: AppRuntime) {}
+    func displayPath(of app: AppRuntime) -> String? { nil }
+    func leftoverNames() -> Set<String> { [] }
+    func leftover(_ name: String) -> AppCgroup? { nil }
+    func removeAll() {}
+}
+
+/// Apps in cgroups under the daemon's group (`CgroupSupport`): weights, the freezer, and a kill of the whole
+/// group. An app without a cgroup (one could not be made, or an external app stopped by its process group) is
+/// placed as by `ProcessGroupPlacement`.
+final class CgroupPlacement: ProcessPlacement {
+    private let cgroups: CgroupSupport
+    private let processGroups = ProcessGroupPlacement()
+
+    init(_ cgroups: CgroupSupport) {
+        self.cgroups = cgroups
+    }
+
+    func prepareLaunch(_ app: AppRuntime) -> [String] {
+        if app.cgroup == nil {
+            do {
+                app.cgroup = try cgroups.makeAppCgroup(app: app.name)
+            } catch {
+                Log.warning("Failed to create the cgroup of \(app.name): \(error); using its process group alone")
+            }
+        }
+        // The child joins the cgroup before it execs, while this daemon waits for that exec (CLONE_VFORK): in a
+        // cgroup left frozen (a frozen app killed by jetsam, someone else's freeze) it would freeze there and the
+        // daemon with it. A group made just now cannot be frozen; any other is thawed first.
+        if app.cgroup?.isNew == true {
+            app.cgroup?.isNew = false
+        } else {
+            thawIfFrozen(app)
+        }
+        return app.cgroup?.procsFiles ?? []
+    }
+
+    func adopt(_ app: AppRuntime) {
+        if !app.usesProcessGroupAlone { app.cgroup = try? cgroups.makeAppCgroup(app: app.name) }
+    }
+
+    var canPlaceInGroups: Bool { true }
+
+    func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup? {
+        let cgroup = try cgroups.makeAppCgroup(app: app.name)
+        app.cgroup = cgroup
+        return cgroup
+    }
+
+    /// Placed in one hierarchy (the one shown); the daemon's other ones (v1 cpu, freezer) follow here.
+    func gather(_ app: AppRuntime) {
+        guard let cgroup = app.cgroup else { return }
+        for file in cgroup.procsFiles {
+            for member in cgroup.pids() { try? writeKernelFile(file, String(member)) }
+        }
+    }
+
+    func dropUnused(_ app: AppRuntime) {
+        guard let cgroup = app.cgroup else { return }
+        if cgroup.pids().isEmpty { _ = cgroup.remove() }
+        app.cgroup = nil
+    }
+
+    func members(of app: AppRuntime) -> [pid_t] {
+        if let cgroup = app.cgroup, app.pid != nil {
+            let pids = cgroup.pids()
+            if !pids.isEmpty { return pids }
+        }
+        return processGroups.members(of: app)
+    }
+
+    /// Taken from the app's cgroup (a getpgid per member) rather than from a scan of all of /proc, which costs
+    /// tens of milliseconds with a thousand apps.
+    func processGroup(of app: AppRuntime) -> [pid_t] {
+        if let cgroup = app.cgroup, let pid = app.pid {
+            let pids = cgroup.pids()
+            if !pids.isEmpty { return pids.filter { getpgid($0) == pid } }
+        }
+        return processGroups.processGroup(of: app)
+    }
+
+    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool { app.cgroup != nil }
+    func contains(_ pid: pid_t, in app: AppRuntime) -> Bool { app.cgroup?.pids().contains(pid) == true }
+    func freezer(of app: AppRuntime) -> FreezerKind? { app.cgroup?.freezer }
+    var canFreeze: Bool { cgroups.canFreeze }
+
+    func freeze(_ app: AppRuntime) throws(SystemError) {
+        guard let cgroup = app.cgroup else { return try processGroups.freeze(app) }
+        try cgroup.freeze()
+    }
+
+    func thaw(_ app: AppRuntime) throws(SystemError) { try app.cgroup?.thaw() }
+
+    func thawIfFrozen(_ app: AppRuntime) {
+        guard let cgroup = app.cgroup, cgroup.isFreezing() else { return }
+        do { try cgroup.thaw() } catch { Log.warning("\(app.name): Failed to thaw its cgroup: \(error)") }
+    }
+
+    func isFrozen(_ app: AppRuntime) -> Bool { app.cgroup?.isFrozen() ?? false }
+
+    func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
+        guard let cgroup = app.cgroup else { return processGroups.apply(priority, previous: previous, to: app, leader: leader, members: members) }
+        var previous = previous
+        var applied: PriorityClass? = priority
+        var cpuByCgroup = false
+        do {
+            // Background and suspended weigh the same (PriorityClass.weightClass): between them nothing is written.
+            if previous?.weightClass != priority.weightClass { try cgroup.setPriority(priority) }
+            cpuByCgroup = cgroup.controlsCPU
+        } catch {
+            Log.debug("\(app.name): Failed to set the cgroup priority: \(error)")
+            // Nice instead, now and (nothing known to be applied) at the next transition too.
+            previous = nil
+            applied = nil
+        }
+        let failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members, useNice: !cpuByCgroup)
+        for failure in failures { Log.debug("\(app.name): \(failure), ignoring") }
+        return applied
+    }
+
+    /// A v1-frozen task is unkillable until thawed; after SIGKILL no code of the app runs anyway.
+    func killAll(_ app: AppRuntime, leader: pid_t) {
+        if let cgroup = app.cgroup {
+            thawIfFrozen(app)
+            cgroup.killAll()
+        }
+        processGroups.killAll(app, leader: leader)
+    }
+
+    func remove(_ app: AppRuntime) { app.cgroup?.remove() }
+    func displayPath(of app: AppRuntime) -> String? { app.cgroup?.displayPath }
+    func leftoverNames() -> Set<String> { cgroups.existingAppCgroupNames() }
+    func leftover(_ name: String) -> AppCgroup? { try? cgroups.makeAppCgroup(app: name) }
+    func removeAll() { cgroups.removeParent() }
+}

@@ -1,0 +1,255 @@
+import CSupport
+import Glibc
+import LifecycleModel
+
+/// The apps' processes: spawning them (side by side when several launch together), watching their exits and the
+/// kernel's stop and continue reports, and cleaning up after them. Stops and continues themselves are
+/// `Suspension`'s; where the processes live is the `ProcessPlacement`'s.
+final class ProcessSupervisor {
+    private let loop: EventLoop
+    private unowned let host: any DaemonHost
+    private let placement: any ProcessPlacement
+    private let suspension: Suspension
+    private let fdStore: FDStore
+    private let retired: RetiredSources
+    /// The daemon's environment: PATH to find `Exec=`, and what apps inherit.
+    private let environment: [String: String]
+    /// RUNTIME_DIR/app.sock, given to clients as LIFECYCLE_SOCKET when it listens.
+    var appSocketPath: String?
+    /// Launches started inside `launchingTogether`, not finished yet; nil outside it.
+    private var launchBatch: [LaunchInFlight]?
+    /// At most this many launches of a batch are in flight (descriptors, memory): the oldest is finished first.
+    static let launchBatchLimit = 64
+
+    init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement, suspension: Suspension,
+         fdStore: FDStore, retired: RetiredSources, environment: [String: String]) {
+        self.loop = loop
+        self.host = host
+        self.placement = placement
+        self.suspension = suspension
+        self.fdStore = fdStore
+        self.retired = retired
+        self.environment = environment
+    }
+
+    // MARK: Spawn
+
+    /// A launch whose child is being spawned: what `finishLaunch` needs once its pid is known.
+    private struct LaunchInFlight {
+        let name: String
+        let launch: LaunchOptions
+        let pair: (daemon: Int32, child: Int32)?
+        let output: (child: Int32, reader: Int32?)?
+        let spawn: Result<PendingSpawn, SystemError>
+    }
+
+    func spawn(_ app: AppRuntime, _ launch: LaunchOptions) {
+        let name = app.name, config = app.config
+        let procsFiles = placement.prepareLaunch(app)
+        let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        guard let executable = resolveExecutable(config.exec[0], path: path) else {
+            return host.queue(.spawnFailed(app: name, reason: "executable '\(config.exec[0])' not found (PATH=\(path))"))
+        }
+        let credentials: Credentials?
+        do {
+            credentials = try lookupCredentials(user: config.user, group: config.group)
+        } catch {
+            return host.queue(.spawnFailed(app: name, reason: "\(error)"))
+        }
+
+        var pair: (daemon: Int32, child: Int32)?
+        if config.policy.speaksProtocol {
+            var fds: [Int32] = [-1, -1]
+            guard cs_socketpair_cloexec(&fds) == 0 else {
+                return host.queue(.spawnFailed(app: name, reason: "Failed to create the client socket: \(String(cString: strerror(errno)))"))
+            }
+            pair = (fds[0], fds[1])
+        }
+        // The app's stdout and stderr: a journal stream under its name, or a pipe the daemon prefixes onto its stderr.
+        var output: (child: Int32, reader: Int32?)?
+        if Log.toJournal, let stream = Journal.stream(identifier: name) {
+            output = (stream, nil)
+        } else {
+            var fds: [Int32] = [-1, -1]
+            if cs_pipe_cloexec(&fds) == 0 { output = (fds[1], fds[0]) }
+        }
+        var childEnvironment = Self.environment(for: config, credentials: credentials, daemon: environment)
+        childEnvironment.append("LIFECYCLE_APP=\(name)")
+        if pair != nil {
+            childEnvironment.append("LIFECYCLE_FD=3")
+            if let appSocketPath { childEnvironment.append("LIFECYCLE_SOCKET=\(appSocketPath)") }
+        }
+
+        let request = SpawnRequest(executable: executable, argv: config.exec, environment: childEnvironment,
+                                   workingDirectory: config.workingDirectory, credentials: credentials,
+                                   inheritedFD: pair?.child, cgroupProcsFiles: procsFiles, outputFD: output?.child)
+        let onWorker = launchBatch != nil
+        let started = LaunchInFlight(name: name, launch: launch, pair: pair, output: output,
+                                     spawn: Result { () throws(SystemError) in try startSpawn(request, onWorker: onWorker) })
+        guard launchBatch != nil else { return finishLaunch(started) }
+        launchBatch?.append(started)
+        if let batch = launchBatch, batch.count > Self.launchBatchLimit {
+            launchBatch?.removeFirst()
+            finishLaunch(batch[0])
+        }
+    }
+
+    /// Runs `body` (which launches apps) with the children spawned on worker threads, so that they set themselves
+    /// up side by side while the next apps are prepared, and finishes every launch before returning. The model
+    /// has moved each app already; its pid, output, connection and priority are set when its launch finishes.
+    func launchingTogether(_ body: () -> Void) {
+        guard launchBatch == nil else { return body() }
+        launchBatch = []
+        body()
+        let batch = launchBatch ?? []
+        launchBatch = nil
+        for started in batch { finishLaunch(started) }
+        host.drain()
+    }
+
+    private func finishLaunch(_ started: LaunchInFlight) {
+        let name = started.name, pair = started.pair, output = started.output, launch = started.launch
+        guard let app = host.runtime(name) else { return }
+        let config = app.config
+        let pid: pid_t
+        do {
+            pid = try started.spawn.get().wait()
+        } catch {
+            if let pair { close(pair.daemon); close(pair.child) }
+            if let output { close(output.child); output.reader.map { _ = close($0) } }
+            return host.queue(.spawnFailed(app: name, reason: "\(error)"))
+        }
+        if let pair { close(pair.child) }
+        if let output {
+            close(output.child)
+            if let reader = output.reader { app.output = try? OutputReader(fd: reader, app: name, loop: loop) }
+        }
+        app.began(pid: pid, token: makeToken())
+        do {
+            app.child = try loop.watchChild(pid: pid) { [unowned self] code, status in
+                self.childChanged(name, pid: pid, code: code, status: status)
+            }
+            fdStore.storePidfd(app, pid: pid)
+            if let pair {
+                app.connection = try host.openConnection(name, fd: pair.daemon)
+                fdStore.storeConnection(app, fd: pair.daemon)
+            }
+        } catch {
+            Log.error("Failed to watch \(name) (pid \(pid)): \(error); killing it")
+            kill(-pid, SIGKILL)
+        }
+        // The priority of the state the model has moved the app to by now (a launch together with others finishes
+        // after its transitions, which found no pid to apply it to).
+        if let state = host.record(name)?.state, let priority = PriorityClass(state) {
+            apply(priority, to: app, pid: pid)
+        }
+        Log.event(.launch, .info, "\(name): started pid \(pid): \(config.exec.joined(separator: " "))"
+            + (launch.launchedBy == "lifectl" ? "" : " (\(launch.launchedBy))"),
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", launch.launchedBy),
+                   ("LIFECYCLE_EXEC", config.exec.joined(separator: " "))])
+    }
+
+    /// systemd-like: a small clean environment, not the daemon's own, plus the app's `Environment=`.
+    static func environment(for config: AppConfig, credentials: Credentials?, daemon: [String: String]) -> [String] {
+        let personal = ["HOME", "USER", "LOGNAME", "XDG_RUNTIME_DIR"]
+        var environment: [String] = []
+        for key in ["PATH", "LANG", "LC_ALL", "TZ"] + personal where credentials == nil || !personal.contains(key) {
+            if let value = daemon[key] { environment.append("\(key)=\(value)") }
+        }
+        if let credentials {
+            if let home = credentials.home { environment.append("HOME=\(home)") }
+            if let user = credentials.userName { environment += ["USER=\(user)", "LOGNAME=\(user)"] }
+        }
+        let overridden = Set(config.environment.map { $0.prefix { $0 != "=" } })
+        environment.removeAll { overridden.contains($0.prefix { $0 != "=" }) }
+        return environment + config.environment
+    }
+
+    // MARK: Priority
+
+    /// Applies the priority of `state` if it differs from the one applied; forgets it once the app stops running.
+    func transitioned(_ app: AppRuntime, to state: AppState) {
+        if let priority = PriorityClass(state), priority != app.priority, let pid = app.pid {
+            apply(priority, to: app, pid: pid)
+        }
+        if !state.isRunning { app.priority = nil }
+    }
+
+    func apply(_ priority: PriorityClass, to app: AppRuntime, pid: pid_t) {
+        app.priority = placement.apply(priority, previous: app.priority, to: app, leader: pid,
+                                       members: app.members(iteration: loop.iteration, placement))
+    }
+
+    // MARK: Exits and the kernel's reports
+
+    private func childChanged(_ name: String, pid: pid_t, code: Int32, status: Int32) {
+        guard let app = host.runtime(name), app.pid == pid else { return }
+        switch code {
+        case Int32(CLD_EXITED), Int32(CLD_KILLED), Int32(CLD_DUMPED):
+            suspension.forget(name)
+            exited(app, code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status))
+        case Int32(CLD_STOPPED):
+            // waitid() reports a stop only while the process is stopped (a SIGCONT clears it as it is sent): the
+            // stop this daemon caused is confirmed for the leader without reading /proc.
+            if suspension.awaitsConfirmation(name) && app.suspendedWith == .signal {
+                return suspension.confirm(name, leaderStopped: true)
+            }
+            // The model takes a stop only for an app it does not hold suspended: for one it does, nothing to check.
+            guard host.record(name)?.state != .suspended else { return }
+            // Check /proc so a stale event after our own SIGCONT is not taken for someone else's stop.
+            if ProcessTable.state(of: pid) == "T" { host.dispatch(.processStopped(app: name)) }
+        case Int32(CLD_CONTINUED):
+            // While our own stop is unconfirmed, a continue is the late report of our previous SIGCONT: the new
+            // SIGSTOP may not be delivered yet, so /proc still shows the process running, and taking that for
+            // someone else's continue would move the app to the background as it stops.
+            guard !(suspension.awaitsConfirmation(name) && app.suspendedWith != nil) else { return }
+            // The model takes a continue only for a suspended app it is not terminating (the report of our own
+            // resume comes when the app is in the background already): for any other, nothing to check.
+            guard let record = host.record(name), record.state == .suspended, !record.isTerminating else { return }
+            if ProcessTable.state(of: pid) != "T" { host.dispatch(.processContinued(app: name)) }
+        default: break
+        }
+    }
+
+    /// A process that is not the daemon's child (re-adopted, or external): its exit comes through its pidfd, with a
+    /// status only its parent learns (reported as 255, a failure for Restart=).
+    func watchExit(_ app: AppRuntime, pid: pid_t, pidfd: Int32, what: String) throws(SystemError) {
+        let name = app.name
+        app.child = try loop.watch(fd: pidfd, events: IOEvents.readable) { [unowned self, unowned app] _ in
+            guard app.pidfd == pidfd else { return }
+            Log.notice("\(name): \(what) \(pid) ended (its exit status went to its parent)")
+            self.exited(app, .exited(255))
+        }
+    }
+
+    private func exited(_ app: AppRuntime, _ status: ExitStatus) {
+        if let pid = app.pid {
+            Log.event(.exit, .info, "\(app.name): process \(pid) \(status)",
+                      [("LIFECYCLE_APP", app.name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_EXIT", "\(status)")])
+            // Whatever the app left behind in its group or cgroup goes with it (systemd's KillMode=control-group),
+            // and the cgroup is not left frozen for the next launch.
+            placement.killAll(app, leader: pid)
+        }
+        app.pid = nil
+        app.suspendedWith = nil
+        app.stopCheck?.cancel()
+        if let child = app.child { retired.retire(child) }
+        app.child = nil
+        if let pidfd = app.pidfd { close(pidfd) }
+        app.pidfd = nil
+        fdStore.releaseConnection(app)
+        fdStore.releasePidfd(app)
+        app.connection?.closeQuietly()
+        app.connection = nil
+        host.dispatch(.exited(app: app.name, status))
+    }
+}
+
+/// 128 random bits in hex (the system's CSPRNG, getrandom): an app's reconnection token.
+func makeToken() -> String {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<2).map { _ in
+        let text = String(generator.next() as UInt64, radix: 16)
+        return String(repeating: "0", count: 16 - text.count) + text
+    }.joined()
+}

@@ -1,0 +1,148 @@
+import Glibc
+import LifecycleModel
+
+/// How an app is stopped: SIGSTOP to the process group by default; the cgroup freezer (`SuspendMethod=freezer`)
+/// where the app's place has one.
+enum SuspendMechanism: Equatable {
+    case signal
+    case freezer(FreezerKind)
+
+    var description: String {
+        switch self {
+        case .signal: "signal"
+        case .freezer(let kind): "freezer (\(kind))"
+        }
+    }
+}
+
+/// Stopping and continuing apps, and the confirmation that a stop took: every process shows `T` in /proc, or
+/// the cgroup reports frozen. Owns the set of stops the daemon started and has not confirmed yet, which tells
+/// the kernel's stop and continue reports of the daemon's own signals from someone else's.
+final class Suspension {
+    private let loop: EventLoop
+    private unowned let host: any DaemonHost
+    private let placement: any ProcessPlacement
+    /// Apps whose suspension the daemon started and has not confirmed yet.
+    private var unconfirmed: Set<String> = []
+    /// A stop is given this long to take before the daemon says some processes still run.
+    static let confirmationLimit: Duration = .seconds(2)
+
+    init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement) {
+        self.loop = loop
+        self.host = host
+        self.placement = placement
+    }
+
+    /// Whether a stop of `name` the daemon started awaits its confirmation.
+    func awaitsConfirmation(_ name: String) -> Bool { unconfirmed.contains(name) }
+
+    /// The app exited: nothing of its stop is left to confirm.
+    func forget(_ name: String) { unconfirmed.remove(name) }
+
+    func suspend(_ app: AppRuntime) {
+        guard let pid = app.pid else { return }
+        let name = app.name
+        unconfirmed.insert(name)
+        var mechanism = SuspendMechanism.signal
+        if app.config.suspendMethod == .freezer {
+            if let kind = placement.freezer(of: app) {
+                do {
+                    try placement.freeze(app)
+                    mechanism = .freezer(kind)
+                } catch {
+                    Log.warning("\(name): Failed to freeze its cgroup: \(error); using SIGSTOP")
+                }
+            } else {
+                Log.notice("\(name): SuspendMethod=freezer, but it has no cgroup freezer here; using SIGSTOP")
+            }
+        }
+        // The members as the priority of the transition read them, in this same callback.
+        let members = app.members(iteration: loop.iteration, placement)
+        if mechanism == .signal {
+            kill(-pid, SIGSTOP)
+            // A child that left the group (setsid) is still in the app's cgroup: it is stopped too.
+            for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGSTOP) }
+        }
+        app.suspendedWith = mechanism
+        app.stopCheckStarted = loop.now
+        app.stopMembers = members
+        if mechanism == .signal && app.pidfd == nil {
+            // Our own child: the kernel reports its stop (CLD_STOPPED), which confirms it without a read of /proc,
+            // and the other members are checked then. /proc read at once, before the signal has landed, mostly
+            // shows it running. The recheck stays armed in case no report comes (someone's SIGCONT cut it short).
+            armCheck(app)
+        } else {
+            confirm(name)
+        }
+    }
+
+    /// The stop is confirmed when every process shows `T` in /proc (or the cgroup reports frozen). Signals are
+    /// delivered asynchronously, so it is rechecked every millisecond until `confirmationLimit`.
+    /// `leaderStopped`: the kernel reported the stop of the leader (our child), so only the other processes the
+    /// suspension stopped are read in /proc, and none for an app of one process.
+    func confirm(_ name: String, leaderStopped: Bool = false) {
+        guard let app = host.runtime(name), let pid = app.pid, let mechanism = app.suspendedWith else {
+            unconfirmed.remove(name)
+            return
+        }
+        let members = leaderStopped ? app.stopMembers : app.members(iteration: loop.iteration, placement)
+        let confirmed = switch mechanism {
+        case .signal: leaderStopped ? ProcessTable.noneRunning(members.filter { $0 != pid }) : ProcessTable.allStopped(members)
+        case .freezer: placement.isFrozen(app)
+        }
+        let elapsed = loop.now - app.stopCheckStarted
+        if confirmed {
+            unconfirmed.remove(name)
+            app.stopCheck?.cancel()
+            let count = max(members.count, 1)
+            Log.info("\(name): suspended with \(mechanism.description): \(count) process\(count == 1 ? "" : "es") stopped, confirmed after \(Int(elapsed / .microseconds(1))) µs")
+        } else if elapsed < Self.confirmationLimit {
+            armCheck(app)
+        } else {
+            unconfirmed.remove(name)
+            Log.warning("\(name): Failed to confirm the suspension within 2s: some processes are still running")
+        }
+    }
+
+    func resume(_ name: String) {
+        unconfirmed.remove(name)
+        guard let app = host.runtime(name), let pid = app.pid else { return }
+        app.stopCheck?.cancel()
+        switch app.suspendedWith {
+        case .freezer:
+            do { try placement.thaw(app) } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
+        case .signal, nil:
+            kill(-pid, SIGCONT)
+            for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGCONT) }
+        }
+        app.suspendedWith = nil
+        app.stopMembers = []
+    }
+
+    func signal(_ app: AppRuntime, _ signal: TerminationSignal) {
+        guard let pid = app.pid else { return }
+        switch signal {
+        case .terminate: kill(-pid, SIGTERM)
+        case .kill: placement.killAll(app, leader: pid)
+        }
+        Log.info("\(app.name): sent \(signal.rawValue) to process group \(pid)")
+    }
+
+    /// The members of the app's place outside its process group (a child that called setsid()), which the signal
+    /// to the group does not reach. None where the process group is all there is. The process the daemon spawned
+    /// leads its group for good (a session leader cannot change its group): no getpgid for it.
+    private func membersOutsideGroup(_ app: AppRuntime, leader pid: pid_t) -> [pid_t] {
+        guard placement.reachesBeyondProcessGroup(app) else { return [] }
+        return app.members(iteration: loop.iteration, placement).filter { member in
+            !(member == pid && app.pidfd == nil) && getpgid(member) != pid
+        }
+    }
+
+    private func armCheck(_ app: AppRuntime) {
+        let name = app.name
+        if app.stopCheck == nil {
+            app.stopCheck = try? LoopTimer(loop: loop, lazyCancel: true) { [unowned self] in self.confirm(name) }
+        }
+        app.stopCheck?.arm(after: .milliseconds(1))
+    }
+}
