@@ -281,79 +281,58 @@ public struct Supervisor: Sendable {
             RequestError(app: name, state: app.state, becoming: projected == app.state ? nil : projected,
                          request: request, reason: .notAllowed(hint: hint))
         }
-        // Nothing but terminate reaches an external app that is not running: only its own process can start it.
-        if app.policy.external, !projected.isRunning, request != .terminate {
-            throw refuse("it is an external app (External=yes): lifecycled does not start it, its process attaches on the app socket")
-        }
-
-        if app.usesScenes || request.isSceneRequest {
-            try handleScenes(request, for: name, origin: origin, projected: projected)
+        if request.isSceneRequest {
+            if app.policy.external, !projected.isRunning { throw refuse(LifecycleRules.externalRefusal) }
+            try handleSceneRequest(request, for: name, origin: origin, projected: projected)
             return finish(name)
         }
-        switch request {
-        case .launch(let background):
-            guard !projected.isRunning else { throw refuse("it is already running") }
-            guard !app.state.isRunning else { throw refuse("it is still terminating") }
-            launch(name, LaunchOptions(launchedBy: origin, background: background,
-                                       terminatedInBackground: app.terminatedInBackground))
-            if background { append(name, .deliver(.didEnterBackground, nil)) }
-
-        case .focus:
-            switch projected {
-            case .notRunning, .failed:
-                guard !app.state.isRunning else { throw refuse("it is still terminating") }
-                launch(name, LaunchOptions(launchedBy: origin, terminatedInBackground: app.terminatedInBackground))
-            case .inactive: break
-            case .active: return finish(name)
-            case .background: break
-            case .suspended: append(name, .resume)
-            }
-            demoteOthers(than: name)
-            enqueueFocus(name, enteringForeground: projected == .background || projected == .suspended)
-
-        case .deactivate:
-            switch projected {
-            case .active: append(name, .deliver(.willResignActive, nil))
-            case .inactive: break
-            default: throw refuse("only an active app can be interrupted")
-            }
-
-        case .background:
-            switch projected {
-            case .active:
-                append(name, .deliver(.willResignActive, nil))
-                append(name, .deliver(.didEnterBackground, nil))
-            case .inactive:
-                append(name, .deliver(.didEnterBackground, nil))
-            case .background: break
-            case .suspended: throw refuse("it is already stopped in the background; resume it to let it run")
-            case .notRunning, .failed: throw refuse("launch it with --background")
-            }
-
-        case .suspend:
-            switch projected {
-            case .active:
-                append(name, .deliver(.willResignActive, nil))
-                append(name, .deliver(.didEnterBackground, nil))
-                append(name, .stop(reason: "suspend requested"))
-            case .inactive:
-                append(name, .deliver(.didEnterBackground, nil))
-                append(name, .stop(reason: "suspend requested"))
-            case .background: append(name, .stop(reason: "suspend requested"))
-            case .suspended: break
-            case .notRunning, .failed: throw refuse("it is not running")
-            }
-
-        case .resume:
-            guard projected == .suspended else { throw refuse("only a suspended app can be resumed") }
-            append(name, .resume)
-
-        case .terminate:
-            terminate(name)
-        case .openScene, .focusScene, .backgroundScene, .closeScene, .discardScene:
-            preconditionFailure("scene requests are handled by handleScenes")
+        switch LifecycleRules.outcome(of: request, from: projected, stillRunning: app.state.isRunning,
+                                      external: app.policy.external) {
+        case .refuse(let hint):
+            throw refuse(hint)
+        case .steps(let actions):
+            for action in actions { perform(action, for: name, origin: origin) }
         }
         return finish(name)
+    }
+
+    /// Carry out one action of the rules' table for this app.
+    mutating func perform(_ action: LifecycleRules.Action, for name: String, origin: String) {
+        switch action {
+        case .launch(let background):
+            launch(name, LaunchOptions(launchedBy: origin, background: background,
+                                       terminatedInBackground: table[name].terminatedInBackground))
+        case .resume:
+            append(name, .resume)
+        case .takeFocus:
+            if table[name].usesScenes {
+                takeSceneFocus(name, scene: nil, origin: origin)
+            } else {
+                demoteOthers(than: name)
+                enqueueFocus(name, from: table[name].projectedState)
+            }
+        case .moveTo(let target):
+            move(name, to: target, origin: origin)
+        case .stop:
+            append(name, .stop(reason: "suspend requested"))
+        case .terminate:
+            terminate(name)
+        }
+    }
+
+    /// Take the app to `target` (inactive or background) from where its queued work leaves it. An app with scenes
+    /// moves its scenes, and its own callbacks follow them; when no scene has to move (none is connected, as after
+    /// a launch into the background), the app goes through the application callbacks itself.
+    /// `origin`: who asks, for the options of a scene that connects.
+    mutating func move(_ name: String, to target: AppState, origin: String) {
+        let queued = table[name].pending.count
+        if table[name].usesScenes {
+            moveScenes(name, to: target, origin: origin)
+            if table[name].pending.count != queued { return }
+        }
+        for callback in LifecycleRules.callbacks(from: table[name].projectedState, to: target) {
+            append(name, .deliver(callback, nil))
+        }
     }
 
     // MARK: Events
@@ -659,7 +638,7 @@ public struct Supervisor: Sendable {
             guard app.state == .notRunning else { return }
             launch(name, LaunchOptions(launchedBy: "restart", terminatedInBackground: app.terminatedInBackground))
             if app.refocusOnRestart && activeApp == nil && focusQueue.isEmpty {
-                enqueueFocus(name, enteringForeground: false)
+                enqueueFocus(name, from: .inactive)
             } else if app.usesScenes {
                 // Like a plain launch: a scene comes to the foreground, so the app is not inactive with nothing shown.
                 bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: "restart"),
@@ -800,15 +779,9 @@ public struct Supervisor: Sendable {
                 advance(other)
                 continue
             }
-            switch table.with(other, { $0.projectedState }) {
-            case .active:
-                append(other, .deliver(.willResignActive, nil))
-                append(other, .deliver(.didEnterBackground, nil))
-            case .inactive:
-                append(other, .deliver(.didEnterBackground, nil))
-            default:
-                continue
-            }
+            let callbacks = LifecycleRules.callbacks(from: table[other].projectedState, to: .background)
+            guard !callbacks.isEmpty else { continue }
+            for callback in callbacks { append(other, .deliver(callback, nil)) }
             advance(other)
         }
     }
@@ -816,7 +789,7 @@ public struct Supervisor: Sendable {
     /// The app joins the focus queue. It comes to the foreground only once the previous holder has
     /// resigned (so the daemon sends: A willResignActive, A didEnterBackground, B willEnterForeground,
     /// B didBecomeActive), and leaves the queue when didBecomeActive is sent.
-    mutating func enqueueFocus(_ name: String, enteringForeground: Bool) {
+    mutating func enqueueFocus(_ name: String, from state: AppState) {
         focusQueue.append(name)
         append(name, .awaitFocus)
         if table[name].usesScenes {
@@ -826,8 +799,10 @@ public struct Supervisor: Sendable {
             append(name, .endFocusClaim)
             return
         }
-        if enteringForeground { append(name, .deliver(.willEnterForeground, nil)) }
-        append(name, .deliver(.didBecomeActive, nil))
+        // A launching app is inactive already; a suspended one is continued into the background first.
+        for callback in LifecycleRules.callbacks(from: state == .inactive ? .inactive : .background, to: .active) {
+            append(name, .deliver(callback, nil))
+        }
         append(name, .endFocusClaim)
     }
 
@@ -876,7 +851,8 @@ public struct Supervisor: Sendable {
                 // until the process is continued (by a resume step, or by whoever stopped it).
                 guard app.state != .suspended else { return }
                 table[name].pending.removeFirst()
-                switch repair(callback, of: app) {
+                switch LifecycleRules.repair(callback, in: app.state, holdsFocusClaim: app.holdsFocusClaim,
+                                            usesScenes: app.usesScenes) {
                 case .none: break
                 case .skip: continue
                 case .precede(let missing):
@@ -950,12 +926,7 @@ public struct Supervisor: Sendable {
                 if app.state == .inactive || app.state == .active {
                     let rest = table[name].pending
                     table[name].pending = []
-                    if app.usesScenes { sendScenesToBackground(name) }
-                    // No scene in the foreground to move (or no scenes): the application callbacks themselves.
-                    if table[name].pending.isEmpty {
-                        if app.state == .active { append(name, .deliver(.willResignActive, nil)) }
-                        append(name, .deliver(.didEnterBackground, nil))
-                    }
+                    move(name, to: .background, origin: reason)
                     table[name].pending += rest
                     continue
                 }
@@ -982,30 +953,6 @@ public struct Supervisor: Sendable {
                 emit(.armTimer(app: name, .kill, after: app.policy.stopTimeout))
                 return
             }
-        }
-    }
-
-    enum Repair { case none, skip, precede(LifecycleCallback) }
-
-    /// A transition callback was queued for the state the app would be in by then. Someone else stopping and
-    /// continuing it (it comes back in the background), or a scene moved by force, can leave the app elsewhere:
-    /// a callback that no longer leads anywhere is skipped, one that skips a step gets that step first, and an
-    /// activation without the focus claim it was queued under is dropped (focus is only taken through a claim).
-    func repair(_ callback: LifecycleCallback, of app: AppRecord) -> Repair {
-        switch (callback, app.state) {
-        case (.willEnterForeground, .background), (.willResignActive, .active), (.didEnterBackground, .inactive):
-            return .none
-        case (.didBecomeActive, .inactive):
-            return app.holdsFocusClaim || app.usesScenes ? .none : .skip
-        case (.didBecomeActive, .background):
-            // A scene app's callbacks follow its scenes: the scene's own repair brings it forward first.
-            return app.holdsFocusClaim && !app.usesScenes ? .precede(.willEnterForeground) : .skip
-        case (.didEnterBackground, .active):
-            return app.usesScenes ? .skip : .precede(.willResignActive)
-        case (.willEnterForeground, _), (.didBecomeActive, _), (.willResignActive, _), (.didEnterBackground, _):
-            return .skip
-        default:
-            return .none
         }
     }
 
