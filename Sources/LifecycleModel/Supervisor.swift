@@ -198,17 +198,13 @@ public struct Supervisor: Sendable {
     /// One app's record.
     public func app(_ name: String) -> AppRecord? { table.record(name) }
 
-    /// Empty lists of effects and touched apps for the next event, with room for what one event makes (an app
-    /// switch's return up to a dozen effects): grown from empty, they were reallocated three or four times per event.
+    /// Empty lists of effects and touched apps for the next event.
     mutating func startEvent() {
         effects = []
-        effects.reserveCapacity(16)
         touched = []
-        touched.reserveCapacity(4)
     }
 
-    /// `body` with the app's record borrowed, not copied (a copy retains and releases every array, set and string of
-    /// the record: some 25 of them were 8% of an app switch's instructions); nil for an unknown app.
+    /// `body` with the app's record borrowed rather than copied out whole; nil for an unknown app.
     public func withApp<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? {
         table.with(name, body)
     }
@@ -476,8 +472,8 @@ public struct Supervisor: Sendable {
     enum Offer { case delivered, queued, dropped }
 
     private mutating func offer(_ type: String, payload: JSONValue, size: Int, coalescing: Coalescing, to slot: Int) -> Offer {
-        // The hot path of posting: the record is read and written in place, never copied out
-        // (a live copy would also make the queue's add copy its storage).
+        // The record is read and written in place, never copied out: a live copy would make the queue's add copy
+        // its storage.
         let name = table[slot].name
         // A memory warning goes to every app, as UIKit's applicationDidReceiveMemoryWarning does.
         let receives = table[slot].state.isRunning && table[slot].policy.speaksProtocol
@@ -830,8 +826,7 @@ public struct Supervisor: Sendable {
     /// Run the app's queued steps until one has to wait.
     mutating func advance(_ name: String) {
         if !touched.contains(name) { touched.append(name) }
-        // The conditions read in place; the record is copied only for a step to run (the last check, which finds
-        // nothing to do, copied it too: about a third of a switch's copies).
+        // The conditions read the record in place; it is copied only for a step to run.
         while let slot = table.slotIfPresent(name), table[slot].awaiting == nil, !table[slot].terminating, !table[slot].dying,
               !table[slot].pending.isEmpty {
             let app = table[slot]
@@ -1054,38 +1049,15 @@ public struct PostError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// The apps' records in an array, found by name through an index: reads borrow and writes mutate in
-/// place (a dictionary of structs copies a record on every read through its subscript).
-///
-/// The slots of the two apps written last are tried first, by comparing names: one event works on one app or two
-/// (an app switch: the one leaving and the one coming), and looks each up dozens of times. The index's lookup
-/// hashes the whole name (SipHash): 137 lookups were a third of an app switch's instructions, where comparing with
-/// the same name, usually the very same string, costs a few instructions.
+/// The apps' records in an array, found by name through an index: reads borrow and writes mutate in place
+/// (a dictionary of structs would copy a record out on every read through its subscript).
 struct AppTable: Sendable {
     private(set) var records: [AppRecord] = []
     private var slots: [String: Int] = [:]
-    /// The slots of the two apps written last (checked against `records` before use: no invalidation).
-    private var hints = (0, 0)
 
     var names: [String] { records.map(\.name) }
 
-    @inline(__always)
-    private func hinted(_ name: String) -> Int? {
-        if hints.0 < records.count && records[hints.0].name == name { return hints.0 }
-        if hints.1 < records.count && records[hints.1].name == name { return hints.1 }
-        return nil
-    }
-
-    @inline(__always)
-    private func find(_ name: String) -> Int? { hinted(name) ?? slots[name] }
-
-    /// `find`, remembering the slot for the next lookups.
-    private mutating func note(_ name: String) -> Int? {
-        if let slot = hinted(name) { return slot }
-        guard let slot = slots[name] else { return nil }
-        hints = (slot, hints.0)
-        return slot
-    }
+    private func find(_ name: String) -> Int? { slots[name] }
 
     func record(_ name: String) -> AppRecord? { find(name).map { records[$0] } }
 
@@ -1104,10 +1076,7 @@ struct AppTable: Sendable {
     /// The record of an app that exists (a programmer error otherwise).
     subscript(name: String) -> AppRecord {
         _read { yield records[find(name)!] }
-        _modify {
-            let slot = note(name)!
-            yield &records[slot]
-        }
+        _modify { yield &records[find(name)!] }
     }
 
     subscript(slot: Int) -> AppRecord {

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import LifecycleModel
 
@@ -64,6 +65,7 @@ struct FocusLivenessTests {
 
     @Test("every schedule of pipelined requests and answers comes to rest", arguments: 0..<8)
     func schedulesComeToRest(batch: Int) {
+        print("Focus liveness: seeds \(batch * 1000)..<\(batch * 1000 + 1000)")
         for seed in UInt64(batch * 1000)..<UInt64(batch * 1000 + 1000) {
             var explorer = Explorer(seed: seed, apps: [
                 "a": AppPolicy(), "b": AppPolicy(), "c": .silent, "r": Self.restarting, "s": Self.scenes, "t": Self.single,
@@ -76,6 +78,12 @@ struct FocusLivenessTests {
             }
         }
     }
+}
+
+/// The seed of a random test: LIFECYCLED_TEST_SEED when set (to replay a failure), else a fixed one, so that every
+/// run explores the same cases unless asked otherwise. Each test prints the seed it uses.
+func testSeed() -> UInt64 {
+    ProcessInfo.processInfo.environment["LIFECYCLED_TEST_SEED"].flatMap { UInt64($0) } ?? 0x5EED_1FEC_7C1E
 }
 
 /// SplitMix64: small, fast, and the same sequence everywhere.

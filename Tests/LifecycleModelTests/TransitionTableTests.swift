@@ -184,4 +184,61 @@ struct TransitionTableTests {
             #expect(h.model.activeApp == (settlesIn == .active ? "a" : nil))
         }
     }
+
+    @Test("the rules' table refuses exactly the cells this table refuses, with the same words")
+    func rulesTableMatches() {
+        for cell in Self.cells {
+            switch (LifecycleRules.outcome(of: cell.request, from: cell.from), cell.outcome) {
+            case (.refuse(let reason), .refused(let hint)): #expect(reason == hint, "\(cell.testDescription)")
+            case (.steps, .allowed): break
+            case (let rule, _): Issue.record("\(cell.testDescription): the rules say \(rule)")
+            }
+        }
+    }
+
+    /// UIKit's app-switch and return orders, and nothing else: every pair of states the callbacks connect.
+    static let uikitOrders: [AppState: [AppState: [LifecycleCallback]]] = [
+        .active: [.inactive: [.willResignActive], .background: [.willResignActive, .didEnterBackground]],
+        .inactive: [.active: [.didBecomeActive], .background: [.didEnterBackground]],
+        .background: [.inactive: [.willEnterForeground], .active: [.willEnterForeground, .didBecomeActive]],
+    ]
+
+    @Test("callbacks(from:to:) gives UIKit's order between every pair of states, and no callback elsewhere")
+    func callbackOrdersAreUIKits() {
+        for from in AppState.allCases {
+            for to in AppState.allCases {
+                #expect(LifecycleRules.callbacks(from: from, to: to) == Self.uikitOrders[from]?[to] ?? [],
+                        "\(from) → \(to)")
+            }
+        }
+    }
+
+    @Test("every path through the callbacks walks UIKit's ladder one rung at a time: each callback leads to the state the next one starts from")
+    func callbackOrdersChain() {
+        for from in AppState.allCases {
+            for to in AppState.allCases where from != to {
+                var state = from
+                for callback in LifecycleRules.callbacks(from: from, to: to) {
+                    let next = callback.resultingState!
+                    #expect(LifecycleRules.callbacks(from: state, to: next) == [callback], "\(from) → \(to) at \(callback)")
+                    state = next
+                }
+                if !LifecycleRules.callbacks(from: from, to: to).isEmpty { #expect(state == to, "\(from) → \(to)") }
+            }
+        }
+    }
+
+    @Test("scene callbacks go connect, foreground, active on the way up and resign, background, disconnect on the way down")
+    func sceneCallbackOrders() {
+        #expect(LifecycleRules.sceneCallbacks(from: nil, to: .foregroundActive)
+                == [.sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive])
+        #expect(LifecycleRules.sceneCallbacks(from: .background, to: .foregroundInactive) == [.sceneWillEnterForeground])
+        #expect(LifecycleRules.sceneCallbacks(from: .foregroundActive, to: .foregroundInactive) == [.sceneWillResignActive])
+        #expect(LifecycleRules.sceneCallbacks(from: .foregroundActive, to: nil)
+                == [.sceneWillResignActive, .sceneDidEnterBackground, .sceneDidDisconnect])
+        #expect(LifecycleRules.sceneCallbacks(from: .unattached, to: .background) == [.sceneDidEnterBackground])
+        #expect(LifecycleRules.sceneCallbacks(from: .foregroundInactive, to: .foregroundInactive) == [])
+        #expect(LifecycleRules.sceneCallbacks(from: .background, to: .background) == [])
+        #expect(LifecycleRules.sceneCallbacks(from: nil, to: nil) == [])
+    }
 }
