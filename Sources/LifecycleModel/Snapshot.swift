@@ -209,8 +209,7 @@ extension Supervisor {
         table[name].terminatedInBackground = snapshot.terminatedInBackground
         table[name].queue = snapshot.queue
         table[name].observing = Set(snapshot.observing)
-        table[name].connected = false
-        table[name].muted = false
+        table[name].run.link = .awaitingHello
         // Ids go on past any the previous daemon may have sent after its last save, so that a late ack for one
         // of its messages (read from a connection kept in the service manager's store) never matches a new one.
         table[name].nextMessageID = (snapshot.nextMessageID ?? 1) + 1000

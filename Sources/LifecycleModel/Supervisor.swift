@@ -1,189 +1,3 @@
-/// One step of an app's ordered work. Steps run one at a time; a step that sends a callback
-/// holds the queue until the client's ack or the deadline, so the daemon never moves an app on
-/// (and never stops it) before its handler has returned.
-enum Step: Sendable, Equatable {
-    /// Wait for the client's hello (or the launch timeout, after which it is managed without messages).
-    case awaitHello
-    case deliver(LifecycleCallback, LaunchOptions?)
-    /// A scene-delegate callback to one scene (its session may be discarded meanwhile: then skipped).
-    case deliverScene(SceneCallback, scene: String)
-    /// Ask the app which configuration the connecting scene uses (configurationForConnecting).
-    case configureScene(String)
-    /// Forget these sessions and tell the app (didDiscardSceneSessions).
-    case discardSessions([String])
-    /// Wait until this app is first in the focus queue and no other app is active.
-    case awaitFocus
-    /// The focus claim that `awaitFocus` began ends here, after the activation it asked for (sent, skipped because
-    /// its scene was discarded, or not needed): the next claim in the focus queue may go. A claim ends only at its
-    /// own step, so a scene activation inside an app that already holds focus never ends another claim.
-    case endFocusClaim
-    case stop(reason: String)
-    case resume
-    /// SIGTERM, then wait for the exit (SIGKILL when the stop timeout fires).
-    case terminate
-}
-
-/// The model's view of one app.
-public struct AppRecord: Sendable {
-    public let name: String
-    public internal(set) var policy: AppPolicy
-    public internal(set) var state: AppState = .notRunning
-    public internal(set) var stateSince: MonotonicTime = .zero
-    /// The client said hello on this run.
-    public internal(set) var connected = false
-    /// A protocol app that never said hello, or hung up: managed without messages.
-    public internal(set) var muted = false
-    /// Callbacks whose deadline passed without an ack, over the app's life in this daemon.
-    public internal(set) var deadlineMisses = 0
-    /// Launches of this app in this daemon (the first and every restart).
-    public internal(set) var launches = 0
-    /// The previous run ended in the background or suspended (UIKit's launch option).
-    public internal(set) var terminatedInBackground = false
-
-    var pending: [Step] = []
-    var awaiting: Delivery?
-    var terminating = false
-    /// Someone asked for termination on this run: the exit is not a crash, whenever it comes
-    /// (even before the willTerminate ack).
-    var terminationRequested = false
-    /// SIGKILLed by the launch watchdog: nothing more runs until the exit.
-    var dying = false
-    var graceArmed = false
-    var restartScheduled = false
-    var refocusOnRestart = false
-    /// The transition the message in flight belongs to was abandoned (the app was stopped by someone else):
-    /// its ack, when it comes, moves nothing.
-    var inFlightAbandoned = false
-    var nextMessageID = 1
-    /// Start times inside the start-limit window.
-    var recentStarts: [MonotonicTime] = []
-
-    /// Notifications held while the app cannot receive them (suspended, or not connected yet).
-    public internal(set) var queue: NotificationQueue
-    /// The notification types the client observes (it says so in hello or observe).
-    public internal(set) var observing: Set<String> = []
-    /// Open background tasks, in the order they began.
-    public internal(set) var tasks: [BackgroundTask] = []
-    /// When the app last entered the background: its background task time counts from here.
-    public internal(set) var enteredBackgroundAt: MonotonicTime?
-    /// The grace time ran out while tasks were open: suspend as soon as they end (or run out).
-    var graceOver = false
-    var taskTimersArmed = false
-    /// Background tasks that were still open when their time ran out.
-    public internal(set) var taskOverruns = 0
-    /// When the app last left the foreground: jetsam terminates the least recently used first.
-    public internal(set) var lastForeground: MonotonicTime = .zero
-    /// Terminations while suspended, under memory pressure.
-    public internal(set) var memoryTerminations = 0
-    /// Scene sessions (apps with `[Scenes]`), in creation order. They outlive connections and processes.
-    public internal(set) var sessions: [SceneSession] = []
-    var nextSceneNumber = 1
-    var activations = 0
-    /// Sessions discarded while the app could not hear it: told when it next runs (UIKit does the same).
-    var discardedUntold: [String] = []
-
-    init(name: String, policy: AppPolicy) {
-        self.name = name
-        self.policy = policy
-        queue = NotificationQueue(limit: policy.queueLimit)
-    }
-
-    /// Time left in the background for its tasks; nil in the foreground (the time starts on entering the background).
-    public func backgroundTimeRemaining(now: MonotonicTime) -> Duration? {
-        guard state == .background, let enteredBackgroundAt else { return nil }
-        return max(.zero, policy.backgroundTaskTime - (now - enteredBackgroundAt))
-    }
-
-    /// Nothing in flight: no step queued, no ack awaited, no termination under way.
-    public var isSettled: Bool { pending.isEmpty && awaiting == nil && !terminating }
-
-    /// Termination was asked for on this run (it may still be delivering willTerminate).
-    public var isTerminating: Bool { terminating || terminationRequested || dying }
-
-    /// The callback whose ack is awaited, if any.
-    public var awaitingCallback: LifecycleCallback? { awaiting?.callback }
-
-    var canMessage: Bool { policy.speaksProtocol && connected && !muted }
-
-    /// The state the app will be in once its queued work is done; requests are judged against it.
-    var projectedState: AppState {
-        if terminating || dying { return .notRunning }
-        var state = self.state
-        var scenes = sessions.map(\.state)
-        /// A scene app's state follows its scenes (once none is half-connected).
-        func follow(_ callback: SceneCallback, _ scene: String) {
-            guard let index = sessions.firstIndex(where: { $0.id == scene }), let next = callback.resultingState else { return }
-            scenes[index] = next
-            guard state == .inactive || state == .active || state == .background,
-                  !scenes.contains(.unattached) else { return }
-            state = AppState.derived(fromScenes: scenes.compactMap { $0 })
-        }
-        switch awaiting?.message {
-        case .app(let callback, _)? where !callback.changesStateOnSend:
-            if let next = callback.resultingState { state = next }
-        case .scene(let callback, let scene, _)? where !callback.changesStateOnSend:
-            follow(callback, scene)
-        default: break
-        }
-        for step in pending {
-            switch step {
-            case .deliver(let callback, _): if let next = callback.resultingState { state = next }
-            case .deliverScene(let callback, let scene): follow(callback, scene)
-            case .stop: state = .suspended
-            case .resume: state = .background
-            case .terminate: return .notRunning
-            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions: break
-            }
-        }
-        return state
-    }
-
-    public var usesScenes: Bool { policy.scenes != nil }
-
-    /// Between its `awaitFocus` and its `endFocusClaim`: this app's claim is the one the focus queue serves (the
-    /// next of the two in its queue is the claim's end).
-    var holdsFocusClaim: Bool {
-        for step in pending {
-            if step == .awaitFocus { return false }
-            if step == .endFocusClaim { return true }
-        }
-        return false
-    }
-
-    /// Sessions that queued work will discard: gone for every later request.
-    var pendingDiscards: Set<String> {
-        var scenes: Set<String> = []
-        for case .discardSessions(let discarded) in pending { scenes.formUnion(discarded) }
-        return scenes
-    }
-
-    func sessionIndex(_ id: String) -> Int? { sessions.firstIndex { $0.id == id } }
-
-    /// Each session's scene state once queued work is done (nil: disconnected), in `sessions` order.
-    var projectedSceneStates: [SceneActivationState?] {
-        var states = sessions.map(\.state)
-        func apply(_ callback: SceneCallback, _ scene: String) {
-            if let index = sessionIndex(scene), let next = callback.resultingState { states[index] = next }
-        }
-        if case .scene(let callback, let scene, _)? = awaiting?.message, !callback.changesStateOnSend { apply(callback, scene) }
-        for case .deliverScene(let callback, let scene) in pending { apply(callback, scene) }
-        return states
-    }
-
-    /// Focus moves between two scenes of this app: the one that holds it resigns, then the other activates
-    /// (a pending activation not behind a wait for focus). The app stays active through the move.
-    var focusHandingOver: Bool {
-        for step in pending {
-            switch step {
-            case .awaitFocus: return false
-            case .deliverScene(.sceneDidBecomeActive, _): return true
-            default: continue
-            }
-        }
-        return false
-    }
-}
-
 /// The lifecycle of every app and the one focus domain, as a pure state machine:
 /// requests and events in, effects out. No I/O, no clock: time comes in with each call.
 public struct Supervisor: Sendable {
@@ -339,8 +153,7 @@ public struct Supervisor: Sendable {
         switch event {
         case .hello(let name):
             guard table.with(name, { $0.state.isRunning }) == true else { return [] }
-            table[name].connected = true
-            table[name].muted = false
+            table[name].run.link = .connected
             emit(.cancelTimer(app: name, .hello))
             flushNotifications(name)
             return finish(name)
@@ -367,7 +180,8 @@ public struct Supervisor: Sendable {
             return finish(name)
 
         case .processStopped(let name):
-            guard let app = table.record(name), app.state.isRunning, app.state != .suspended, !app.terminating else { return [] }
+            guard let app = table.record(name), app.state.isRunning, app.state != .suspended,
+                  app.run.termination != .signalled else { return [] }
             emit(.note(app: name, .stoppedExternally))
             setState(name, .suspended, reason: "stopped by someone else")
             // Its scenes leave the foreground with it, and one halfway through connecting stays connected in the
@@ -382,13 +196,13 @@ public struct Supervisor: Sendable {
             // termination asked for still happens; a discard already granted stands.
             let terminationQueued = app.pending.contains(.terminate)
             dropPendingWork(name)
-            if app.awaiting != nil { table[name].inFlightAbandoned = true }
+            table[name].run.inFlight?.abandoned = true
             if terminationQueued { terminate(name) }
             return finish(name)
 
         case .processContinued(let name):
             // Terminating a suspended app continues it on purpose, so that it can exit.
-            guard let app = table.record(name), app.state == .suspended, !app.terminating else { return [] }
+            guard let app = table.record(name), app.state == .suspended, app.run.termination != .signalled else { return [] }
             emit(.note(app: name, .continuedExternally))
             setState(name, .background, reason: "continued by someone else")
             flushNotifications(name)
@@ -396,8 +210,7 @@ public struct Supervisor: Sendable {
 
         case .disconnected(let name):
             guard let app = table.record(name), app.state.isRunning else { return [] }
-            table[name].connected = false
-            table[name].muted = true
+            table[name].run.link = .muted
             if let awaiting = app.awaiting {
                 complete(name, awaiting, reply: nil, reason: "client disconnected")
             }
@@ -528,8 +341,7 @@ public struct Supervisor: Sendable {
             return effects
         }
         // Like the launch watchdog's kill: nothing more runs for it, and requests wait for the exit.
-        table[victim].terminationRequested = true
-        table[victim].dying = true
+        table[victim].run.termination = .killed(requested: true)
         table[victim].memoryTerminations += 1
         emit(.note(app: victim, .terminatedForMemory(residentBytes: residentBytes[victim])))
         emit(.signal(app: victim, .kill))
@@ -552,24 +364,24 @@ public struct Supervisor: Sendable {
     /// The grace time ran out while tasks held the app up; now that none does, it is suspended.
     private mutating func suspendIfGraceIsOver(_ name: String, reason: String) {
         let app = table[name]
-        guard app.graceOver, app.tasks.isEmpty, app.state == .background, app.isSettled else { return }
-        table[name].graceOver = false
+        guard app.grace == .over, app.tasks.isEmpty, app.state == .background, app.isSettled else { return }
+        table[name].grace = .idle
         append(name, .stop(reason: reason))
     }
 
     mutating func armTaskTimers(_ name: String) {
         let app = table[name]
         // Apps that are never suspended for their grace (no BackgroundTimeSec, or background modes) need no task time.
-        guard !app.taskTimersArmed, !app.tasks.isEmpty, app.policy.backgroundModes.isEmpty, app.policy.backgroundTime != nil,
+        guard !app.run.taskTimersArmed, !app.tasks.isEmpty, app.policy.backgroundModes.isEmpty, app.policy.backgroundTime != nil,
               let remaining = app.backgroundTimeRemaining(now: now) else { return }
-        table[name].taskTimersArmed = true
+        table[name].run.taskTimersArmed = true
         emit(.armTimer(app: name, .taskWarning, after: max(.zero, remaining - app.policy.expirationWarning)))
         emit(.armTimer(app: name, .taskDeadline, after: remaining))
     }
 
     private mutating func cancelTaskTimers(_ name: String) {
-        guard table.with(name, { $0.taskTimersArmed }) == true else { return }
-        table[name].taskTimersArmed = false
+        guard table.with(name, { $0.run.taskTimersArmed }) == true else { return }
+        table[name].run.taskTimersArmed = false
         emit(.cancelTimer(app: name, .taskWarning))
         emit(.cancelTimer(app: name, .taskDeadline))
     }
@@ -592,25 +404,25 @@ public struct Supervisor: Sendable {
                 // Its queue stays until the exit, which judges the crash (and whether it held focus).
                 emit(.note(app: name, .launchWatchdog))
                 table[name].awaiting = nil
-                table[name].dying = true
+                table[name].run.termination = .killed(requested: app.run.termination.isRequested)
                 emit(.signal(app: name, .kill))
             } else {
                 complete(name, awaiting, reply: nil, reason: "\(awaiting.name) deadline passed")
             }
         case .hello:
-            guard app.state.isRunning, !app.connected, !app.muted else { return }
-            table[name].muted = true
+            guard app.state.isRunning, app.run.link == .awaitingHello else { return }
+            table[name].run.link = .muted
             // Silent from now on: what was held for it will never be delivered.
             table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
             emit(.note(app: name, .noHello))
         case .grace:
-            guard app.graceArmed else { return }
-            table[name].graceArmed = false
+            guard app.grace == .armed else { return }
+            table[name].grace = .idle
             // Grace over and nothing else to do: suspend. Work in flight (a transition) wins.
             guard app.state == .background, app.isSettled else { return }
             // UIKit: an app holding background tasks runs on until they end or their time runs out.
             guard app.tasks.isEmpty else {
-                table[name].graceOver = true
+                table[name].grace = .over
                 return
             }
             append(name, .stop(reason: "background time over"))
@@ -618,22 +430,22 @@ public struct Supervisor: Sendable {
             guard app.state == .background, !app.tasks.isEmpty, let remaining = app.backgroundTimeRemaining(now: now) else { return }
             emit(.taskExpiring(app: name, tasks: app.tasks, remaining: remaining))
         case .taskDeadline:
-            table[name].taskTimersArmed = false
+            table[name].run.taskTimersArmed = false
             guard app.state == .background, !app.tasks.isEmpty else { return }
             table[name].taskOverruns += 1
             table[name].tasks = []
             emit(.note(app: name, .taskOverrun(app.tasks.map(\.name))))
             // UIKit: tasks not ended by the deadline do not keep the app running: suspended anyway.
             if app.isSettled {
-                table[name].graceOver = false
+                if app.grace == .over { table[name].grace = .idle }
                 append(name, .stop(reason: "background task time over"))
             }
         case .restart:
-            guard app.restartScheduled else { return }
-            table[name].restartScheduled = false
+            guard case .scheduled(let refocus) = app.restart else { return }
+            table[name].restart = .none
             guard app.state == .notRunning else { return }
             launch(name, LaunchOptions(launchedBy: "restart", terminatedInBackground: app.terminatedInBackground))
-            if app.refocusOnRestart && activeApp == nil && focusQueue.isEmpty {
+            if refocus && activeApp == nil && focusQueue.isEmpty {
                 enqueueFocus(name, from: .inactive)
             } else if app.usesScenes {
                 // Like a plain launch: a scene comes to the foreground, so the app is not inactive with nothing shown.
@@ -641,7 +453,7 @@ public struct Supervisor: Sendable {
                                   activate: false, origin: "restart")
             }
         case .kill:
-            guard app.terminating, app.state.isRunning else { return }
+            guard app.run.termination == .signalled, app.state.isRunning else { return }
             emit(.note(app: name, .killTimeout))
             emit(.signal(app: name, .kill))
         }
@@ -649,21 +461,13 @@ public struct Supervisor: Sendable {
 
     private mutating func exited(_ name: String, _ status: ExitStatus) {
         let app = table[name]
-        let requested = app.terminating || app.terminationRequested
+        let requested = app.run.termination.isRequested
         let heldFocus = activeApp == name || focusQueue.contains(name)
         for kind in [TimerKind.ack, .hello, .kill] { emit(.cancelTimer(app: name, kind)) }
         dropPendingWork(name)
-        table[name].awaiting = nil
-        table[name].terminating = false
-        table[name].terminationRequested = false
-        table[name].dying = false
-        table[name].connected = false
-        table[name].muted = false
-        table[name].terminatedInBackground = app.state == .background || app.state == .suspended
-        table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
-        table[name].observing = []
-        table[name].tasks = []
         cancelTaskTimers(name)
+        table[name].run = Run(queueLimit: app.policy.queueLimit)
+        table[name].terminatedInBackground = app.state == .background || app.state == .suspended
         setState(name, .notRunning, reason: requested ? "terminated, \(status)" : "\(status)")
         // Its scenes go with the process; their sessions (and saved states) stay for the next launch.
         for session in app.sessions where session.isConnected {
@@ -685,8 +489,7 @@ public struct Supervisor: Sendable {
         var delay = policy.restartDelay
         for _ in 1..<max(starts, 1) where delay < policy.restartMaxDelay { delay *= 2 }
         delay = min(delay, policy.restartMaxDelay)
-        table[name].restartScheduled = true
-        table[name].refocusOnRestart = heldFocus
+        table[name].restart = .scheduled(refocus: heldFocus)
         emit(.note(app: name, .restartScheduled(after: delay, attempt: starts + 1)))
         emit(.armTimer(app: name, .restart, after: delay))
     }
@@ -694,8 +497,8 @@ public struct Supervisor: Sendable {
     /// `spawn` false: the process is there already (an external app that attached); everything else is a launch.
     mutating func launch(_ name: String, _ options: LaunchOptions, spawn: Bool = true) {
         let app = table[name]
-        if app.restartScheduled {
-            table[name].restartScheduled = false
+        if app.restart != .none {
+            table[name].restart = .none
             emit(.cancelTimer(app: name, .restart))
         }
         // Someone acting on a failed app resets its start limit, as `systemctl reset-failed` does.
@@ -704,8 +507,7 @@ public struct Supervisor: Sendable {
         table[name].launches += 1
         // Message ids count per connection, and each launch brings a new one.
         table[name].nextMessageID = 1
-        table[name].connected = false
-        table[name].muted = false
+        table[name].run.link = .awaitingHello
         if spawn { emit(.spawn(app: name, options: options)) }
         setState(name, .inactive, reason: spawn ? "launched by \(options.launchedBy)" : "attached (\(options.launchedBy))")
         if app.policy.speaksProtocol { emit(.armTimer(app: name, .hello, after: app.policy.launchTimeout)) }
@@ -732,8 +534,8 @@ public struct Supervisor: Sendable {
         let app = table[name]
         guard !app.isTerminating else { return }
         guard app.state.isRunning else {
-            if app.restartScheduled {
-                table[name].restartScheduled = false
+            if app.restart != .none {
+                table[name].restart = .none
                 emit(.cancelTimer(app: name, .restart))
             }
             if app.state == .failed && !wakeSuspended {
@@ -745,7 +547,7 @@ public struct Supervisor: Sendable {
         }
         // Termination supersedes queued work; a callback already in flight still gets its ack or deadline.
         dropPendingWork(name)
-        table[name].terminationRequested = true
+        table[name].run.termination = .requested
         let stateAfterInFlight = app.awaiting?.callback.flatMap { $0.changesStateOnSend ? nil : $0.resultingState }
             ?? app.state
         // A suspended app is terminated without a message (UIKit: suspended apps get no notice), except when
@@ -804,11 +606,11 @@ public struct Supervisor: Sendable {
 
     /// The message in flight was acknowledged (or its deadline passed, or the client left: `reply` nil).
     mutating func complete(_ name: String, _ delivery: Delivery, reply: AckReply?, reason: String) {
+        let abandoned = table[name].run.inFlight?.abandoned ?? false
         table[name].awaiting = nil
         emit(.cancelTimer(app: name, .ack))
         // Stopped by someone else meanwhile: it stays suspended until continued, and what it was doing is abandoned.
-        let stopped = table[name].state == .suspended || table[name].inFlightAbandoned
-        table[name].inFlightAbandoned = false
+        let stopped = table[name].state == .suspended || abandoned
         switch delivery.message {
         case .app(let callback, _):
             if !callback.changesStateOnSend, let next = callback.resultingState, !stopped {
@@ -827,7 +629,7 @@ public struct Supervisor: Sendable {
     mutating func advance(_ name: String) {
         if !touched.contains(name) { touched.append(name) }
         // The conditions read the record in place; it is copied only for a step to run.
-        while let slot = table.slotIfPresent(name), table[slot].awaiting == nil, !table[slot].terminating, !table[slot].dying,
+        while let slot = table.slotIfPresent(name), table[slot].awaiting == nil, !table[slot].run.termination.isUnderway,
               !table[slot].pending.isEmpty {
             let app = table[slot]
             let step = app.pending[0]
@@ -942,7 +744,7 @@ public struct Supervisor: Sendable {
                 }
             case .terminate:
                 table[name].pending.removeFirst()
-                table[name].terminating = true
+                table[name].run.termination = .signalled
                 emit(.signal(app: name, .terminate))
                 if app.state == .suspended { emit(.continueProcess(app: name)) }
                 emit(.armTimer(app: name, .kill, after: app.policy.stopTimeout))
@@ -964,9 +766,9 @@ public struct Supervisor: Sendable {
         for name in touched {
             guard let app = table.record(name), app.isSettled else { continue }
             // Sitting in the background with nothing to do: the grace time runs.
-            if app.state == .background, !app.graceArmed, !app.graceOver, app.policy.backgroundModes.isEmpty,
+            if app.state == .background, app.grace == .idle, app.policy.backgroundModes.isEmpty,
                let grace = app.policy.backgroundTime {
-                table[name].graceArmed = true
+                table[name].grace = .armed
                 emit(.armTimer(app: name, .grace, after: grace))
             }
             emit(.settled(app: name))
@@ -983,7 +785,6 @@ public struct Supervisor: Sendable {
         let delivery = Delivery(id: table[name].nextMessageID, message: message, deadline: deadline)
         table[name].nextMessageID += 1
         table[name].awaiting = delivery
-        table[name].inFlightAbandoned = false
         emit(.send(app: name, delivery))
         emit(.armTimer(app: name, .ack, after: deadline))
     }
@@ -993,15 +794,15 @@ public struct Supervisor: Sendable {
         guard from != state else { return }
         table[name].state = state
         table[name].stateSince = now
-        if from == .background, table[name].graceArmed {
-            table[name].graceArmed = false
+        if from == .background, table[name].grace == .armed {
+            table[name].grace = .idle
             emit(.cancelTimer(app: name, .grace))
         }
         if from == .background { cancelTaskTimers(name) }
         if from.isForeground && !state.isForeground { table[name].lastForeground = now }
         if state == .background {
             table[name].enteredBackgroundAt = now
-            table[name].graceOver = false
+            if table[name].grace == .over { table[name].grace = .idle }
             armTaskTimers(name)
         }
         if state == .suspended, !table[name].tasks.isEmpty {

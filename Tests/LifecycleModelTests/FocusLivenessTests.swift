@@ -143,7 +143,7 @@ struct Explorer {
                 let name = pick(names)
                 guard model.app(name)?.state.isRunning == true else { continue }
                 switch Int.random(in: 0..<4, using: &random) {
-                case 0: if model.app(name)?.graceArmed == true { feed(.timerFired(app: name, .grace)) }
+                case 0: if model.app(name)?.grace == .armed { feed(.timerFired(app: name, .grace)) }
                 case 1: feed(.processStopped(app: name))
                 case 2: feed(.processContinued(app: name))
                 default:
@@ -161,9 +161,9 @@ struct Explorer {
         for _ in 0..<10_000 {
             if let name = names.first(where: { !(outstanding[$0] ?? []).isEmpty }) {
                 answer(name)
-            } else if let name = names.first(where: { model.app($0)?.terminating == true }) {
+            } else if let name = names.first(where: { model.app($0)?.run.termination == .signalled }) {
                 feed(.timerFired(app: name, .kill))
-            } else if let name = names.first(where: { model.app($0)?.restartScheduled == true }) {
+            } else if let name = names.first(where: { model.app($0).map { $0.restart != .none } == true }) {
                 feed(.timerFired(app: name, .restart))
             } else if let name = names.first(where: { model.app($0)?.state == .suspended && model.app($0)?.isSettled == false }) {
                 // Stopped by someone else with work queued: it waits for a continue, which comes at last.

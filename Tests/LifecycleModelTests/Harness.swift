@@ -107,7 +107,7 @@ struct Harness {
                     let timer: TimerKind? =
                         if app.awaiting != nil { .ack }
                         else if app.pending.first == .awaitHello, app.policy.speaksProtocol, !app.muted { .hello }
-                        else if app.terminating { .kill }
+                        else if app.run.termination == .signalled { .kill }
                         else { nil }
                     guard let timer else { continue }
                     h.advance(by: .seconds(30))
