@@ -105,23 +105,27 @@ public struct SceneConnection: Sendable, Equatable {
     }
 }
 
-/// Noteworthy things that are not transitions; the daemon logs them (and later, journals them).
+/// Noteworthy things that are not transitions; the daemon logs them. Each carries every value its log line needs,
+/// so that logging one is a pure function of the note.
 public enum Note: Sendable, Equatable {
-    case deadlineMissed(LifecycleCallback, id: Int)
+    /// The callback was not acknowledged within `after`; `misses`: deadlines the app missed so far.
+    case deadlineMissed(LifecycleCallback, id: Int, after: Duration, misses: Int)
     /// A scene message or a question (configurationForConnecting) was not acknowledged in time.
-    case messageDeadlineMissed(String, id: Int)
-    /// didFinishLaunching was not acknowledged in time: killed, as iOS's launch watchdog does.
-    case launchWatchdog
+    case messageDeadlineMissed(String, id: Int, after: Duration, misses: Int)
+    /// didFinishLaunching was not acknowledged within `after`: killed, as iOS's launch watchdog does.
+    case launchWatchdog(after: Duration)
     /// No hello within the launch timeout: managed from now on without messages.
-    case noHello
-    case restartScheduled(after: Duration, attempt: Int)
+    case noHello(after: Duration)
+    /// Start `attempt` of at most `limit` within `within` (StartLimitBurst=, StartLimitIntervalSec=).
+    case restartScheduled(after: Duration, attempt: Int, limit: Int, within: Duration)
     case startLimitHit(starts: Int, within: Duration)
     case stoppedExternally
     case continuedExternally
     case spawnFailed(String)
-    case killTimeout
-    /// Background tasks still open when their time ran out: suspended anyway.
-    case taskOverrun([String])
+    /// No exit within `after` (TimeoutStopSec=) of SIGTERM.
+    case killTimeout(after: Duration)
+    /// Background tasks still open when their time (`after`) ran out: suspended anyway. `overruns`: so far.
+    case taskOverrun([String], after: Duration, overruns: Int)
     /// Suspended (by request, or stopped by someone else) while holding background tasks.
     case tasksAbandoned([String])
     /// Memory pressure: `didReceiveMemoryWarning` went to the running apps.

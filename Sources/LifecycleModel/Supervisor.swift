@@ -395,14 +395,16 @@ public struct Supervisor: Sendable {
             guard let awaiting = app.awaiting else { return }
             table[name].deadlineMisses += 1
             if let callback = awaiting.callback {
-                emit(.note(app: name, .deadlineMissed(callback, id: awaiting.id)))
+                emit(.note(app: name, .deadlineMissed(callback, id: awaiting.id, after: awaiting.deadline,
+                                                      misses: table[name].deadlineMisses)))
             } else {
-                emit(.note(app: name, .messageDeadlineMissed(awaiting.name, id: awaiting.id)))
+                emit(.note(app: name, .messageDeadlineMissed(awaiting.name, id: awaiting.id, after: awaiting.deadline,
+                                                             misses: table[name].deadlineMisses)))
             }
             if awaiting.callback == .didFinishLaunching {
                 // iOS's launch watchdog: an app that does not finish launching in time is killed.
                 // Its queue stays until the exit, which judges the crash (and whether it held focus).
-                emit(.note(app: name, .launchWatchdog))
+                emit(.note(app: name, .launchWatchdog(after: awaiting.deadline)))
                 table[name].awaiting = nil
                 table[name].run.termination = .killed(requested: app.run.termination.isRequested)
                 emit(.signal(app: name, .kill))
@@ -414,7 +416,7 @@ public struct Supervisor: Sendable {
             table[name].run.link = .muted
             // Silent from now on: what was held for it will never be delivered.
             table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
-            emit(.note(app: name, .noHello))
+            emit(.note(app: name, .noHello(after: app.policy.launchTimeout)))
         case .grace:
             guard app.grace == .armed else { return }
             table[name].grace = .idle
@@ -434,7 +436,8 @@ public struct Supervisor: Sendable {
             guard app.state == .background, !app.tasks.isEmpty else { return }
             table[name].taskOverruns += 1
             table[name].tasks = []
-            emit(.note(app: name, .taskOverrun(app.tasks.map(\.name))))
+            emit(.note(app: name, .taskOverrun(app.tasks.map(\.name), after: app.policy.backgroundTaskTime,
+                                                 overruns: table[name].taskOverruns)))
             // UIKit: tasks not ended by the deadline do not keep the app running: suspended anyway.
             if app.isSettled {
                 if app.grace == .over { table[name].grace = .idle }
@@ -454,7 +457,7 @@ public struct Supervisor: Sendable {
             }
         case .kill:
             guard app.run.termination == .signalled, app.state.isRunning else { return }
-            emit(.note(app: name, .killTimeout))
+            emit(.note(app: name, .killTimeout(after: app.policy.stopTimeout)))
             emit(.signal(app: name, .kill))
         }
     }
@@ -490,7 +493,8 @@ public struct Supervisor: Sendable {
         for _ in 1..<max(starts, 1) where delay < policy.restartMaxDelay { delay *= 2 }
         delay = min(delay, policy.restartMaxDelay)
         table[name].restart = .scheduled(refocus: heldFocus)
-        emit(.note(app: name, .restartScheduled(after: delay, attempt: starts + 1)))
+        emit(.note(app: name, .restartScheduled(after: delay, attempt: starts + 1, limit: policy.startLimitBurst,
+                                                within: policy.startLimitInterval)))
         emit(.armTimer(app: name, .restart, after: delay))
     }
 

@@ -820,23 +820,20 @@ public final class Daemon {
     }
 
     private func log(_ name: String, _ note: Note) {
-        let policy = model.app(name)?.policy ?? AppPolicy()
         switch note {
-        case .deadlineMissed(let callback, let id):
-            let misses = model.app(name)?.deadlineMisses ?? 0
-            let limit = callback == .didFinishLaunching ? policy.launchTimeout : policy.ackTimeout
+        case .deadlineMissed(let callback, let id, let limit, let misses):
             Log.event(.deadlineMissed, .warning,
                       "\(name): \(callback.rawValue) (id \(id)) was not acknowledged within \(describe(limit)); going on (\(misses) missed so far)",
                       [("LIFECYCLE_APP", name), ("LIFECYCLE_CALLBACK", callback.rawValue), ("LIFECYCLE_MISSES", String(misses))])
-        case .launchWatchdog:
+        case .launchWatchdog(let limit):
             Log.event(.deadlineMissed, .error,
-                      "\(name): did not finish launching within \(describe(policy.launchTimeout)); killing it (launch watchdog)",
+                      "\(name): did not finish launching within \(describe(limit)); killing it (launch watchdog)",
                       [("LIFECYCLE_APP", name), ("LIFECYCLE_CALLBACK", "didFinishLaunching"), ("LIFECYCLE_REASON", "launch watchdog")])
-        case .noHello:
-            Log.notice("\(name): no hello within \(describe(policy.launchTimeout)); managing it without messages")
-        case .restartScheduled(let delay, let attempt):
+        case .noHello(let limit):
+            Log.notice("\(name): no hello within \(describe(limit)); managing it without messages")
+        case .restartScheduled(let delay, let attempt, let burst, let interval):
             Log.event(.restart, .notice,
-                      "\(name): restarting in \(describe(delay)) (start \(attempt) of at most \(policy.startLimitBurst) within \(describe(policy.startLimitInterval)))",
+                      "\(name): restarting in \(describe(delay)) (start \(attempt) of at most \(burst) within \(describe(interval)))",
                       [("LIFECYCLE_APP", name), ("LIFECYCLE_RESTART_DELAY_USEC", String(milliseconds(delay) * 1000)),
                        ("LIFECYCLE_ATTEMPT", String(attempt))])
         case .startLimitHit(let starts, let within):
@@ -849,11 +846,10 @@ public final class Daemon {
             Log.notice("\(name): its process was continued by someone else; now in the background")
         case .spawnFailed(let reason):
             Log.error("\(name): Failed to start: \(reason)")
-        case .killTimeout:
-            Log.warning("\(name): did not exit within \(describe(policy.stopTimeout)) of SIGTERM; sending SIGKILL")
-        case .taskOverrun(let tasks):
-            let overruns = model.app(name)?.taskOverruns ?? 0
-            Log.warning("\(name): background tasks still open when their \(describe(policy.backgroundTaskTime)) ran out: \(tasks.joined(separator: ", ")); suspending it anyway (\(overruns) overruns so far)")
+        case .killTimeout(let limit):
+            Log.warning("\(name): did not exit within \(describe(limit)) of SIGTERM; sending SIGKILL")
+        case .taskOverrun(let tasks, let limit, let overruns):
+            Log.warning("\(name): background tasks still open when their \(describe(limit)) ran out: \(tasks.joined(separator: ", ")); suspending it anyway (\(overruns) overruns so far)")
         case .tasksAbandoned(let tasks):
             Log.notice("\(name): suspended with background tasks open: \(tasks.joined(separator: ", "))")
         case .memoryWarning(let count):
@@ -865,10 +861,9 @@ public final class Daemon {
                         + (bytes.map { [("LIFECYCLE_RSS_BYTES", String($0))] } ?? []))
         case .nothingToTerminate:
             Log.warning("Memory pressure persists, and no suspended app is left to terminate")
-        case .messageDeadlineMissed(let message, let id):
-            let misses = model.app(name)?.deadlineMisses ?? 0
+        case .messageDeadlineMissed(let message, let id, let limit, let misses):
             Log.event(.deadlineMissed, .warning,
-                      "\(name): \(message) (id \(id)) was not acknowledged within \(describe(policy.ackTimeout)); going on (\(misses) missed so far)",
+                      "\(name): \(message) (id \(id)) was not acknowledged within \(describe(limit)); going on (\(misses) missed so far)",
                       [("LIFECYCLE_APP", name), ("LIFECYCLE_CALLBACK", message), ("LIFECYCLE_MISSES", String(misses))])
         case .sceneTransition(let scene, let from, let to, let reason):
             let fromName = from?.rawValue ?? "disconnected", toName = to?.rawValue ?? "disconnected"
