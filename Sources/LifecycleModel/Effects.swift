@@ -180,6 +180,11 @@ public enum Effect: Sendable, Equatable {
     case taskBegan(app: String, task: BackgroundTask, remaining: Duration?)
     /// Tell the app its background time runs out soon, naming its open tasks.
     case taskExpiring(app: String, tasks: [BackgroundTask], remaining: Duration)
+    /// Answer the request that opened a scene: the session it created.
+    case sceneOpened(app: String, scene: String)
+    /// What the daemon keeps of the app across its own restart changed (AppSnapshot, or its process): write it.
+    /// At most once per app per call, after the other effects.
+    case save(app: String)
 }
 
 /// Inputs from the world: the client, the timers and the kernel.
@@ -294,7 +299,8 @@ extension Effect {
         switch self {
         case .spawn(let app, _), .send(let app, _), .stopProcess(let app), .continueProcess(let app), .signal(let app, _),
              .armTimer(let app, _, _), .cancelTimer(let app, _), .transition(let app, _, _, _), .note(let app, _),
-             .settled(let app), .notify(let app, _), .taskBegan(let app, _, _), .taskExpiring(let app, _, _):
+             .settled(let app), .notify(let app, _), .taskBegan(let app, _, _), .taskExpiring(let app, _, _),
+             .sceneOpened(let app, _), .save(let app):
             app
         }
     }
@@ -315,16 +321,18 @@ extension Effect {
         case .notify: "notify"
         case .taskBegan: "taskBegan"
         case .taskExpiring: "taskExpiring"
+        case .sceneOpened: "sceneOpened"
+        case .save: "save"
         }
     }
 
-    /// Whether the app's persisted state (AppSnapshot, its pid) may differ after this effect: timers,
-    /// messages in flight and answers to requests are one daemon's business and need no write.
-    public var changesPersistedState: Bool {
+    /// Whether the app's saved state (AppSnapshot, its pid) may differ after this effect: timers and answers to
+    /// requests are one daemon's business and need no write.
+    var changesSavedState: Bool {
         switch self {
-        // .send: the next message id moves on.
+        // .send: the next message id moves on. .note: counters, discarded and created sessions.
         case .spawn, .stopProcess, .continueProcess, .transition, .note, .notify, .send: true
-        case .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring: false
+        case .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring, .sceneOpened, .save: false
         }
     }
 }

@@ -198,7 +198,8 @@ extension Supervisor {
             table[name].terminatedInBackground = snapshot.terminatedInBackground
                 || snapshot.state == .background || snapshot.state == .suspended
             if snapshot.state == .failed { table[name].state = .failed }
-            return effects
+            changedSavedState(name)
+            return endEvent()
         }
         var state = snapshot.state
         // A scene halfway through connecting is placed in the background; focus is never held twice.

@@ -68,6 +68,7 @@ extension Supervisor {
             }
             let wake = try wakeActions()
             let scene = newSession(name, role: role, configuration: configuration, origin: origin, options: options)
+            emit(.sceneOpened(app: name, scene: scene))
             for action in wake { perform(action, for: name, origin: origin) }
             takeSceneFocus(name, scene: scene, origin: origin)
 

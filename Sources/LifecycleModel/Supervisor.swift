@@ -16,6 +16,20 @@ public struct Supervisor: Sendable {
     mutating func startEvent() {
         effects = []
         touched = []
+        saves = []
+    }
+
+    /// The effects of the event, ending with one `save` per app whose saved state it changed.
+    mutating func endEvent() -> [Effect] {
+        for name in saves { effects.append(.save(app: name)) }
+        saves = []
+        return effects
+    }
+
+    /// Something the daemon persists for the app changed (AppSnapshot, or its process): it saves the app once
+    /// the event is done.
+    mutating func changedSavedState(_ name: String) {
+        if !name.isEmpty, !saves.contains(name) { saves.append(name) }
     }
 
     /// `body` with the app's record borrowed rather than copied out whole; nil for an unknown app.
@@ -49,6 +63,8 @@ public struct Supervisor: Sendable {
     var effects: [Effect] = []
     /// Apps whose queue ran during the current call, in order: each is reported when settled.
     var touched: [String] = []
+    /// Apps whose saved state the current event changed, in order.
+    var saves: [String] = []
     var now: MonotonicTime = .zero
 
     public init() {}
@@ -160,6 +176,8 @@ public struct Supervisor: Sendable {
 
         case .ack(let name, let id, let reply):
             guard let awaiting = table.with(name, { $0.awaiting }) ?? nil, awaiting.id == id else { return [] }
+            // A scene's saved state, or its chosen configuration, rides on the ack: kept with the session.
+            if reply.configuration != nil || reply.savedState != nil { changedSavedState(name) }
             complete(name, awaiting, reply: reply, reason: "\(awaiting.name) acknowledged")
             return finish(name)
 
@@ -217,6 +235,7 @@ public struct Supervisor: Sendable {
             // Nobody to deliver to any more; background tasks die with the connection.
             table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
             table[name].tasks = []
+            changedSavedState(name)
             cancelTaskTimers(name)
             suspendIfGraceIsOver(name, reason: "background tasks ended with the connection")
             return finish(name)
@@ -224,11 +243,13 @@ public struct Supervisor: Sendable {
         case .observe(let name, let names):
             guard table.contains(name) else { return [] }
             table[name].observing = names
+            changedSavedState(name)
             return finish(name)
 
         case .beginBackgroundTask(let name, let task):
             guard let app = table.record(name), app.state.isRunning, !app.tasks.contains(where: { $0.id == task.id }) else { return [] }
             table[name].tasks.append(task)
+            changedSavedState(name)
             emit(.taskBegan(app: name, task: task, remaining: table[name].backgroundTimeRemaining(now: now)))
             if app.state == .background { armTaskTimers(name) }
             return finish(name)
@@ -236,6 +257,7 @@ public struct Supervisor: Sendable {
         case .endBackgroundTask(let name, let id):
             guard let app = table.record(name), app.tasks.contains(where: { $0.id == id }) else { return [] }
             table[name].tasks.removeAll { $0.id == id }
+            changedSavedState(name)
             if table[name].tasks.isEmpty {
                 cancelTaskTimers(name)
                 suspendIfGraceIsOver(name, reason: "background tasks ended after the background time")
@@ -278,7 +300,7 @@ public struct Supervisor: Sendable {
         } else {
             for slot in table.records.indices { count(offer(type, payload: payload, size: size, coalescing: coalescing, to: slot)) }
         }
-        outcome.effects = effects
+        outcome.effects = endEvent()
         return outcome
     }
 
@@ -304,6 +326,7 @@ public struct Supervisor: Sendable {
             return .delivered
         }
         table[slot].queue.add(type, payload: payload, size: size, coalescing: coalescing)
+        changedSavedState(name)
         return .queued
     }
 
@@ -331,21 +354,21 @@ public struct Supervisor: Sendable {
                          coalescing: catalog.coalescing(of: memoryWarningType) ?? .latest, to: table.slot(name)) != .dropped { warned += 1 }
             }
             emit(.note(app: "", .memoryWarning(apps: warned)))
-            return effects
+            return endEvent()
         }
-        guard now - episodeWarnedAt >= memoryWarningGrace else { return effects }
+        guard now - episodeWarnedAt >= memoryWarningGrace else { return endEvent() }
         let victims = Self.jetsamOrder(table.records.filter { $0.state == .suspended && !$0.isTerminating },
                                        residentBytes: residentBytes)
         guard let victim = victims.first else {
             emit(.note(app: "", .nothingToTerminate))
-            return effects
+            return endEvent()
         }
         // Like the launch watchdog's kill: nothing more runs for it, and requests wait for the exit.
         table[victim].run.termination = .killed(requested: true)
         table[victim].memoryTerminations += 1
         emit(.note(app: victim, .terminatedForMemory(residentBytes: residentBytes[victim])))
         emit(.signal(app: victim, .kill))
-        return effects
+        return endEvent()
     }
 
     /// Suspended apps in the order jetsam terminates them: least recently in the foreground first,
@@ -531,7 +554,7 @@ public struct Supervisor: Sendable {
             advance(name)
         }
         for name in touched where table.with(name, { $0.isSettled }) == true { emit(.settled(app: name)) }
-        return effects
+        return endEvent()
     }
 
     mutating func terminate(_ name: String, wakeSuspended: Bool = false) {
@@ -777,7 +800,7 @@ public struct Supervisor: Sendable {
             }
             emit(.settled(app: name))
         }
-        return effects
+        return endEvent()
     }
 
     mutating func append(_ name: String, _ step: Step) {
@@ -818,7 +841,10 @@ public struct Supervisor: Sendable {
         emit(.transition(app: name, from: from, to: state, reason: reason))
     }
 
-    mutating func emit(_ effect: Effect) { effects.append(effect) }
+    mutating func emit(_ effect: Effect) {
+        if effect.changesSavedState, let name = effect.app { changedSavedState(name) }
+        effects.append(effect)
+    }
 }
 
 /// The notification type of memory warnings, which every app gets without observing it.

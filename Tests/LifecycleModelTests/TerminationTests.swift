@@ -18,7 +18,7 @@ struct TerminationTests {
 
         h.advance(by: .seconds(3))
         let killed = h.fire(.kill, "a")
-        #expect(killed == [.note(app: "a", .killTimeout(after: .seconds(5))), .signal(app: "a", .kill)])
+        #expect(killed == [.note(app: "a", .killTimeout(after: .seconds(3))), .signal(app: "a", .kill)])
 
         let exited = h.exit("a", .signaled(9))
         #expect(exited == [.cancelTimer(app: "a", .ack), .cancelTimer(app: "a", .hello), .cancelTimer(app: "a", .kill),

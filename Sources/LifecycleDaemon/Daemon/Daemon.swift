@@ -191,7 +191,6 @@ public final class Daemon {
         do {
             let outcome = try model.post(type, payload: payload, to: app, now: loop.now)
             perform(outcome.effects)
-            if outcome.queued > 0 { markQueuesDirty(app) }
             drain()
             Log.info("\(type)\(app.map { " for \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
         } catch {
@@ -222,7 +221,7 @@ public final class Daemon {
         runtime(name)?.waiters.append(client)
         do {
             let effects = try model.handle(request, for: name, origin: "lifectl", now: loop.now)
-            for case .note(name, .sceneSessionCreated(let scene, _)) in effects where request.isSceneRequest {
+            for case .sceneOpened(name, let scene) in effects {
                 openedScenes[ObjectIdentifier(client)] = scene
             }
             perform(effects)
@@ -269,7 +268,6 @@ public final class Daemon {
     func perform(_ effects: [Effect]) {
         for effect in effects {
             defer { if let pauseAfter, pauseAfter.matches(effect) { pauseForTest(effect) } }
-            if effect.changesPersistedState, let name = effect.app, !name.isEmpty { markDirty(name) }
             switch effect {
             case .spawn(let name, let options): spawn(name, options)
             case .send(let name, let delivery): send(name, delivery)
@@ -291,6 +289,8 @@ public final class Daemon {
                 runtime(name)?.connection?.send(coder.encode(ServerMessage.backgroundTimeWillExpire(
                     tasks: tasks, remainingMs: milliseconds(remaining))))
                 Log.notice("\(name): background time runs out in \(describe(remaining)); open tasks: \(tasks.map(\.name).joined(separator: ", "))")
+            case .sceneOpened: break  // read by `handle(_:for:from:)`, which knows who asked
+            case .save(let name): markDirty(name)
             }
         }
     }
@@ -713,8 +713,6 @@ public final class Daemon {
             case _ where !app.helloed:
                 protocolViolation(app, "message before hello")
             case .ack(let id, let configuration, let state):
-                // A scene's saved state (or chosen configuration) rides on the ack: persist it with the session.
-                if configuration != nil || state != nil { markDirty(name) }
                 dispatch(.ack(app: name, id: id, reply: AckReply(configuration: configuration, savedState: state)))
             case .requestSceneActivation(let scene, let role, let configuration, let options):
                 let request: Request = scene.map(Request.focusScene)
@@ -728,7 +726,6 @@ public final class Daemon {
                 do {
                     let outcome = try model.post(type, payload: payload ?? .object([:]), to: target, now: loop.now)
                     perform(outcome.effects)
-                    if outcome.queued > 0 { markQueuesDirty(target) }
                     Log.debug("\(name) posted \(type): \(outcome.delivered) delivered, \(outcome.queued) queued")
                 } catch {
                     connection.send(coder.encode(ServerMessage.postFailed(name: type, message: error.description)))
@@ -739,10 +736,8 @@ public final class Daemon {
                     return protocolViolation(app, "background task \(task) is already open")
                 }
                 dispatch(.beginBackgroundTask(app: name, task: BackgroundTask(id: task, name: taskName)))
-                markDirty(name)  // open tasks are part of the saved state
             case .endBackgroundTask(let task):
                 dispatch(.endBackgroundTask(app: name, id: task))
-                markDirty(name)
             }
         case .framingError(let message):
             protocolViolation(app, message)
@@ -968,7 +963,6 @@ public final class Daemon {
         do {
             let outcome = try model.post(type, payload: payload, to: app, now: loop.now)
             perform(outcome.effects)
-            if outcome.queued > 0 { markQueuesDirty(app) }
             drain()
             Log.info("posted \(type)\(app.map { " to \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
             return ControlReply(ok: true, posted: PostSummary(delivered: outcome.delivered, queued: outcome.queued))
@@ -1028,12 +1022,6 @@ public final class Daemon {
         return true
     }
 
-    /// A post queued something: for one app, or for whichever apps hold queues now.
-    private func markQueuesDirty(_ app: String?) {
-        if let app { return markDirty(app) }
-        for record in model.records where !record.queue.isEmpty { markDirty(record.name) }
-    }
-
     private func saveDirtyApps() {
         let dirty = dirtyApps
         dirtyApps = []
@@ -1078,7 +1066,6 @@ public final class Daemon {
                     Log.notice("\(app.name): its process \(old) ended while lifecycled was away")
                 }
                 perform(model.adopt(app.name, persisted.snapshot, running: false, now: loop.now))
-                markDirty(app.name)
                 continue
             }
             readopt(app, pid: pid, persisted)
