@@ -1,28 +1,3 @@
-/// One step of an app's ordered work. Steps run one at a time; a step that sends a callback
-/// holds the queue until the client's ack or the deadline, so the daemon never moves an app on
-/// (and never stops it) before its handler has returned.
-enum Step: Sendable, Equatable {
-    /// Wait for the client's hello (or the launch timeout, after which it is managed without messages).
-    case awaitHello
-    case deliver(LifecycleCallback, LaunchOptions?)
-    /// A scene-delegate callback to one scene (its session may be discarded meanwhile: then skipped).
-    case deliverScene(SceneCallback, scene: String)
-    /// Ask the app which configuration the connecting scene uses (configurationForConnecting).
-    case configureScene(String)
-    /// Forget these sessions and tell the app (didDiscardSceneSessions).
-    case discardSessions([String])
-    /// Wait until this app is first in the focus queue and no other app is active.
-    case awaitFocus
-    /// The focus claim that `awaitFocus` began ends here, after the activation it asked for (sent, skipped because
-    /// its scene was discarded, or not needed): the next claim in the focus queue may go. A claim ends only at its
-    /// own step, so a scene activation inside an app that already holds focus never ends another claim.
-    case endFocusClaim
-    case stop(reason: String)
-    case resume
-    /// SIGTERM, then wait for the exit (SIGKILL when the stop timeout fires).
-    case terminate
-}
-
 /// The model's view of one app.
 public struct AppRecord: Sendable {
     public let name: String
@@ -36,7 +11,8 @@ public struct AppRecord: Sendable {
     /// The previous run ended in the background or suspended (UIKit's launch option).
     public internal(set) var terminatedInBackground = false
 
-    var pending: [Step] = []
+    /// The steps queued for the app, with what they lead to.
+    var plan = Plan()
     /// What lives for one run of the process; an exit starts a fresh one.
     var run: Run
     var grace = GraceClock.idle
@@ -101,7 +77,7 @@ public struct AppRecord: Sendable {
     }
 
     /// Nothing in flight: no step queued, no ack awaited, no termination under way.
-    public var isSettled: Bool { pending.isEmpty && awaiting == nil && run.termination != .signalled }
+    public var isSettled: Bool { plan.isEmpty && awaiting == nil && run.termination != .signalled }
 
     /// Termination was asked for on this run (it may still be delivering willTerminate).
     public var isTerminating: Bool { run.termination != .none }
@@ -114,80 +90,24 @@ public struct AppRecord: Sendable {
     /// The state the app will be in once its queued work is done; requests are judged against it.
     var projectedState: AppState {
         if run.termination.isUnderway { return .notRunning }
-        var state = self.state
-        var scenes = sessions.map(\.state)
-        /// A scene app's state follows its scenes (once none is half-connected).
-        func follow(_ callback: SceneCallback, _ scene: String) {
-            guard let index = sessions.firstIndex(where: { $0.id == scene }), let next = callback.resultingState else { return }
-            scenes[index] = next
-            guard state == .inactive || state == .active || state == .background,
-                  !scenes.contains(.unattached) else { return }
-            state = AppState.derived(fromScenes: scenes.compactMap { $0 })
-        }
-        switch awaiting?.message {
-        case .app(let callback, _)? where !callback.changesStateOnSend:
-            if let next = callback.resultingState { state = next }
-        case .scene(let callback, let scene, _)? where !callback.changesStateOnSend:
-            follow(callback, scene)
-        default: break
-        }
-        for step in pending {
-            switch step {
-            case .deliver(let callback, _): if let next = callback.resultingState { state = next }
-            case .deliverScene(let callback, let scene): follow(callback, scene)
-            case .stop: state = .suspended
-            case .resume: state = .background
-            case .terminate: return .notRunning
-            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions: break
-            }
-        }
-        return state
+        return plan.projectedState(from: state, sessions: sessions, inFlight: awaiting)
     }
 
     public var usesScenes: Bool { policy.scenes != nil }
 
-    /// Between its `awaitFocus` and its `endFocusClaim`: this app's claim is the one the focus queue serves (the
-    /// next of the two in its queue is the claim's end).
-    var holdsFocusClaim: Bool {
-        for step in pending {
-            if step == .awaitFocus { return false }
-            if step == .endFocusClaim { return true }
-        }
-        return false
-    }
+    /// Between its `awaitFocus` and its `endFocusClaim`: this app's claim is the one the focus queue serves.
+    var holdsFocusClaim: Bool { plan.holdsFocusClaim }
 
     /// Sessions that queued work will discard: gone for every later request.
-    var pendingDiscards: Set<String> {
-        var scenes: Set<String> = []
-        for case .discardSessions(let discarded) in pending { scenes.formUnion(discarded) }
-        return scenes
-    }
+    var pendingDiscards: Set<String> { plan.discards }
 
     func sessionIndex(_ id: String) -> Int? { sessions.firstIndex { $0.id == id } }
 
     /// Each session's scene state once queued work is done (nil: disconnected), in `sessions` order.
-    var projectedSceneStates: [SceneActivationState?] {
-        var states = sessions.map(\.state)
-        func apply(_ callback: SceneCallback, _ scene: String) {
-            if let index = sessionIndex(scene), let next = callback.resultingState { states[index] = next }
-        }
-        if case .scene(let callback, let scene, _)? = awaiting?.message, !callback.changesStateOnSend { apply(callback, scene) }
-        for case .deliverScene(let callback, let scene) in pending { apply(callback, scene) }
-        return states
-    }
+    var projectedSceneStates: [SceneActivationState?] { plan.projectedSceneStates(sessions: sessions, inFlight: awaiting) }
 
-    /// Focus moves between two scenes of this app: the one that holds it resigns, then the other activates
-    /// (a pending activation not behind a wait for focus). The app stays active through the move.
-    var focusHandingOver: Bool {
-        for step in pending {
-            switch step {
-            case .awaitFocus: return false
-            case .deliverScene(.sceneDidBecomeActive, _): return true
-            default: continue
-            }
-        }
-        return false
-    }
+    /// Focus moves between two scenes of this app (see `Plan.focusHandingOver`).
+    var focusHandingOver: Bool { plan.focusHandingOver }
 }
 
 

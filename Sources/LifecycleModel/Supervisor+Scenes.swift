@@ -285,7 +285,7 @@ extension Supervisor {
         var target = AppState.derived(fromScenes: scenes)
         if app.state == .active, target != .active, app.focusHandingOver { target = .active }
         let callbacks = LifecycleRules.callbacks(from: app.state, to: target)
-        table[name].pending.insert(contentsOf: callbacks.map { .deliver($0, nil) }, at: 0)
+        table[name].plan.prepend(callbacks.map { .deliver($0, nil) })
     }
 
     /// Sessions discarded while the app was not running: told right after it finishes launching.

@@ -151,10 +151,10 @@ public struct Supervisor: Sendable {
     /// a launch into the background), the app goes through the application callbacks itself.
     /// `origin`: who asks, for the options of a scene that connects.
     mutating func move(_ name: String, to target: AppState, origin: String) {
-        let queued = table[name].pending.count
+        let queued = table[name].plan.count
         if table[name].usesScenes {
             moveScenes(name, to: target, origin: origin)
-            if table[name].pending.count != queued { return }
+            if table[name].plan.count != queued { return }
         }
         for callback in LifecycleRules.callbacks(from: table[name].projectedState, to: target) {
             append(name, .deliver(callback, nil))
@@ -212,7 +212,7 @@ public struct Supervisor: Sendable {
             // The transitions queued for it were planned for a running process: they are abandoned (a stopped app
             // cannot take focus, and the focus queue must not wait on a process nobody may ever continue). A
             // termination asked for still happens; a discard already granted stands.
-            let terminationQueued = app.pending.contains(.terminate)
+            let terminationQueued = app.plan.contains(.terminate)
             dropPendingWork(name)
             table[name].run.inFlight?.abandoned = true
             if terminationQueued { terminate(name) }
@@ -587,11 +587,11 @@ public struct Supervisor: Sendable {
     /// Queued work of the app loses its meaning (exit, termination, watchdog): drop it, with its focus claims.
     mutating func dropPendingWork(_ name: String) {
         // A discard already granted stands: the sessions go now, and the app hears of it at its next launch.
-        for case .discardSessions(let scenes) in table[name].pending {
+        for case .discardSessions(let scenes) in table[name].plan.steps {
             table[name].sessions.removeAll { scenes.contains($0.id) }
             table[name].discardedUntold += scenes
         }
-        table[name].pending = []
+        table[name].plan.removeAll()
         focusQueue.removeAll { $0 == name }
     }
 
@@ -657,30 +657,30 @@ public struct Supervisor: Sendable {
         if !touched.contains(name) { touched.append(name) }
         // The conditions read the record in place; it is copied only for a step to run.
         while let slot = table.slotIfPresent(name), table[slot].awaiting == nil, !table[slot].run.termination.isUnderway,
-              !table[slot].pending.isEmpty {
+              !table[slot].plan.isEmpty {
             let app = table[slot]
-            let step = app.pending[0]
+            let step = app.plan.steps[0]
             switch step {
             case .awaitHello:
                 guard app.connected || app.muted || !app.policy.speaksProtocol else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
             case .awaitFocus:
                 guard focusQueue.first == name, activeApp == nil || activeApp == name else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
             case .endFocusClaim:
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 if let claim = focusQueue.firstIndex(of: name) { focusQueue.remove(at: claim) }
             case .deliver(let callback, let options):
                 // No message to a stopped process, and no state change under it: the queue waits
                 // until the process is continued (by a resume step, or by whoever stopped it).
                 guard app.state != .suspended else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 switch LifecycleRules.repair(callback, in: app.state, holdsFocusClaim: app.holdsFocusClaim,
                                             usesScenes: app.usesScenes) {
                 case .none: break
                 case .skip: continue
                 case .precede(let missing):
-                    table[name].pending.insert(contentsOf: [.deliver(missing, nil), step], at: 0)
+                    table[name].plan.prepend([.deliver(missing, nil), step])
                     continue
                 }
                 guard app.canMessage else {
@@ -696,7 +696,7 @@ public struct Supervisor: Sendable {
                 return
             case .deliverScene(let callback, let scene):
                 guard app.state != .suspended else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 // Discarded meanwhile: skipped (a focus claim it belonged to still ends at its endFocusClaim step).
                 guard let index = app.sessionIndex(scene) else { continue }
                 // Focus is only ever taken through a claim, or moved inside an app that holds it. A move queued while
@@ -721,7 +721,7 @@ public struct Supervisor: Sendable {
                 return
             case .configureScene(let scene):
                 guard app.state != .suspended else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 guard let session = app.sessions.first(where: { $0.id == scene }) else { continue }
                 guard app.canMessage else {
                     chooseConfiguration(name, scene: scene, answer: nil)
@@ -733,7 +733,7 @@ public struct Supervisor: Sendable {
                 return
             case .discardSessions(let scenes):
                 guard app.state != .suspended else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 let forgotten = scenes.filter { app.sessionIndex($0) != nil }
                 table[name].sessions.removeAll { scenes.contains($0.id) }
                 if !forgotten.isEmpty { emit(.note(app: name, .scenesDiscarded(forgotten))) }
@@ -748,29 +748,28 @@ public struct Supervisor: Sendable {
                 // Only a process in the background is stopped. One still in the foreground (its scenes were moved
                 // otherwise than planned) first goes through the callbacks that take it there.
                 if app.state == .inactive || app.state == .active {
-                    let rest = table[name].pending
-                    table[name].pending = []
+                    let rest = table[name].plan.removeAll()
                     move(name, to: .background, origin: reason)
-                    table[name].pending += rest
+                    table[name].plan.append(contentsOf: rest)
                     continue
                 }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 guard app.state == .background else { continue }  // already stopped
                 setState(name, .suspended, reason: reason)
                 emit(.stopProcess(app: name))
             case .resume:
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 guard app.state == .suspended else { continue }  // continued meanwhile by someone else
                 setState(name, .background, reason: "resumed")
                 emit(.continueProcess(app: name))
                 // First the process runs again, then it hears what it missed, then the lifecycle goes on.
                 flushNotifications(name)
                 if !table[name].discardedUntold.isEmpty {
-                    table[name].pending.insert(.discardSessions(table[name].discardedUntold), at: 0)
+                    table[name].plan.prepend([.discardSessions(table[name].discardedUntold)])
                     table[name].discardedUntold = []
                 }
             case .terminate:
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 table[name].run.termination = .signalled
                 emit(.signal(app: name, .terminate))
                 if app.state == .suspended { emit(.continueProcess(app: name)) }
@@ -804,7 +803,7 @@ public struct Supervisor: Sendable {
     }
 
     mutating func append(_ name: String, _ step: Step) {
-        table[name].pending.append(step)
+        table[name].plan.append(step)
     }
 
     /// Send one message and arm its deadline; the queue waits for the ack.

@@ -49,7 +49,7 @@ struct FocusLivenessTests {
         #expect(h.inFlight("b")?.callback == .willEnterForeground)
         h.event(.processStopped(app: "b"))
         #expect(h.state("b") == .suspended)
-        #expect(h.record(of: "b").pending.isEmpty)
+        #expect(h.record(of: "b").plan.isEmpty)
         #expect(h.model.focusQueue.isEmpty)
         #expect(h.state("a") == .background)
         // Continued, it is in the background (its late ack changes nothing); focus asked for again is served.
@@ -182,7 +182,7 @@ struct Explorer {
         for name in names {
             let app = model.app(name)!
             if !app.isSettled {
-                return "\(name) not settled at rest: state \(app.state), pending \(app.pending), awaiting \(String(describing: app.awaiting?.name))"
+                return "\(name) not settled at rest: state \(app.state), pending \(app.plan.steps), awaiting \(String(describing: app.awaiting?.name))"
             }
         }
         return nil

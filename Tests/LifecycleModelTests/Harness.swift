@@ -106,7 +106,7 @@ struct Harness {
                     let app = h.model.apps[name]!
                     let timer: TimerKind? =
                         if app.awaiting != nil { .ack }
-                        else if app.pending.first == .awaitHello, app.policy.speaksProtocol, !app.muted { .hello }
+                        else if app.plan.first == .awaitHello, app.policy.speaksProtocol, !app.muted { .hello }
                         else if app.run.termination == .signalled { .kill }
                         else { nil }
                     guard let timer else { continue }

@@ -242,3 +242,48 @@ struct TransitionTableTests {
         #expect(LifecycleRules.sceneCallbacks(from: nil, to: nil) == [])
     }
 }
+
+/// The Plan keeps its projections as steps come and go.
+@Suite("The plan of pending steps")
+struct PlanTests {
+    @Test("the sessions a plan discards follow its discard steps as they are added, run and dropped")
+    func discardsFollowTheSteps() {
+        var plan = Plan()
+        plan.append(.discardSessions(["s1", "s2"]))
+        plan.append(.discardSessions(["s2"]))
+        #expect(plan.discards == ["s1", "s2"])
+        plan.removeFirst()
+        #expect(plan.discards == ["s2"], "s2 is still named by the second step")
+        plan.prepend([.discardSessions(["s3"])])
+        #expect(plan.discards == ["s2", "s3"])
+        plan.removeAll()
+        #expect(plan.discards.isEmpty)
+    }
+
+    @Test("the focus claim is held between awaitFocus and endFocusClaim, not before")
+    func focusClaim() {
+        var plan = Plan()
+        plan.append(.awaitFocus)
+        plan.append(.deliver(.didBecomeActive, nil))
+        plan.append(.endFocusClaim)
+        #expect(!plan.holdsFocusClaim)
+        plan.removeFirst()
+        #expect(plan.holdsFocusClaim)
+        plan.removeFirst()
+        plan.removeFirst()
+        #expect(!plan.holdsFocusClaim)
+    }
+
+    @Test("the projected state follows the callbacks, a stop, a resume and a termination in order")
+    func projectedState() {
+        var plan = Plan()
+        plan.append(contentsOf: LifecycleRules.callbacks(from: .active, to: .background).map { .deliver($0, nil) })
+        #expect(plan.projectedState(from: .active, sessions: [], inFlight: nil) == .background)
+        plan.append(.stop(reason: "test"))
+        #expect(plan.projectedState(from: .active, sessions: [], inFlight: nil) == .suspended)
+        plan.append(.resume)
+        #expect(plan.projectedState(from: .active, sessions: [], inFlight: nil) == .background)
+        plan.append(.terminate)
+        #expect(plan.projectedState(from: .active, sessions: [], inFlight: nil) == .notRunning)
+    }
+}
