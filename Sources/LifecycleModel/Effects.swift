@@ -105,23 +105,27 @@ public struct SceneConnection: Sendable, Equatable {
     }
 }
 
-/// Noteworthy things that are not transitions; the daemon logs them (and later, journals them).
+/// Noteworthy things that are not transitions; the daemon logs them. Each carries every value its log line needs,
+/// so that logging one is a pure function of the note.
 public enum Note: Sendable, Equatable {
-    case deadlineMissed(LifecycleCallback, id: Int)
+    /// The callback was not acknowledged within `after`; `misses`: deadlines the app missed so far.
+    case deadlineMissed(LifecycleCallback, id: Int, after: Duration, misses: Int)
     /// A scene message or a question (configurationForConnecting) was not acknowledged in time.
-    case messageDeadlineMissed(String, id: Int)
-    /// didFinishLaunching was not acknowledged in time: killed, as iOS's launch watchdog does.
-    case launchWatchdog
+    case messageDeadlineMissed(String, id: Int, after: Duration, misses: Int)
+    /// didFinishLaunching was not acknowledged within `after`: killed, as iOS's launch watchdog does.
+    case launchWatchdog(after: Duration)
     /// No hello within the launch timeout: managed from now on without messages.
-    case noHello
-    case restartScheduled(after: Duration, attempt: Int)
+    case noHello(after: Duration)
+    /// Start `attempt` of at most `limit` within `within` (StartLimitBurst=, StartLimitIntervalSec=).
+    case restartScheduled(after: Duration, attempt: Int, limit: Int, within: Duration)
     case startLimitHit(starts: Int, within: Duration)
     case stoppedExternally
     case continuedExternally
     case spawnFailed(String)
-    case killTimeout
-    /// Background tasks still open when their time ran out: suspended anyway.
-    case taskOverrun([String])
+    /// No exit within `after` (TimeoutStopSec=) of SIGTERM.
+    case killTimeout(after: Duration)
+    /// Background tasks still open when their time (`after`) ran out: suspended anyway. `overruns`: so far.
+    case taskOverrun([String], after: Duration, overruns: Int)
     /// Suspended (by request, or stopped by someone else) while holding background tasks.
     case tasksAbandoned([String])
     /// Memory pressure: `didReceiveMemoryWarning` went to the running apps.
@@ -176,6 +180,11 @@ public enum Effect: Sendable, Equatable {
     case taskBegan(app: String, task: BackgroundTask, remaining: Duration?)
     /// Tell the app its background time runs out soon, naming its open tasks.
     case taskExpiring(app: String, tasks: [BackgroundTask], remaining: Duration)
+    /// Answer the request that opened a scene: the session it created.
+    case sceneOpened(app: String, scene: String)
+    /// What the daemon keeps of the app across its own restart changed (AppSnapshot, or its process): write it.
+    /// At most once per app per call, after the other effects.
+    case save(app: String)
 }
 
 /// Inputs from the world: the client, the timers and the kernel.
@@ -290,7 +299,8 @@ extension Effect {
         switch self {
         case .spawn(let app, _), .send(let app, _), .stopProcess(let app), .continueProcess(let app), .signal(let app, _),
              .armTimer(let app, _, _), .cancelTimer(let app, _), .transition(let app, _, _, _), .note(let app, _),
-             .settled(let app), .notify(let app, _), .taskBegan(let app, _, _), .taskExpiring(let app, _, _):
+             .settled(let app), .notify(let app, _), .taskBegan(let app, _, _), .taskExpiring(let app, _, _),
+             .sceneOpened(let app, _), .save(let app):
             app
         }
     }
@@ -311,16 +321,18 @@ extension Effect {
         case .notify: "notify"
         case .taskBegan: "taskBegan"
         case .taskExpiring: "taskExpiring"
+        case .sceneOpened: "sceneOpened"
+        case .save: "save"
         }
     }
 
-    /// Whether the app's persisted state (AppSnapshot, its pid) may differ after this effect: timers,
-    /// messages in flight and answers to requests are one daemon's business and need no write.
-    public var changesPersistedState: Bool {
+    /// Whether the app's saved state (AppSnapshot, its pid) may differ after this effect: timers and answers to
+    /// requests are one daemon's business and need no write.
+    var changesSavedState: Bool {
         switch self {
-        // .send: the next message id moves on.
+        // .send: the next message id moves on. .note: counters, discarded and created sessions.
         case .spawn, .stopProcess, .continueProcess, .transition, .note, .notify, .send: true
-        case .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring: false
+        case .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring, .sceneOpened, .save: false
         }
     }
 }

@@ -107,8 +107,8 @@ public struct NotificationQueue: Sendable, Equatable {
         }
     }
 
-    /// Entries in first-post order, and where each type's entry is. Entries are mutated in place:
-    /// posting is the hot path (a million posts to a hundred sleeping apps in the benchmark).
+    /// Entries in first-post order, and where each type's entry is. Entries are mutated in place: a sleeping app
+    /// may be posted to many times, and each post must cost the same however many came before.
     private var entries: [Entry] = []
     private var index: [String: Int] = [:]
     /// The most payloads a `none` type keeps per app.

@@ -1,6 +1,7 @@
 // Scenes: UIKit's iOS 13 multi-window lifecycle. An app that declares `[Scenes]` has scene sessions; each
 // connected scene has its own activation state, and the app's state is derived from them
-// (AppState.derived(fromScenes:)). The rules that move scenes live in Supervisor+Scenes.swift.
+// (AppState.derived(fromScenes:)). The order of scene callbacks is in Rules.swift; Supervisor+Scenes.swift
+// carries out the scene requests.
 
 /// The callbacks the daemon sends to one scene of an app, named after `UISceneDelegate`.
 public enum SceneCallback: String, Sendable, Codable, CaseIterable {

@@ -97,7 +97,8 @@ extension Supervisor {
             table[name].terminatedInBackground = snapshot.terminatedInBackground
                 || snapshot.state == .background || snapshot.state == .suspended
             if snapshot.state == .failed { table[name].state = .failed }
-            return effects
+            changedSavedState(name)
+            return endEvent()
         }
         var state = snapshot.state
         // A scene halfway through connecting is placed in the background; focus is never held twice.
@@ -108,8 +109,7 @@ extension Supervisor {
         table[name].terminatedInBackground = snapshot.terminatedInBackground
         table[name].queue = snapshot.queue
         table[name].observing = Set(snapshot.observing)
-        table[name].connected = false
-        table[name].muted = false
+        table[name].run.link = .awaitingHello
         // Ids go on past any the previous daemon may have sent after its last save, so that a late ack for one
         // of its messages (read from a connection kept in the service manager's store) never matches a new one.
         table[name].nextMessageID = (snapshot.nextMessageID ?? 1) + 1000

@@ -23,9 +23,10 @@ extension Request {
 }
 
 extension Supervisor {
-    /// Every request to an app with scenes (and scene requests to one without, which are refused).
-    mutating func handleScenes(_ request: Request, for name: String, origin: String,
-                               projected: AppState) throws(RequestError) {
+    /// A request that names a scene (refused for an app without scenes). The app-level requests go through the
+    /// rules' table for every app; these are judged against the session they name.
+    mutating func handleSceneRequest(_ request: Request, for name: String, origin: String,
+                                     projected: AppState) throws(RequestError) {
         let app = table[name]
         func refuse(_ hint: String?) -> RequestError {
             RequestError(app: name, state: app.state, becoming: projected == app.state ? nil : projected,
@@ -41,58 +42,15 @@ extension Supervisor {
             }
             return index
         }
+        /// What focusing the app takes first (a launch or a resume), from the rules' table.
+        func wakeActions() throws(RequestError) -> [LifecycleRules.Action] {
+            switch LifecycleRules.outcome(of: .focus, from: projected, stillRunning: app.state.isRunning) {
+            case .refuse(let hint): throw refuse(hint)
+            case .steps(let actions): return actions.filter { $0 != .takeFocus }
+            }
+        }
 
         switch request {
-        case .launch(let background):
-            guard !projected.isRunning else { throw refuse("it is already running") }
-            guard !app.state.isRunning else { throw refuse("it is still terminating") }
-            launch(name, LaunchOptions(launchedBy: origin, background: background,
-                                       terminatedInBackground: app.terminatedInBackground))
-            if background {
-                // UIKit connects no scene for a launch into the background.
-                append(name, .deliver(.didEnterBackground, nil))
-            } else {
-                bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: origin),
-                                  activate: false, origin: origin)
-            }
-
-        case .focus:
-            try focus(name, scene: nil, origin: origin, projected: projected, request: request)
-
-        case .deactivate:
-            switch projected {
-            case .active:
-                if let index = app.projectedSceneStates.firstIndex(of: .foregroundActive) {
-                    append(name, .deliverScene(.sceneWillResignActive, scene: app.sessions[index].id))
-                }
-            case .inactive: break
-            default: throw refuse("only an active app can be interrupted")
-            }
-
-        case .background:
-            switch projected {
-            case .active, .inactive: sendScenesToBackground(name)
-            case .background: break
-            case .suspended: throw refuse("it is already stopped in the background; resume it to let it run")
-            case .notRunning, .failed: throw refuse("launch it with --background")
-            }
-
-        case .suspend:
-            switch projected {
-            case .active, .inactive, .background:
-                sendScenesToBackground(name)
-                append(name, .stop(reason: "suspend requested"))
-            case .suspended: break
-            case .notRunning, .failed: throw refuse("it is not running")
-            }
-
-        case .resume:
-            guard projected == .suspended else { throw refuse("only a suspended app can be resumed") }
-            append(name, .resume)
-
-        case .terminate:
-            terminate(name)
-
         case .openScene(let role, let configuration, let options):
             let role = role ?? ScenePolicy.defaultRole
             guard options.encodedSizeBound <= SceneSession.optionsLimit else {
@@ -108,25 +66,24 @@ extension Supervisor {
             if !scenes.supportsMultipleScenes, let only = app.sessions.first {
                 throw refuse("it supports one scene (SupportsMultipleScenes=no) and has \(only.id); focus that one, or discard it first")
             }
+            let wake = try wakeActions()
             let scene = newSession(name, role: role, configuration: configuration, origin: origin, options: options)
-            try focus(name, scene: scene, origin: origin, projected: projected, request: request)
+            emit(.sceneOpened(app: name, scene: scene))
+            for action in wake { perform(action, for: name, origin: origin) }
+            takeSceneFocus(name, scene: scene, origin: origin)
 
         case .focusScene(let scene):
             _ = try session(scene)
-            try focus(name, scene: scene, origin: origin, projected: projected, request: request)
+            for action in try wakeActions() { perform(action, for: name, origin: origin) }
+            takeSceneFocus(name, scene: scene, origin: origin)
 
         case .backgroundScene(let scene):
             let index = try session(scene)
             guard projected.isRunning else { throw refuse("it is not running") }
-            switch app.projectedSceneStates[index] {
-            case nil: throw refuse("scene \(scene) is not connected; `lifectl scene focus \(name) \(scene)` connects it again")
-            case .foregroundActive?:
-                append(name, .deliverScene(.sceneWillResignActive, scene: scene))
-                append(name, .deliverScene(.sceneDidEnterBackground, scene: scene))
-            case .foregroundInactive?, .unattached?:
-                append(name, .deliverScene(.sceneDidEnterBackground, scene: scene))
-            case .background?: break
+            guard let state = app.projectedSceneStates[index] else {
+                throw refuse("scene \(scene) is not connected; `lifectl scene focus \(name) \(scene)` connects it again")
             }
+            moveScene(name, scene, from: state, to: .background)
 
         case .closeScene(let scene):
             let index = try session(scene)
@@ -134,7 +91,7 @@ extension Supervisor {
             guard projected != .suspended else {
                 throw refuse("resume it first: scene \(scene) must hear sceneDidDisconnect, and a stopped process hears nothing")
             }
-            disconnect(name, scene, state: app.projectedSceneStates[index])
+            moveScene(name, scene, from: app.projectedSceneStates[index], to: nil)
 
         case .discardScene(let scene):
             let index = try session(scene)
@@ -149,28 +106,18 @@ extension Supervisor {
             guard projected != .suspended else {
                 throw refuse("resume it first: scene \(scene) must hear sceneDidDisconnect, and a stopped process hears nothing")
             }
-            if connected { disconnect(name, scene, state: app.projectedSceneStates[index]) }
+            if connected { moveScene(name, scene, from: app.projectedSceneStates[index], to: nil) }
             append(name, .discardSessions([scene]))
+
+        case .launch, .focus, .deactivate, .background, .suspend, .resume, .terminate:
+            preconditionFailure("app-level requests go through LifecycleRules.outcome")
         }
     }
 
-    /// Bring `scene` (nil: the one the app would show first) to focus: launch, resume and reconnect as
-    /// needed. Other apps leave the foreground; in this app, the scene that holds focus resigns it first.
-    private mutating func focus(_ name: String, scene requested: String?, origin: String,
-                                projected: AppState, request: Request) throws(RequestError) {
-        let app = table[name]
-        switch projected {
-        case .notRunning, .failed:
-            guard !app.state.isRunning else {
-                throw RequestError(app: name, state: app.state, becoming: projected, request: request,
-                                   reason: .notAllowed(hint: "it is still terminating"))
-            }
-            launch(name, LaunchOptions(launchedBy: origin, terminatedInBackground: app.terminatedInBackground))
-        case .suspended:
-            append(name, .resume)
-        case .inactive, .active, .background:
-            break
-        }
+    /// `scene` (nil: the one the app would show first) takes focus, once the app is launched or resumed as the
+    /// rules ask. Other apps leave the foreground; in this app, the scene that holds focus resigns it first.
+    mutating func takeSceneFocus(_ name: String, scene requested: String?, origin: String) {
+        let projected = table[name].projectedState
         let scene = requested ?? preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: origin)
         let states = table[name].projectedSceneStates
         let current = states.firstIndex(of: .foregroundActive).map { table[name].sessions[$0].id }
@@ -180,13 +127,33 @@ extension Supervisor {
             // Focus moves inside the app, which stays active: the scene comes forward (connecting if it
             // must), the one in focus resigns, and it takes focus.
             bringSceneForward(name, scene, activate: false, origin: origin)
-            append(name, .deliverScene(.sceneWillResignActive, scene: current))
-            append(name, .deliverScene(.sceneDidBecomeActive, scene: scene))
+            moveScene(name, current, from: .foregroundActive, to: .foregroundInactive)
+            moveScene(name, scene, from: .foregroundInactive, to: .foregroundActive)
         } else {
             focusQueue.append(name)
             append(name, .awaitFocus)
             bringSceneForward(name, scene, activate: true, origin: origin)
             append(name, .endFocusClaim)
+        }
+    }
+
+    /// Queue the scene callbacks that take `scene` from `from` to `to` (nil: disconnected), in the rules' order.
+    mutating func moveScene(_ name: String, _ scene: String, from: SceneActivationState?, to: SceneActivationState?) {
+        for callback in LifecycleRules.sceneCallbacks(from: from, to: to) {
+            append(name, .deliverScene(callback, scene: scene))
+        }
+    }
+
+    /// The scenes' part of `move(_:to:)`: to the background, every scene in (or on its way to) the foreground
+    /// goes; to inactive, the scene in focus resigns, or without one the scene the app would show comes forward.
+    mutating func moveScenes(_ name: String, to target: AppState, origin: String) {
+        guard target == .inactive else { return sendScenesToBackground(name) }
+        let states = table[name].projectedSceneStates
+        if let active = states.firstIndex(of: .foregroundActive) {
+            moveScene(name, table[name].sessions[active].id, from: .foregroundActive, to: .foregroundInactive)
+        } else if !states.contains(where: { $0 == .foregroundInactive || $0 == .unattached }) {
+            bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: origin),
+                              activate: false, origin: origin)
         }
     }
 
@@ -198,16 +165,10 @@ extension Supervisor {
         if state == nil, table[name].sessions[index].connectionOptions == .object([:]) {
             table[name].sessions[index].connectionOptions = ["origin": .string(origin)]
         }
-        if state == nil {
-            append(name, .configureScene(scene))
-            append(name, .deliverScene(.sceneWillConnect, scene: scene))
-        }
-        if state == nil || state == .unattached || state == .background {
-            append(name, .deliverScene(.sceneWillEnterForeground, scene: scene))
-        }
-        if activate && state != .foregroundActive {
-            append(name, .deliverScene(.sceneDidBecomeActive, scene: scene))
-        }
+        // configurationForConnecting is asked before the scene connects.
+        if state == nil { append(name, .configureScene(scene)) }
+        // A scene in focus stays there when it is only brought forward.
+        moveScene(name, scene, from: state, to: activate || state == .foregroundActive ? .foregroundActive : .foregroundInactive)
     }
 
     /// Every scene in (or on its way to) the foreground goes to the background, the active one resigning first.
@@ -215,26 +176,11 @@ extension Supervisor {
         let app = table[name]
         let states = app.projectedSceneStates
         if let active = states.firstIndex(of: .foregroundActive) {
-            append(name, .deliverScene(.sceneWillResignActive, scene: app.sessions[active].id))
-            append(name, .deliverScene(.sceneDidEnterBackground, scene: app.sessions[active].id))
+            moveScene(name, app.sessions[active].id, from: .foregroundActive, to: .background)
         }
         for (index, state) in states.enumerated() where state == .foregroundInactive || state == .unattached {
-            append(name, .deliverScene(.sceneDidEnterBackground, scene: app.sessions[index].id))
+            moveScene(name, app.sessions[index].id, from: state, to: .background)
         }
-    }
-
-    /// UIKit moves a scene to the background before it disconnects it.
-    private mutating func disconnect(_ name: String, _ scene: String, state: SceneActivationState?) {
-        switch state {
-        case .foregroundActive?:
-            append(name, .deliverScene(.sceneWillResignActive, scene: scene))
-            append(name, .deliverScene(.sceneDidEnterBackground, scene: scene))
-        case .foregroundInactive?, .unattached?:
-            append(name, .deliverScene(.sceneDidEnterBackground, scene: scene))
-        case .background?, nil:
-            break
-        }
-        append(name, .deliverScene(.sceneDidDisconnect, scene: scene))
     }
 
     /// The scene to show when the app is focused without naming one: the one in front (active first),
@@ -338,16 +284,8 @@ extension Supervisor {
         guard !scenes.contains(.unattached) else { return }
         var target = AppState.derived(fromScenes: scenes)
         if app.state == .active, target != .active, app.focusHandingOver { target = .active }
-        let callbacks: [LifecycleCallback] = switch (app.state, target) {
-        case (.active, .inactive): [.willResignActive]
-        case (.active, .background): [.willResignActive, .didEnterBackground]
-        case (.inactive, .background): [.didEnterBackground]
-        case (.inactive, .active): [.didBecomeActive]
-        case (.background, .inactive): [.willEnterForeground]
-        case (.background, .active): [.willEnterForeground, .didBecomeActive]
-        default: []
-        }
-        table[name].pending.insert(contentsOf: callbacks.map { .deliver($0, nil) }, at: 0)
+        let callbacks = LifecycleRules.callbacks(from: app.state, to: target)
+        table[name].plan.prepend(callbacks.map { .deliver($0, nil) })
     }
 
     /// Sessions discarded while the app was not running: told right after it finishes launching.

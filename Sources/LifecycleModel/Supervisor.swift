@@ -1,189 +1,3 @@
-/// One step of an app's ordered work. Steps run one at a time; a step that sends a callback
-/// holds the queue until the client's ack or the deadline, so the daemon never moves an app on
-/// (and never stops it) before its handler has returned.
-enum Step: Sendable, Equatable {
-    /// Wait for the client's hello (or the launch timeout, after which it is managed without messages).
-    case awaitHello
-    case deliver(LifecycleCallback, LaunchOptions?)
-    /// A scene-delegate callback to one scene (its session may be discarded meanwhile: then skipped).
-    case deliverScene(SceneCallback, scene: String)
-    /// Ask the app which configuration the connecting scene uses (configurationForConnecting).
-    case configureScene(String)
-    /// Forget these sessions and tell the app (didDiscardSceneSessions).
-    case discardSessions([String])
-    /// Wait until this app is first in the focus queue and no other app is active.
-    case awaitFocus
-    /// The focus claim that `awaitFocus` began ends here, after the activation it asked for (sent, skipped because
-    /// its scene was discarded, or not needed): the next claim in the focus queue may go. A claim ends only at its
-    /// own step, so a scene activation inside an app that already holds focus never ends another claim.
-    case endFocusClaim
-    case stop(reason: String)
-    case resume
-    /// SIGTERM, then wait for the exit (SIGKILL when the stop timeout fires).
-    case terminate
-}
-
-/// The model's view of one app.
-public struct AppRecord: Sendable {
-    public let name: String
-    public internal(set) var policy: AppPolicy
-    public internal(set) var state: AppState = .notRunning
-    public internal(set) var stateSince: MonotonicTime = .zero
-    /// The client said hello on this run.
-    public internal(set) var connected = false
-    /// A protocol app that never said hello, or hung up: managed without messages.
-    public internal(set) var muted = false
-    /// Callbacks whose deadline passed without an ack, over the app's life in this daemon.
-    public internal(set) var deadlineMisses = 0
-    /// Launches of this app in this daemon (the first and every restart).
-    public internal(set) var launches = 0
-    /// The previous run ended in the background or suspended (UIKit's launch option).
-    public internal(set) var terminatedInBackground = false
-
-    var pending: [Step] = []
-    var awaiting: Delivery?
-    var terminating = false
-    /// Someone asked for termination on this run: the exit is not a crash, whenever it comes
-    /// (even before the willTerminate ack).
-    var terminationRequested = false
-    /// SIGKILLed by the launch watchdog: nothing more runs until the exit.
-    var dying = false
-    var graceArmed = false
-    var restartScheduled = false
-    var refocusOnRestart = false
-    /// The transition the message in flight belongs to was abandoned (the app was stopped by someone else):
-    /// its ack, when it comes, moves nothing.
-    var inFlightAbandoned = false
-    var nextMessageID = 1
-    /// Start times inside the start-limit window.
-    var recentStarts: [MonotonicTime] = []
-
-    /// Notifications held while the app cannot receive them (suspended, or not connected yet).
-    public internal(set) var queue: NotificationQueue
-    /// The notification types the client observes (it says so in hello or observe).
-    public internal(set) var observing: Set<String> = []
-    /// Open background tasks, in the order they began.
-    public internal(set) var tasks: [BackgroundTask] = []
-    /// When the app last entered the background: its background task time counts from here.
-    public internal(set) var enteredBackgroundAt: MonotonicTime?
-    /// The grace time ran out while tasks were open: suspend as soon as they end (or run out).
-    var graceOver = false
-    var taskTimersArmed = false
-    /// Background tasks that were still open when their time ran out.
-    public internal(set) var taskOverruns = 0
-    /// When the app last left the foreground: jetsam terminates the least recently used first.
-    public internal(set) var lastForeground: MonotonicTime = .zero
-    /// Terminations while suspended, under memory pressure.
-    public internal(set) var memoryTerminations = 0
-    /// Scene sessions (apps with `[Scenes]`), in creation order. They outlive connections and processes.
-    public internal(set) var sessions: [SceneSession] = []
-    var nextSceneNumber = 1
-    var activations = 0
-    /// Sessions discarded while the app could not hear it: told when it next runs (UIKit does the same).
-    var discardedUntold: [String] = []
-
-    init(name: String, policy: AppPolicy) {
-        self.name = name
-        self.policy = policy
-        queue = NotificationQueue(limit: policy.queueLimit)
-    }
-
-    /// Time left in the background for its tasks; nil in the foreground (the time starts on entering the background).
-    public func backgroundTimeRemaining(now: MonotonicTime) -> Duration? {
-        guard state == .background, let enteredBackgroundAt else { return nil }
-        return max(.zero, policy.backgroundTaskTime - (now - enteredBackgroundAt))
-    }
-
-    /// Nothing in flight: no step queued, no ack awaited, no termination under way.
-    public var isSettled: Bool { pending.isEmpty && awaiting == nil && !terminating }
-
-    /// Termination was asked for on this run (it may still be delivering willTerminate).
-    public var isTerminating: Bool { terminating || terminationRequested || dying }
-
-    /// The callback whose ack is awaited, if any.
-    public var awaitingCallback: LifecycleCallback? { awaiting?.callback }
-
-    var canMessage: Bool { policy.speaksProtocol && connected && !muted }
-
-    /// The state the app will be in once its queued work is done; requests are judged against it.
-    var projectedState: AppState {
-        if terminating || dying { return .notRunning }
-        var state = self.state
-        var scenes = sessions.map(\.state)
-        /// A scene app's state follows its scenes (once none is half-connected).
-        func follow(_ callback: SceneCallback, _ scene: String) {
-            guard let index = sessions.firstIndex(where: { $0.id == scene }), let next = callback.resultingState else { return }
-            scenes[index] = next
-            guard state == .inactive || state == .active || state == .background,
-                  !scenes.contains(.unattached) else { return }
-            state = AppState.derived(fromScenes: scenes.compactMap { $0 })
-        }
-        switch awaiting?.message {
-        case .app(let callback, _)? where !callback.changesStateOnSend:
-            if let next = callback.resultingState { state = next }
-        case .scene(let callback, let scene, _)? where !callback.changesStateOnSend:
-            follow(callback, scene)
-        default: break
-        }
-        for step in pending {
-            switch step {
-            case .deliver(let callback, _): if let next = callback.resultingState { state = next }
-            case .deliverScene(let callback, let scene): follow(callback, scene)
-            case .stop: state = .suspended
-            case .resume: state = .background
-            case .terminate: return .notRunning
-            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions: break
-            }
-        }
-        return state
-    }
-
-    public var usesScenes: Bool { policy.scenes != nil }
-
-    /// Between its `awaitFocus` and its `endFocusClaim`: this app's claim is the one the focus queue serves (the
-    /// next of the two in its queue is the claim's end).
-    var holdsFocusClaim: Bool {
-        for step in pending {
-            if step == .awaitFocus { return false }
-            if step == .endFocusClaim { return true }
-        }
-        return false
-    }
-
-    /// Sessions that queued work will discard: gone for every later request.
-    var pendingDiscards: Set<String> {
-        var scenes: Set<String> = []
-        for case .discardSessions(let discarded) in pending { scenes.formUnion(discarded) }
-        return scenes
-    }
-
-    func sessionIndex(_ id: String) -> Int? { sessions.firstIndex { $0.id == id } }
-
-    /// Each session's scene state once queued work is done (nil: disconnected), in `sessions` order.
-    var projectedSceneStates: [SceneActivationState?] {
-        var states = sessions.map(\.state)
-        func apply(_ callback: SceneCallback, _ scene: String) {
-            if let index = sessionIndex(scene), let next = callback.resultingState { states[index] = next }
-        }
-        if case .scene(let callback, let scene, _)? = awaiting?.message, !callback.changesStateOnSend { apply(callback, scene) }
-        for case .deliverScene(let callback, let scene) in pending { apply(callback, scene) }
-        return states
-    }
-
-    /// Focus moves between two scenes of this app: the one that holds it resigns, then the other activates
-    /// (a pending activation not behind a wait for focus). The app stays active through the move.
-    var focusHandingOver: Bool {
-        for step in pending {
-            switch step {
-            case .awaitFocus: return false
-            case .deliverScene(.sceneDidBecomeActive, _): return true
-            default: continue
-            }
-        }
-        return false
-    }
-}
-
 /// The lifecycle of every app and the one focus domain, as a pure state machine:
 /// requests and events in, effects out. No I/O, no clock: time comes in with each call.
 public struct Supervisor: Sendable {
@@ -198,17 +12,27 @@ public struct Supervisor: Sendable {
     /// One app's record.
     public func app(_ name: String) -> AppRecord? { table.record(name) }
 
-    /// Empty lists of effects and touched apps for the next event, with room for what one event makes (an app
-    /// switch's return up to a dozen effects): grown from empty, they were reallocated three or four times per event.
+    /// Empty lists of effects and touched apps for the next event.
     mutating func startEvent() {
         effects = []
-        effects.reserveCapacity(16)
         touched = []
-        touched.reserveCapacity(4)
+        saves = []
     }
 
-    /// `body` with the app's record borrowed, not copied (a copy retains and releases every array, set and string of
-    /// the record: some 25 of them were 8% of an app switch's instructions); nil for an unknown app.
+    /// The effects of the event, ending with one `save` per app whose saved state it changed.
+    mutating func endEvent() -> [Effect] {
+        for name in saves { effects.append(.save(app: name)) }
+        saves = []
+        return effects
+    }
+
+    /// Something the daemon persists for the app changed (AppSnapshot, or its process): it saves the app once
+    /// the event is done.
+    mutating func changedSavedState(_ name: String) {
+        if !name.isEmpty, !saves.contains(name) { saves.append(name) }
+    }
+
+    /// `body` with the app's record borrowed rather than copied out whole; nil for an unknown app.
     public func withApp<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? {
         table.with(name, body)
     }
@@ -239,6 +63,8 @@ public struct Supervisor: Sendable {
     var effects: [Effect] = []
     /// Apps whose queue ran during the current call, in order: each is reported when settled.
     var touched: [String] = []
+    /// Apps whose saved state the current event changed, in order.
+    var saves: [String] = []
     var now: MonotonicTime = .zero
 
     public init() {}
@@ -281,79 +107,58 @@ public struct Supervisor: Sendable {
             RequestError(app: name, state: app.state, becoming: projected == app.state ? nil : projected,
                          request: request, reason: .notAllowed(hint: hint))
         }
-        // Nothing but terminate reaches an external app that is not running: only its own process can start it.
-        if app.policy.external, !projected.isRunning, request != .terminate {
-            throw refuse("it is an external app (External=yes): lifecycled does not start it, its process attaches on the app socket")
-        }
-
-        if app.usesScenes || request.isSceneRequest {
-            try handleScenes(request, for: name, origin: origin, projected: projected)
+        if request.isSceneRequest {
+            if app.policy.external, !projected.isRunning { throw refuse(LifecycleRules.externalRefusal) }
+            try handleSceneRequest(request, for: name, origin: origin, projected: projected)
             return finish(name)
         }
-        switch request {
-        case .launch(let background):
-            guard !projected.isRunning else { throw refuse("it is already running") }
-            guard !app.state.isRunning else { throw refuse("it is still terminating") }
-            launch(name, LaunchOptions(launchedBy: origin, background: background,
-                                       terminatedInBackground: app.terminatedInBackground))
-            if background { append(name, .deliver(.didEnterBackground, nil)) }
-
-        case .focus:
-            switch projected {
-            case .notRunning, .failed:
-                guard !app.state.isRunning else { throw refuse("it is still terminating") }
-                launch(name, LaunchOptions(launchedBy: origin, terminatedInBackground: app.terminatedInBackground))
-            case .inactive: break
-            case .active: return finish(name)
-            case .background: break
-            case .suspended: append(name, .resume)
-            }
-            demoteOthers(than: name)
-            enqueueFocus(name, enteringForeground: projected == .background || projected == .suspended)
-
-        case .deactivate:
-            switch projected {
-            case .active: append(name, .deliver(.willResignActive, nil))
-            case .inactive: break
-            default: throw refuse("only an active app can be interrupted")
-            }
-
-        case .background:
-            switch projected {
-            case .active:
-                append(name, .deliver(.willResignActive, nil))
-                append(name, .deliver(.didEnterBackground, nil))
-            case .inactive:
-                append(name, .deliver(.didEnterBackground, nil))
-            case .background: break
-            case .suspended: throw refuse("it is already stopped in the background; resume it to let it run")
-            case .notRunning, .failed: throw refuse("launch it with --background")
-            }
-
-        case .suspend:
-            switch projected {
-            case .active:
-                append(name, .deliver(.willResignActive, nil))
-                append(name, .deliver(.didEnterBackground, nil))
-                append(name, .stop(reason: "suspend requested"))
-            case .inactive:
-                append(name, .deliver(.didEnterBackground, nil))
-                append(name, .stop(reason: "suspend requested"))
-            case .background: append(name, .stop(reason: "suspend requested"))
-            case .suspended: break
-            case .notRunning, .failed: throw refuse("it is not running")
-            }
-
-        case .resume:
-            guard projected == .suspended else { throw refuse("only a suspended app can be resumed") }
-            append(name, .resume)
-
-        case .terminate:
-            terminate(name)
-        case .openScene, .focusScene, .backgroundScene, .closeScene, .discardScene:
-            preconditionFailure("scene requests are handled by handleScenes")
+        switch LifecycleRules.outcome(of: request, from: projected, stillRunning: app.state.isRunning,
+                                      external: app.policy.external) {
+        case .refuse(let hint):
+            throw refuse(hint)
+        case .steps(let actions):
+            for action in actions { perform(action, for: name, origin: origin) }
         }
         return finish(name)
+    }
+
+    /// Carry out one action of the rules' table for this app.
+    mutating func perform(_ action: LifecycleRules.Action, for name: String, origin: String) {
+        switch action {
+        case .launch(let background):
+            launch(name, LaunchOptions(launchedBy: origin, background: background,
+                                       terminatedInBackground: table[name].terminatedInBackground))
+        case .resume:
+            append(name, .resume)
+        case .takeFocus:
+            if table[name].usesScenes {
+                takeSceneFocus(name, scene: nil, origin: origin)
+            } else {
+                demoteOthers(than: name)
+                enqueueFocus(name, from: table[name].projectedState)
+            }
+        case .moveTo(let target):
+            move(name, to: target, origin: origin)
+        case .stop:
+            append(name, .stop(reason: "suspend requested"))
+        case .terminate:
+            terminate(name)
+        }
+    }
+
+    /// Take the app to `target` (inactive or background) from where its queued work leaves it. An app with scenes
+    /// moves its scenes, and its own callbacks follow them; when no scene has to move (none is connected, as after
+    /// a launch into the background), the app goes through the application callbacks itself.
+    /// `origin`: who asks, for the options of a scene that connects.
+    mutating func move(_ name: String, to target: AppState, origin: String) {
+        let queued = table[name].plan.count
+        if table[name].usesScenes {
+            moveScenes(name, to: target, origin: origin)
+            if table[name].plan.count != queued { return }
+        }
+        for callback in LifecycleRules.callbacks(from: table[name].projectedState, to: target) {
+            append(name, .deliver(callback, nil))
+        }
     }
 
     // MARK: Events
@@ -364,14 +169,15 @@ public struct Supervisor: Sendable {
         switch event {
         case .hello(let name):
             guard table.with(name, { $0.state.isRunning }) == true else { return [] }
-            table[name].connected = true
-            table[name].muted = false
+            table[name].run.link = .connected
             emit(.cancelTimer(app: name, .hello))
             flushNotifications(name)
             return finish(name)
 
         case .ack(let name, let id, let reply):
             guard let awaiting = table.with(name, { $0.awaiting }) ?? nil, awaiting.id == id else { return [] }
+            // A scene's saved state, or its chosen configuration, rides on the ack: kept with the session.
+            if reply.configuration != nil || reply.savedState != nil { changedSavedState(name) }
             complete(name, awaiting, reply: reply, reason: "\(awaiting.name) acknowledged")
             return finish(name)
 
@@ -392,7 +198,8 @@ public struct Supervisor: Sendable {
             return finish(name)
 
         case .processStopped(let name):
-            guard let app = table.record(name), app.state.isRunning, app.state != .suspended, !app.terminating else { return [] }
+            guard let app = table.record(name), app.state.isRunning, app.state != .suspended,
+                  app.run.termination != .signalled else { return [] }
             emit(.note(app: name, .stoppedExternally))
             setState(name, .suspended, reason: "stopped by someone else")
             // Its scenes leave the foreground with it, and one halfway through connecting stays connected in the
@@ -405,15 +212,15 @@ public struct Supervisor: Sendable {
             // The transitions queued for it were planned for a running process: they are abandoned (a stopped app
             // cannot take focus, and the focus queue must not wait on a process nobody may ever continue). A
             // termination asked for still happens; a discard already granted stands.
-            let terminationQueued = app.pending.contains(.terminate)
+            let terminationQueued = app.plan.contains(.terminate)
             dropPendingWork(name)
-            if app.awaiting != nil { table[name].inFlightAbandoned = true }
+            table[name].run.inFlight?.abandoned = true
             if terminationQueued { terminate(name) }
             return finish(name)
 
         case .processContinued(let name):
             // Terminating a suspended app continues it on purpose, so that it can exit.
-            guard let app = table.record(name), app.state == .suspended, !app.terminating else { return [] }
+            guard let app = table.record(name), app.state == .suspended, app.run.termination != .signalled else { return [] }
             emit(.note(app: name, .continuedExternally))
             setState(name, .background, reason: "continued by someone else")
             flushNotifications(name)
@@ -421,14 +228,14 @@ public struct Supervisor: Sendable {
 
         case .disconnected(let name):
             guard let app = table.record(name), app.state.isRunning else { return [] }
-            table[name].connected = false
-            table[name].muted = true
+            table[name].run.link = .muted
             if let awaiting = app.awaiting {
                 complete(name, awaiting, reply: nil, reason: "client disconnected")
             }
             // Nobody to deliver to any more; background tasks die with the connection.
             table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
             table[name].tasks = []
+            changedSavedState(name)
             cancelTaskTimers(name)
             suspendIfGraceIsOver(name, reason: "background tasks ended with the connection")
             return finish(name)
@@ -436,11 +243,13 @@ public struct Supervisor: Sendable {
         case .observe(let name, let names):
             guard table.contains(name) else { return [] }
             table[name].observing = names
+            changedSavedState(name)
             return finish(name)
 
         case .beginBackgroundTask(let name, let task):
             guard let app = table.record(name), app.state.isRunning, !app.tasks.contains(where: { $0.id == task.id }) else { return [] }
             table[name].tasks.append(task)
+            changedSavedState(name)
             emit(.taskBegan(app: name, task: task, remaining: table[name].backgroundTimeRemaining(now: now)))
             if app.state == .background { armTaskTimers(name) }
             return finish(name)
@@ -448,6 +257,7 @@ public struct Supervisor: Sendable {
         case .endBackgroundTask(let name, let id):
             guard let app = table.record(name), app.tasks.contains(where: { $0.id == id }) else { return [] }
             table[name].tasks.removeAll { $0.id == id }
+            changedSavedState(name)
             if table[name].tasks.isEmpty {
                 cancelTaskTimers(name)
                 suspendIfGraceIsOver(name, reason: "background tasks ended after the background time")
@@ -490,15 +300,15 @@ public struct Supervisor: Sendable {
         } else {
             for slot in table.records.indices { count(offer(type, payload: payload, size: size, coalescing: coalescing, to: slot)) }
         }
-        outcome.effects = effects
+        outcome.effects = endEvent()
         return outcome
     }
 
     enum Offer { case delivered, queued, dropped }
 
     private mutating func offer(_ type: String, payload: JSONValue, size: Int, coalescing: Coalescing, to slot: Int) -> Offer {
-        // The hot path of posting: the record is read and written in place, never copied out
-        // (a live copy would also make the queue's add copy its storage).
+        // The record is read and written in place, never copied out: a live copy would make the queue's add copy
+        // its storage.
         let name = table[slot].name
         // A memory warning goes to every app, as UIKit's applicationDidReceiveMemoryWarning does.
         let receives = table[slot].state.isRunning && table[slot].policy.speaksProtocol
@@ -516,6 +326,7 @@ public struct Supervisor: Sendable {
             return .delivered
         }
         table[slot].queue.add(type, payload: payload, size: size, coalescing: coalescing)
+        changedSavedState(name)
         return .queued
     }
 
@@ -543,22 +354,21 @@ public struct Supervisor: Sendable {
                          coalescing: catalog.coalescing(of: memoryWarningType) ?? .latest, to: table.slot(name)) != .dropped { warned += 1 }
             }
             emit(.note(app: "", .memoryWarning(apps: warned)))
-            return effects
+            return endEvent()
         }
-        guard now - episodeWarnedAt >= memoryWarningGrace else { return effects }
+        guard now - episodeWarnedAt >= memoryWarningGrace else { return endEvent() }
         let victims = Self.jetsamOrder(table.records.filter { $0.state == .suspended && !$0.isTerminating },
                                        residentBytes: residentBytes)
         guard let victim = victims.first else {
             emit(.note(app: "", .nothingToTerminate))
-            return effects
+            return endEvent()
         }
         // Like the launch watchdog's kill: nothing more runs for it, and requests wait for the exit.
-        table[victim].terminationRequested = true
-        table[victim].dying = true
+        table[victim].run.termination = .killed(requested: true)
         table[victim].memoryTerminations += 1
         emit(.note(app: victim, .terminatedForMemory(residentBytes: residentBytes[victim])))
         emit(.signal(app: victim, .kill))
-        return effects
+        return endEvent()
     }
 
     /// Suspended apps in the order jetsam terminates them: least recently in the foreground first,
@@ -577,24 +387,24 @@ public struct Supervisor: Sendable {
     /// The grace time ran out while tasks held the app up; now that none does, it is suspended.
     private mutating func suspendIfGraceIsOver(_ name: String, reason: String) {
         let app = table[name]
-        guard app.graceOver, app.tasks.isEmpty, app.state == .background, app.isSettled else { return }
-        table[name].graceOver = false
+        guard app.grace == .over, app.tasks.isEmpty, app.state == .background, app.isSettled else { return }
+        table[name].grace = .idle
         append(name, .stop(reason: reason))
     }
 
     mutating func armTaskTimers(_ name: String) {
         let app = table[name]
         // Apps that are never suspended for their grace (no BackgroundTimeSec, or background modes) need no task time.
-        guard !app.taskTimersArmed, !app.tasks.isEmpty, app.policy.backgroundModes.isEmpty, app.policy.backgroundTime != nil,
+        guard !app.run.taskTimersArmed, !app.tasks.isEmpty, app.policy.backgroundModes.isEmpty, app.policy.backgroundTime != nil,
               let remaining = app.backgroundTimeRemaining(now: now) else { return }
-        table[name].taskTimersArmed = true
+        table[name].run.taskTimersArmed = true
         emit(.armTimer(app: name, .taskWarning, after: max(.zero, remaining - app.policy.expirationWarning)))
         emit(.armTimer(app: name, .taskDeadline, after: remaining))
     }
 
     private mutating func cancelTaskTimers(_ name: String) {
-        guard table.with(name, { $0.taskTimersArmed }) == true else { return }
-        table[name].taskTimersArmed = false
+        guard table.with(name, { $0.run.taskTimersArmed }) == true else { return }
+        table[name].run.taskTimersArmed = false
         emit(.cancelTimer(app: name, .taskWarning))
         emit(.cancelTimer(app: name, .taskDeadline))
     }
@@ -608,34 +418,36 @@ public struct Supervisor: Sendable {
             guard let awaiting = app.awaiting else { return }
             table[name].deadlineMisses += 1
             if let callback = awaiting.callback {
-                emit(.note(app: name, .deadlineMissed(callback, id: awaiting.id)))
+                emit(.note(app: name, .deadlineMissed(callback, id: awaiting.id, after: awaiting.deadline,
+                                                      misses: table[name].deadlineMisses)))
             } else {
-                emit(.note(app: name, .messageDeadlineMissed(awaiting.name, id: awaiting.id)))
+                emit(.note(app: name, .messageDeadlineMissed(awaiting.name, id: awaiting.id, after: awaiting.deadline,
+                                                             misses: table[name].deadlineMisses)))
             }
             if awaiting.callback == .didFinishLaunching {
                 // iOS's launch watchdog: an app that does not finish launching in time is killed.
                 // Its queue stays until the exit, which judges the crash (and whether it held focus).
-                emit(.note(app: name, .launchWatchdog))
+                emit(.note(app: name, .launchWatchdog(after: awaiting.deadline)))
                 table[name].awaiting = nil
-                table[name].dying = true
+                table[name].run.termination = .killed(requested: app.run.termination.isRequested)
                 emit(.signal(app: name, .kill))
             } else {
                 complete(name, awaiting, reply: nil, reason: "\(awaiting.name) deadline passed")
             }
         case .hello:
-            guard app.state.isRunning, !app.connected, !app.muted else { return }
-            table[name].muted = true
+            guard app.state.isRunning, app.run.link == .awaitingHello else { return }
+            table[name].run.link = .muted
             // Silent from now on: what was held for it will never be delivered.
             table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
-            emit(.note(app: name, .noHello))
+            emit(.note(app: name, .noHello(after: app.policy.launchTimeout)))
         case .grace:
-            guard app.graceArmed else { return }
-            table[name].graceArmed = false
+            guard app.grace == .armed else { return }
+            table[name].grace = .idle
             // Grace over and nothing else to do: suspend. Work in flight (a transition) wins.
             guard app.state == .background, app.isSettled else { return }
             // UIKit: an app holding background tasks runs on until they end or their time runs out.
             guard app.tasks.isEmpty else {
-                table[name].graceOver = true
+                table[name].grace = .over
                 return
             }
             append(name, .stop(reason: "background time over"))
@@ -643,52 +455,45 @@ public struct Supervisor: Sendable {
             guard app.state == .background, !app.tasks.isEmpty, let remaining = app.backgroundTimeRemaining(now: now) else { return }
             emit(.taskExpiring(app: name, tasks: app.tasks, remaining: remaining))
         case .taskDeadline:
-            table[name].taskTimersArmed = false
+            table[name].run.taskTimersArmed = false
             guard app.state == .background, !app.tasks.isEmpty else { return }
             table[name].taskOverruns += 1
             table[name].tasks = []
-            emit(.note(app: name, .taskOverrun(app.tasks.map(\.name))))
+            emit(.note(app: name, .taskOverrun(app.tasks.map(\.name), after: app.policy.backgroundTaskTime,
+                                                 overruns: table[name].taskOverruns)))
             // UIKit: tasks not ended by the deadline do not keep the app running: suspended anyway.
             if app.isSettled {
-                table[name].graceOver = false
+                if app.grace == .over { table[name].grace = .idle }
                 append(name, .stop(reason: "background task time over"))
             }
         case .restart:
-            guard app.restartScheduled else { return }
-            table[name].restartScheduled = false
+            guard case .scheduled(let refocus) = app.restart else { return }
+            table[name].restart = .none
             guard app.state == .notRunning else { return }
             launch(name, LaunchOptions(launchedBy: "restart", terminatedInBackground: app.terminatedInBackground))
-            if app.refocusOnRestart && activeApp == nil && focusQueue.isEmpty {
-                enqueueFocus(name, enteringForeground: false)
+            if refocus && activeApp == nil && focusQueue.isEmpty {
+                enqueueFocus(name, from: .inactive)
             } else if app.usesScenes {
                 // Like a plain launch: a scene comes to the foreground, so the app is not inactive with nothing shown.
                 bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: "restart"),
                                   activate: false, origin: "restart")
             }
         case .kill:
-            guard app.terminating, app.state.isRunning else { return }
-            emit(.note(app: name, .killTimeout))
+            guard app.run.termination == .signalled, app.state.isRunning else { return }
+            emit(.note(app: name, .killTimeout(after: app.policy.stopTimeout)))
             emit(.signal(app: name, .kill))
         }
     }
 
     private mutating func exited(_ name: String, _ status: ExitStatus) {
         let app = table[name]
-        let requested = app.terminating || app.terminationRequested
+        let requested = app.run.termination.isRequested
         let heldFocus = activeApp == name || focusQueue.contains(name)
         for kind in [TimerKind.ack, .hello, .kill] { emit(.cancelTimer(app: name, kind)) }
         dropPendingWork(name)
-        table[name].awaiting = nil
-        table[name].terminating = false
-        table[name].terminationRequested = false
-        table[name].dying = false
-        table[name].connected = false
-        table[name].muted = false
-        table[name].terminatedInBackground = app.state == .background || app.state == .suspended
-        table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
-        table[name].observing = []
-        table[name].tasks = []
         cancelTaskTimers(name)
+        table[name].run = Run(queueLimit: app.policy.queueLimit)
+        table[name].terminatedInBackground = app.state == .background || app.state == .suspended
         setState(name, .notRunning, reason: requested ? "terminated, \(status)" : "\(status)")
         // Its scenes go with the process; their sessions (and saved states) stay for the next launch.
         for session in app.sessions where session.isConnected {
@@ -710,17 +515,17 @@ public struct Supervisor: Sendable {
         var delay = policy.restartDelay
         for _ in 1..<max(starts, 1) where delay < policy.restartMaxDelay { delay *= 2 }
         delay = min(delay, policy.restartMaxDelay)
-        table[name].restartScheduled = true
-        table[name].refocusOnRestart = heldFocus
-        emit(.note(app: name, .restartScheduled(after: delay, attempt: starts + 1)))
+        table[name].restart = .scheduled(refocus: heldFocus)
+        emit(.note(app: name, .restartScheduled(after: delay, attempt: starts + 1, limit: policy.startLimitBurst,
+                                                within: policy.startLimitInterval)))
         emit(.armTimer(app: name, .restart, after: delay))
     }
 
     /// `spawn` false: the process is there already (an external app that attached); everything else is a launch.
     mutating func launch(_ name: String, _ options: LaunchOptions, spawn: Bool = true) {
         let app = table[name]
-        if app.restartScheduled {
-            table[name].restartScheduled = false
+        if app.restart != .none {
+            table[name].restart = .none
             emit(.cancelTimer(app: name, .restart))
         }
         // Someone acting on a failed app resets its start limit, as `systemctl reset-failed` does.
@@ -729,8 +534,7 @@ public struct Supervisor: Sendable {
         table[name].launches += 1
         // Message ids count per connection, and each launch brings a new one.
         table[name].nextMessageID = 1
-        table[name].connected = false
-        table[name].muted = false
+        table[name].run.link = .awaitingHello
         if spawn { emit(.spawn(app: name, options: options)) }
         setState(name, .inactive, reason: spawn ? "launched by \(options.launchedBy)" : "attached (\(options.launchedBy))")
         if app.policy.speaksProtocol { emit(.armTimer(app: name, .hello, after: app.policy.launchTimeout)) }
@@ -750,15 +554,15 @@ public struct Supervisor: Sendable {
             advance(name)
         }
         for name in touched where table.with(name, { $0.isSettled }) == true { emit(.settled(app: name)) }
-        return effects
+        return endEvent()
     }
 
     mutating func terminate(_ name: String, wakeSuspended: Bool = false) {
         let app = table[name]
         guard !app.isTerminating else { return }
         guard app.state.isRunning else {
-            if app.restartScheduled {
-                table[name].restartScheduled = false
+            if app.restart != .none {
+                table[name].restart = .none
                 emit(.cancelTimer(app: name, .restart))
             }
             if app.state == .failed && !wakeSuspended {
@@ -770,7 +574,7 @@ public struct Supervisor: Sendable {
         }
         // Termination supersedes queued work; a callback already in flight still gets its ack or deadline.
         dropPendingWork(name)
-        table[name].terminationRequested = true
+        table[name].run.termination = .requested
         let stateAfterInFlight = app.awaiting?.callback.flatMap { $0.changesStateOnSend ? nil : $0.resultingState }
             ?? app.state
         // A suspended app is terminated without a message (UIKit: suspended apps get no notice), except when
@@ -783,11 +587,11 @@ public struct Supervisor: Sendable {
     /// Queued work of the app loses its meaning (exit, termination, watchdog): drop it, with its focus claims.
     mutating func dropPendingWork(_ name: String) {
         // A discard already granted stands: the sessions go now, and the app hears of it at its next launch.
-        for case .discardSessions(let scenes) in table[name].pending {
+        for case .discardSessions(let scenes) in table[name].plan.steps {
             table[name].sessions.removeAll { scenes.contains($0.id) }
             table[name].discardedUntold += scenes
         }
-        table[name].pending = []
+        table[name].plan.removeAll()
         focusQueue.removeAll { $0 == name }
     }
 
@@ -800,15 +604,9 @@ public struct Supervisor: Sendable {
                 advance(other)
                 continue
             }
-            switch table.with(other, { $0.projectedState }) {
-            case .active:
-                append(other, .deliver(.willResignActive, nil))
-                append(other, .deliver(.didEnterBackground, nil))
-            case .inactive:
-                append(other, .deliver(.didEnterBackground, nil))
-            default:
-                continue
-            }
+            let callbacks = LifecycleRules.callbacks(from: table[other].projectedState, to: .background)
+            guard !callbacks.isEmpty else { continue }
+            for callback in callbacks { append(other, .deliver(callback, nil)) }
             advance(other)
         }
     }
@@ -816,7 +614,7 @@ public struct Supervisor: Sendable {
     /// The app joins the focus queue. It comes to the foreground only once the previous holder has
     /// resigned (so the daemon sends: A willResignActive, A didEnterBackground, B willEnterForeground,
     /// B didBecomeActive), and leaves the queue when didBecomeActive is sent.
-    mutating func enqueueFocus(_ name: String, enteringForeground: Bool) {
+    mutating func enqueueFocus(_ name: String, from state: AppState) {
         focusQueue.append(name)
         append(name, .awaitFocus)
         if table[name].usesScenes {
@@ -826,18 +624,20 @@ public struct Supervisor: Sendable {
             append(name, .endFocusClaim)
             return
         }
-        if enteringForeground { append(name, .deliver(.willEnterForeground, nil)) }
-        append(name, .deliver(.didBecomeActive, nil))
+        // A launching app is inactive already; a suspended one is continued into the background first.
+        for callback in LifecycleRules.callbacks(from: state == .inactive ? .inactive : .background, to: .active) {
+            append(name, .deliver(callback, nil))
+        }
         append(name, .endFocusClaim)
     }
 
     /// The message in flight was acknowledged (or its deadline passed, or the client left: `reply` nil).
     mutating func complete(_ name: String, _ delivery: Delivery, reply: AckReply?, reason: String) {
+        let abandoned = table[name].run.inFlight?.abandoned ?? false
         table[name].awaiting = nil
         emit(.cancelTimer(app: name, .ack))
         // Stopped by someone else meanwhile: it stays suspended until continued, and what it was doing is abandoned.
-        let stopped = table[name].state == .suspended || table[name].inFlightAbandoned
-        table[name].inFlightAbandoned = false
+        let stopped = table[name].state == .suspended || abandoned
         switch delivery.message {
         case .app(let callback, _):
             if !callback.changesStateOnSend, let next = callback.resultingState, !stopped {
@@ -855,32 +655,32 @@ public struct Supervisor: Sendable {
     /// Run the app's queued steps until one has to wait.
     mutating func advance(_ name: String) {
         if !touched.contains(name) { touched.append(name) }
-        // The conditions read in place; the record is copied only for a step to run (the last check, which finds
-        // nothing to do, copied it too: about a third of a switch's copies).
-        while let slot = table.slotIfPresent(name), table[slot].awaiting == nil, !table[slot].terminating, !table[slot].dying,
-              !table[slot].pending.isEmpty {
+        // The conditions read the record in place; it is copied only for a step to run.
+        while let slot = table.slotIfPresent(name), table[slot].awaiting == nil, !table[slot].run.termination.isUnderway,
+              !table[slot].plan.isEmpty {
             let app = table[slot]
-            let step = app.pending[0]
+            let step = app.plan.steps[0]
             switch step {
             case .awaitHello:
                 guard app.connected || app.muted || !app.policy.speaksProtocol else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
             case .awaitFocus:
                 guard focusQueue.first == name, activeApp == nil || activeApp == name else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
             case .endFocusClaim:
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 if let claim = focusQueue.firstIndex(of: name) { focusQueue.remove(at: claim) }
             case .deliver(let callback, let options):
                 // No message to a stopped process, and no state change under it: the queue waits
                 // until the process is continued (by a resume step, or by whoever stopped it).
                 guard app.state != .suspended else { return }
-                table[name].pending.removeFirst()
-                switch repair(callback, of: app) {
+                table[name].plan.removeFirst()
+                switch LifecycleRules.repair(callback, in: app.state, holdsFocusClaim: app.holdsFocusClaim,
+                                            usesScenes: app.usesScenes) {
                 case .none: break
                 case .skip: continue
                 case .precede(let missing):
-                    table[name].pending.insert(contentsOf: [.deliver(missing, nil), step], at: 0)
+                    table[name].plan.prepend([.deliver(missing, nil), step])
                     continue
                 }
                 guard app.canMessage else {
@@ -896,7 +696,7 @@ public struct Supervisor: Sendable {
                 return
             case .deliverScene(let callback, let scene):
                 guard app.state != .suspended else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 // Discarded meanwhile: skipped (a focus claim it belonged to still ends at its endFocusClaim step).
                 guard let index = app.sessionIndex(scene) else { continue }
                 // Focus is only ever taken through a claim, or moved inside an app that holds it. A move queued while
@@ -921,7 +721,7 @@ public struct Supervisor: Sendable {
                 return
             case .configureScene(let scene):
                 guard app.state != .suspended else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 guard let session = app.sessions.first(where: { $0.id == scene }) else { continue }
                 guard app.canMessage else {
                     chooseConfiguration(name, scene: scene, answer: nil)
@@ -933,7 +733,7 @@ public struct Supervisor: Sendable {
                 return
             case .discardSessions(let scenes):
                 guard app.state != .suspended else { return }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 let forgotten = scenes.filter { app.sessionIndex($0) != nil }
                 table[name].sessions.removeAll { scenes.contains($0.id) }
                 if !forgotten.isEmpty { emit(.note(app: name, .scenesDiscarded(forgotten))) }
@@ -948,64 +748,34 @@ public struct Supervisor: Sendable {
                 // Only a process in the background is stopped. One still in the foreground (its scenes were moved
                 // otherwise than planned) first goes through the callbacks that take it there.
                 if app.state == .inactive || app.state == .active {
-                    let rest = table[name].pending
-                    table[name].pending = []
-                    if app.usesScenes { sendScenesToBackground(name) }
-                    // No scene in the foreground to move (or no scenes): the application callbacks themselves.
-                    if table[name].pending.isEmpty {
-                        if app.state == .active { append(name, .deliver(.willResignActive, nil)) }
-                        append(name, .deliver(.didEnterBackground, nil))
-                    }
-                    table[name].pending += rest
+                    let rest = table[name].plan.removeAll()
+                    move(name, to: .background, origin: reason)
+                    table[name].plan.append(contentsOf: rest)
                     continue
                 }
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 guard app.state == .background else { continue }  // already stopped
                 setState(name, .suspended, reason: reason)
                 emit(.stopProcess(app: name))
             case .resume:
-                table[name].pending.removeFirst()
+                table[name].plan.removeFirst()
                 guard app.state == .suspended else { continue }  // continued meanwhile by someone else
                 setState(name, .background, reason: "resumed")
                 emit(.continueProcess(app: name))
                 // First the process runs again, then it hears what it missed, then the lifecycle goes on.
                 flushNotifications(name)
                 if !table[name].discardedUntold.isEmpty {
-                    table[name].pending.insert(.discardSessions(table[name].discardedUntold), at: 0)
+                    table[name].plan.prepend([.discardSessions(table[name].discardedUntold)])
                     table[name].discardedUntold = []
                 }
             case .terminate:
-                table[name].pending.removeFirst()
-                table[name].terminating = true
+                table[name].plan.removeFirst()
+                table[name].run.termination = .signalled
                 emit(.signal(app: name, .terminate))
                 if app.state == .suspended { emit(.continueProcess(app: name)) }
                 emit(.armTimer(app: name, .kill, after: app.policy.stopTimeout))
                 return
             }
-        }
-    }
-
-    enum Repair { case none, skip, precede(LifecycleCallback) }
-
-    /// A transition callback was queued for the state the app would be in by then. Someone else stopping and
-    /// continuing it (it comes back in the background), or a scene moved by force, can leave the app elsewhere:
-    /// a callback that no longer leads anywhere is skipped, one that skips a step gets that step first, and an
-    /// activation without the focus claim it was queued under is dropped (focus is only taken through a claim).
-    func repair(_ callback: LifecycleCallback, of app: AppRecord) -> Repair {
-        switch (callback, app.state) {
-        case (.willEnterForeground, .background), (.willResignActive, .active), (.didEnterBackground, .inactive):
-            return .none
-        case (.didBecomeActive, .inactive):
-            return app.holdsFocusClaim || app.usesScenes ? .none : .skip
-        case (.didBecomeActive, .background):
-            // A scene app's callbacks follow its scenes: the scene's own repair brings it forward first.
-            return app.holdsFocusClaim && !app.usesScenes ? .precede(.willEnterForeground) : .skip
-        case (.didEnterBackground, .active):
-            return app.usesScenes ? .skip : .precede(.willResignActive)
-        case (.willEnterForeground, _), (.didBecomeActive, _), (.willResignActive, _), (.didEnterBackground, _):
-            return .skip
-        default:
-            return .none
         }
     }
 
@@ -1022,18 +792,18 @@ public struct Supervisor: Sendable {
         for name in touched {
             guard let app = table.record(name), app.isSettled else { continue }
             // Sitting in the background with nothing to do: the grace time runs.
-            if app.state == .background, !app.graceArmed, !app.graceOver, app.policy.backgroundModes.isEmpty,
+            if app.state == .background, app.grace == .idle, app.policy.backgroundModes.isEmpty,
                let grace = app.policy.backgroundTime {
-                table[name].graceArmed = true
+                table[name].grace = .armed
                 emit(.armTimer(app: name, .grace, after: grace))
             }
             emit(.settled(app: name))
         }
-        return effects
+        return endEvent()
     }
 
     mutating func append(_ name: String, _ step: Step) {
-        table[name].pending.append(step)
+        table[name].plan.append(step)
     }
 
     /// Send one message and arm its deadline; the queue waits for the ack.
@@ -1041,7 +811,6 @@ public struct Supervisor: Sendable {
         let delivery = Delivery(id: table[name].nextMessageID, message: message, deadline: deadline)
         table[name].nextMessageID += 1
         table[name].awaiting = delivery
-        table[name].inFlightAbandoned = false
         emit(.send(app: name, delivery))
         emit(.armTimer(app: name, .ack, after: deadline))
     }
@@ -1051,15 +820,15 @@ public struct Supervisor: Sendable {
         guard from != state else { return }
         table[name].state = state
         table[name].stateSince = now
-        if from == .background, table[name].graceArmed {
-            table[name].graceArmed = false
+        if from == .background, table[name].grace == .armed {
+            table[name].grace = .idle
             emit(.cancelTimer(app: name, .grace))
         }
         if from == .background { cancelTaskTimers(name) }
         if from.isForeground && !state.isForeground { table[name].lastForeground = now }
         if state == .background {
             table[name].enteredBackgroundAt = now
-            table[name].graceOver = false
+            if table[name].grace == .over { table[name].grace = .idle }
             armTaskTimers(name)
         }
         if state == .suspended, !table[name].tasks.isEmpty {
@@ -1071,7 +840,10 @@ public struct Supervisor: Sendable {
         emit(.transition(app: name, from: from, to: state, reason: reason))
     }
 
-    mutating func emit(_ effect: Effect) { effects.append(effect) }
+    mutating func emit(_ effect: Effect) {
+        if effect.changesSavedState, let name = effect.app { changedSavedState(name) }
+        effects.append(effect)
+    }
 }
 
 /// The notification type of memory warnings, which every app gets without observing it.
@@ -1107,38 +879,15 @@ public struct PostError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// The apps' records in an array, found by name through an index: reads borrow and writes mutate in
-/// place (a dictionary of structs copies a record on every read through its subscript).
-///
-/// The slots of the two apps written last are tried first, by comparing names: one event works on one app or two
-/// (an app switch: the one leaving and the one coming), and looks each up dozens of times. The index's lookup
-/// hashes the whole name (SipHash): 137 lookups were a third of an app switch's instructions, where comparing with
-/// the same name, usually the very same string, costs a few instructions.
+/// The apps' records in an array, found by name through an index: reads borrow and writes mutate in place
+/// (a dictionary of structs would copy a record out on every read through its subscript).
 struct AppTable: Sendable {
     private(set) var records: [AppRecord] = []
     private var slots: [String: Int] = [:]
-    /// The slots of the two apps written last (checked against `records` before use: no invalidation).
-    private var hints = (0, 0)
 
     var names: [String] { records.map(\.name) }
 
-    @inline(__always)
-    private func hinted(_ name: String) -> Int? {
-        if hints.0 < records.count && records[hints.0].name == name { return hints.0 }
-        if hints.1 < records.count && records[hints.1].name == name { return hints.1 }
-        return nil
-    }
-
-    @inline(__always)
-    private func find(_ name: String) -> Int? { hinted(name) ?? slots[name] }
-
-    /// `find`, remembering the slot for the next lookups.
-    private mutating func note(_ name: String) -> Int? {
-        if let slot = hinted(name) { return slot }
-        guard let slot = slots[name] else { return nil }
-        hints = (slot, hints.0)
-        return slot
-    }
+    private func find(_ name: String) -> Int? { slots[name] }
 
     func record(_ name: String) -> AppRecord? { find(name).map { records[$0] } }
 
@@ -1157,10 +906,7 @@ struct AppTable: Sendable {
     /// The record of an app that exists (a programmer error otherwise).
     subscript(name: String) -> AppRecord {
         _read { yield records[find(name)!] }
-        _modify {
-            let slot = note(name)!
-            yield &records[slot]
-        }
+        _modify { yield &records[find(name)!] }
     }
 
     subscript(slot: Int) -> AppRecord {

@@ -81,7 +81,7 @@ struct AcknowledgementTests {
 
         let fired = h.fire(.ack, "a")
 
-        #expect(fired == [.note(app: "a", .deadlineMissed(.willResignActive, id: 3)),
+        #expect(fired == [.note(app: "a", .deadlineMissed(.willResignActive, id: 3, after: .seconds(5), misses: 1)),
                           .cancelTimer(app: "a", .ack),
                           .transition(app: "a", from: .active, to: .inactive,
                                       reason: "willResignActive deadline passed"),
@@ -121,7 +121,8 @@ struct AcknowledgementTests {
 
         let fired = h.fire(.ack, "a")
 
-        #expect(fired.notes == [.deadlineMissed(.didFinishLaunching, id: 1), .launchWatchdog])
+        #expect(fired.notes == [.deadlineMissed(.didFinishLaunching, id: 1, after: .seconds(20), misses: 1),
+                                .launchWatchdog(after: .seconds(20))])
         #expect(fired.signals == [.kill])
         #expect(!fired.containsSend, "the queued didBecomeActive is dropped")
         #expect(h.record(of: "a").deadlineMisses == 1)

@@ -1,9 +1,8 @@
 import Testing
 @testable import LifecycleModel
 
-/// AppTable's lookups try the slots of the two apps written last before the index: whatever the order of
-/// inserts, writes and removals (which move the last record into the removed one's slot), every name finds its
-/// own record.
+/// AppTable finds records through an index of slots: whatever the order of inserts, writes and removals (which
+/// move the last record into the removed one's slot), every name finds its own record.
 @Suite("The app table")
 struct AppTableTests {
     private func expectConsistent(_ table: AppTable, _ names: Set<String>, _ comment: Comment,
@@ -17,7 +16,9 @@ struct AppTableTests {
     }
 
     @Test func writesRemovalsAndInsertsInAnyOrderFindEachAppsOwnRecord() {
-        var generator = SystemRandomNumberGenerator()
+        let seed = testSeed()
+        print("AppTableTests seed \(seed) (set LIFECYCLED_TEST_SEED to replay)")
+        var generator = SplitMix64(state: seed)
         for round in 0..<200 {
             var table = AppTable()
             var names: Set<String> = []
@@ -38,11 +39,11 @@ struct AppTableTests {
                     launches[name] = nil
                 default:
                     guard names.contains(name) else { continue }
-                    table[name].launches += 1  // a write: its slot becomes a hint
+                    table[name].launches += 1
                     launches[name, default: 0] += 1
                 }
-                expectConsistent(table, names, "round \(round), step \(step)")
-                for (name, count) in launches { #expect(table[name].launches == count, "round \(round), step \(step): \(name)") }
+                expectConsistent(table, names, "seed \(seed), round \(round), step \(step)")
+                for (name, count) in launches { #expect(table[name].launches == count, "seed \(seed), round \(round), step \(step): \(name)") }
             }
         }
     }

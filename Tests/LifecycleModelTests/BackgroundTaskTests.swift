@@ -173,7 +173,7 @@ struct BackgroundTaskTests {
 
         let deadline = h.fire(.taskDeadline, "a")
 
-        #expect(deadline == [.note(app: "a", .taskOverrun(["upload", "sync"])),
+        #expect(deadline == [.note(app: "a", .taskOverrun(["upload", "sync"], after: .seconds(30), overruns: 1)),
                              .transition(app: "a", from: .background, to: .suspended, reason: "background task time over"),
                              .stopProcess(app: "a"), .settled(app: "a")])
         #expect(h.record(of: "a").taskOverruns == 1)
@@ -189,7 +189,7 @@ struct BackgroundTaskTests {
 
         let deadline = h.fire(.taskDeadline, "a")
 
-        #expect(deadline.notes == [.taskOverrun(["upload"])])
+        #expect(deadline.notes == [.taskOverrun(["upload"], after: .seconds(30), overruns: 1)])
         #expect(h.record(of: "a").taskOverruns == 1)
         #expect(deadline.contains(.stopProcess(app: "a")))
         #expect(h.state("a") == .suspended)
@@ -204,7 +204,7 @@ struct BackgroundTaskTests {
 
         let deadline = h.fire(.taskDeadline, "a")
 
-        #expect(deadline.notes == [.taskOverrun(["upload"])])
+        #expect(deadline.notes == [.taskOverrun(["upload"], after: .seconds(30), overruns: 1)])
         #expect(h.state("a") == .suspended)
     }
 
@@ -258,7 +258,7 @@ struct BackgroundTaskTests {
         #expect(h.state("a") == .background, "the task holds the app up past its grace")
         h.advance(by: .seconds(20))
         let deadline = h.fire(.taskDeadline, "a")
-        #expect(deadline.notes == [.taskOverrun(["upload"])])
+        #expect(deadline.notes == [.taskOverrun(["upload"], after: .seconds(30), overruns: 1)])
         #expect(h.state("a") == .suspended)
     }
 

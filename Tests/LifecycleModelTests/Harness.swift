@@ -13,8 +13,11 @@ typealias ExitStatus = LifecycleModel.ExitStatus
 struct Harness {
     var model = Supervisor()
     private(set) var now: MonotonicTime = .zero
-    /// Every effect of every input, in order.
+    /// Every effect of every input, in order, but the saves.
     private(set) var log: [Effect] = []
+    /// The apps each input asked the daemon to save, in order (`SavedStateTests` checks them; the other tests
+    /// compare the lifecycle's effects, which the saves would only repeat).
+    private(set) var saves: [[String]] = []
     var cooperative = false
     var unresponsive: Set<String> = []
     /// Scenes: what the cooperative client answers to configurationForConnecting, by scene.
@@ -44,17 +47,14 @@ struct Harness {
     /// Apply a request; returns its own effects (not those of the cooperative replies that follow).
     @discardableResult
     mutating func request(_ request: Request, _ app: String, origin: String = "lifectl") throws(RequestError) -> [Effect] {
-        let effects = try model.handle(request, for: app, origin: origin, now: now)
-        record(effects)
+        let effects = record(try model.handle(request, for: app, origin: origin, now: now))
         return effects
     }
 
     /// Feed an event; returns its own effects (not those of the cooperative replies that follow).
     @discardableResult
     mutating func event(_ event: Event) -> [Effect] {
-        let effects = model.handle(event, now: now)
-        record(effects)
-        return effects
+        record(model.handle(event, now: now))
     }
 
     /// Let time pass. Timers are not simulated: a test fires them with `fire`, after `advance` when time matters.
@@ -106,8 +106,8 @@ struct Harness {
                     let app = h.model.apps[name]!
                     let timer: TimerKind? =
                         if app.awaiting != nil { .ack }
-                        else if app.pending.first == .awaitHello, app.policy.speaksProtocol, !app.muted { .hello }
-                        else if app.terminating { .kill }
+                        else if app.plan.first == .awaitHello, app.policy.speaksProtocol, !app.muted { .hello }
+                        else if app.run.termination == .signalled { .kill }
                         else { nil }
                     guard let timer else { continue }
                     h.advance(by: .seconds(30))
@@ -187,17 +187,27 @@ struct Harness {
     /// Post a notification; its effects are logged (and answered, when cooperating) like any other input's.
     @discardableResult
     mutating func post(_ type: String, _ payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome {
-        let outcome = try model.post(type, payload: payload, to: app, now: now)
-        record(outcome.effects)
+        var outcome = try model.post(type, payload: payload, to: app, now: now)
+        outcome.effects = record(outcome.effects)
         return outcome
     }
 
     // MARK: Cooperation
 
-    private mutating func record(_ effects: [Effect]) {
+    /// Log an input's effects, set its saves apart, and reply as the cooperative client; returns the effects
+    /// without the saves.
+    @discardableResult
+    mutating func record(_ all: [Effect]) -> [Effect] {
+        var effects: [Effect] = []
+        var saved: [String] = []
+        for effect in all {
+            if case .save(let app) = effect { saved.append(app) } else { effects.append(effect) }
+        }
+        saves.append(saved)
         log += effects
-        guard cooperative else { return }
+        guard cooperative else { return effects }
         for reply in replies(to: effects) { event(reply) }
+        return effects
     }
 
     private func replies(to effects: [Effect]) -> [Event] {

@@ -18,7 +18,7 @@ struct RestartTests {
         #expect(h.state("a") == .notRunning)
         #expect(exited.contains(.transition(app: "a", from: .inactive, to: .notRunning, reason: "\(status)")))
         if restarts {
-            #expect(exited.notes == [.restartScheduled(after: .milliseconds(100), attempt: 2)])
+            #expect(exited.notes == [.restartScheduled(after: .milliseconds(100), attempt: 2, limit: 5, within: .seconds(10))])
             #expect(exited.armed(.restart) == [.milliseconds(100)])
             let fired = h.fire(.restart, "a")
             #expect(fired.first == .spawn(app: "a", options: LaunchOptions(launchedBy: "restart")))
@@ -54,7 +54,7 @@ struct RestartTests {
         let delays = Self.crashLoop(&h, crashes: 6)
 
         #expect(delays == [100, 200, 400, 800, 1600, 3200].map { .milliseconds($0) })
-        #expect(h.log.notes.compactMap { if case .restartScheduled(_, let attempt) = $0 { attempt } else { nil } }
+        #expect(h.log.notes.compactMap { if case .restartScheduled(_, let attempt, _, _) = $0 { attempt } else { nil } }
                 == [2, 3, 4, 5, 6, 7])
     }
 

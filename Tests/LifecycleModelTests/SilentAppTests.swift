@@ -58,7 +58,7 @@ struct SilentAppTests {
 
         let fired = h.fire(.hello, "a")
 
-        #expect(fired == [.note(app: "a", .noHello),
+        #expect(fired == [.note(app: "a", .noHello(after: .seconds(20))),
                           .transition(app: "a", from: .inactive, to: .active, reason: "didBecomeActive"),
                           .settled(app: "a")])
         #expect(h.record(of: "a").muted)

@@ -18,7 +18,7 @@ struct TerminationTests {
 
         h.advance(by: .seconds(3))
         let killed = h.fire(.kill, "a")
-        #expect(killed == [.note(app: "a", .killTimeout), .signal(app: "a", .kill)])
+        #expect(killed == [.note(app: "a", .killTimeout(after: .seconds(3))), .signal(app: "a", .kill)])
 
         let exited = h.exit("a", .signaled(9))
         #expect(exited == [.cancelTimer(app: "a", .ack), .cancelTimer(app: "a", .hello), .cancelTimer(app: "a", .kill),
@@ -36,7 +36,7 @@ struct TerminationTests {
 
         let fired = h.fire(.ack, "a")
 
-        #expect(fired.notes == [.deadlineMissed(.willTerminate, id: 3)])
+        #expect(fired.notes == [.deadlineMissed(.willTerminate, id: 3, after: .seconds(5), misses: 1)])
         #expect(fired.signals == [.terminate])
     }
 

@@ -184,4 +184,106 @@ struct TransitionTableTests {
             #expect(h.model.activeApp == (settlesIn == .active ? "a" : nil))
         }
     }
+
+    @Test("the rules' table refuses exactly the cells this table refuses, with the same words")
+    func rulesTableMatches() {
+        for cell in Self.cells {
+            switch (LifecycleRules.outcome(of: cell.request, from: cell.from), cell.outcome) {
+            case (.refuse(let reason), .refused(let hint)): #expect(reason == hint, "\(cell.testDescription)")
+            case (.steps, .allowed): break
+            case (let rule, _): Issue.record("\(cell.testDescription): the rules say \(rule)")
+            }
+        }
+    }
+
+    /// UIKit's app-switch and return orders, and nothing else: every pair of states the callbacks connect.
+    static let uikitOrders: [AppState: [AppState: [LifecycleCallback]]] = [
+        .active: [.inactive: [.willResignActive], .background: [.willResignActive, .didEnterBackground]],
+        .inactive: [.active: [.didBecomeActive], .background: [.didEnterBackground]],
+        .background: [.inactive: [.willEnterForeground], .active: [.willEnterForeground, .didBecomeActive]],
+    ]
+
+    @Test("callbacks(from:to:) gives UIKit's order between every pair of states, and no callback elsewhere")
+    func callbackOrdersAreUIKits() {
+        for from in AppState.allCases {
+            for to in AppState.allCases {
+                #expect(LifecycleRules.callbacks(from: from, to: to) == Self.uikitOrders[from]?[to] ?? [],
+                        "\(from) → \(to)")
+            }
+        }
+    }
+
+    @Test("every path through the callbacks walks UIKit's ladder one rung at a time: each callback leads to the state the next one starts from")
+    func callbackOrdersChain() {
+        for from in AppState.allCases {
+            for to in AppState.allCases where from != to {
+                var state = from
+                for callback in LifecycleRules.callbacks(from: from, to: to) {
+                    let next = callback.resultingState!
+                    #expect(LifecycleRules.callbacks(from: state, to: next) == [callback], "\(from) → \(to) at \(callback)")
+                    state = next
+                }
+                if !LifecycleRules.callbacks(from: from, to: to).isEmpty { #expect(state == to, "\(from) → \(to)") }
+            }
+        }
+    }
+
+    @Test("scene callbacks go connect, foreground, active on the way up and resign, background, disconnect on the way down")
+    func sceneCallbackOrders() {
+        #expect(LifecycleRules.sceneCallbacks(from: nil, to: .foregroundActive)
+                == [.sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive])
+        #expect(LifecycleRules.sceneCallbacks(from: .background, to: .foregroundInactive) == [.sceneWillEnterForeground])
+        #expect(LifecycleRules.sceneCallbacks(from: .foregroundActive, to: .foregroundInactive) == [.sceneWillResignActive])
+        #expect(LifecycleRules.sceneCallbacks(from: .foregroundActive, to: nil)
+                == [.sceneWillResignActive, .sceneDidEnterBackground, .sceneDidDisconnect])
+        #expect(LifecycleRules.sceneCallbacks(from: .unattached, to: .background) == [.sceneDidEnterBackground])
+        #expect(LifecycleRules.sceneCallbacks(from: .foregroundInactive, to: .foregroundInactive) == [])
+        #expect(LifecycleRules.sceneCallbacks(from: .background, to: .background) == [])
+        #expect(LifecycleRules.sceneCallbacks(from: nil, to: nil) == [])
+    }
+}
+
+/// The Plan keeps its projections as steps come and go.
+@Suite("The plan of pending steps")
+struct PlanTests {
+    @Test("the sessions a plan discards follow its discard steps as they are added, run and dropped")
+    func discardsFollowTheSteps() {
+        var plan = Plan()
+        plan.append(.discardSessions(["s1", "s2"]))
+        plan.append(.discardSessions(["s2"]))
+        #expect(plan.discards == ["s1", "s2"])
+        plan.removeFirst()
+        #expect(plan.discards == ["s2"], "s2 is still named by the second step")
+        plan.prepend([.discardSessions(["s3"])])
+        #expect(plan.discards == ["s2", "s3"])
+        plan.removeAll()
+        #expect(plan.discards.isEmpty)
+    }
+
+    @Test("the focus claim is held between awaitFocus and endFocusClaim, not before")
+    func focusClaim() {
+        var plan = Plan()
+        plan.append(.awaitFocus)
+        plan.append(.deliver(.didBecomeActive, nil))
+        plan.append(.endFocusClaim)
+        #expect(!plan.holdsFocusClaim)
+        plan.removeFirst()
+        #expect(plan.holdsFocusClaim)
+        plan.removeFirst()
+        plan.removeFirst()
+        #expect(!plan.holdsFocusClaim)
+    }
+
+    @Test("the projected state follows the callbacks, a stop, a resume and a termination in order")
+    func projectedState() {
+        var plan = Plan()
+        plan.append(contentsOf: LifecycleRules.callbacks(from: .active, to: .background).map { .deliver($0, nil) })
+        #expect(plan.projectedState(from: .active, sessions: [], inFlight: nil) == .background)
+        plan.append(.stop(reason: "test"))
+        #expect(plan.projectedState(from: .active, sessions: [], inFlight: nil) == .suspended)
+        plan.append(.resume)
+        #expect(plan.projectedState(from: .active, sessions: [], inFlight: nil) == .background)
+        plan.append(.terminate)
+        #expect(plan.projectedState(from: .active, sessions: [], inFlight: nil) == .notRunning)
+    }
 }

@@ -83,8 +83,6 @@ final class ClientSessions {
         case _ where !app.helloed:
             violation(app, "message before hello")
         case .ack(let id, let configuration, let state):
-            // A scene's saved state (or chosen configuration) rides on the ack: persist it with the session.
-            if configuration != nil || state != nil { host.markDirty(name) }
             host.dispatch(.ack(app: name, id: id, reply: AckReply(configuration: configuration, savedState: state)))
         case .requestSceneActivation(let scene, let role, let configuration, let options):
             let request: Request = scene.map(Request.focusScene)
@@ -107,10 +105,8 @@ final class ClientSessions {
                 return violation(app, "background task \(task) is already open")
             }
             host.dispatch(.beginBackgroundTask(app: name, task: BackgroundTask(id: task, name: taskName)))
-            host.markDirty(name)  // open tasks are part of the saved state
         case .endBackgroundTask(let task):
             host.dispatch(.endBackgroundTask(app: name, id: task))
-            host.markDirty(name)
         }
     }
 

@@ -22,7 +22,7 @@ final class ControlRequests {
         host.runtime(name)?.waiters.append(client)
         do {
             let effects = try host.request(request, for: name, origin: "lifectl")
-            for case .note(name, .sceneSessionCreated(let scene, _)) in effects where request.isSceneRequest {
+            for case .sceneOpened(name, let scene) in effects {
                 openedScenes[ObjectIdentifier(client)] = scene
             }
             host.perform(effects)

@@ -252,7 +252,6 @@ public final class Daemon {
     func perform(_ effects: [Effect]) {
         for effect in effects {
             defer { if let pauseAfter, pauseAfter.matches(effect) { pauseForTest(effect) } }
-            if effect.changesPersistedState, let name = effect.app, !name.isEmpty { markDirty(name) }
             switch effect {
             case .spawn(let name, let options): if let app = runtime(name) { processes.spawn(app, options) }
             case .send(let name, let delivery): sessions.send(name, delivery)
@@ -264,6 +263,8 @@ public final class Daemon {
             case .transition(let name, let from, let to, let reason): transitioned(name, from, to, reason)
             case .note(let name, let note): log(name, note)
             case .settled(let name): settled(name)
+            case .save(let name): markDirty(name)
+            case .sceneOpened: break  // the request that opened it reads it from its own effects (ControlRequests)
             case .notify(let name, let delivery):
                 sessions.send(name, ServerMessage.notification(delivery))
             case .taskBegan(let name, let task, let remaining):
@@ -304,9 +305,7 @@ public final class Daemon {
     }
 
     private func log(_ name: String, _ note: Note) {
-        let record = model.app(name)
-        Log.record(LogLines.line(app: name, note: note, policy: record?.policy ?? AppPolicy(),
-                                 deadlineMisses: record?.deadlineMisses ?? 0, taskOverruns: record?.taskOverruns ?? 0))
+        Log.record(LogLines.line(app: name, note: note))
     }
 
     private func settled(_ name: String) {
@@ -423,7 +422,6 @@ extension Daemon: DaemonHost {
     func post(_ type: String, payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome {
         let outcome = try model.post(type, payload: payload, to: app, now: loop.now)
         perform(outcome.effects)
-        if outcome.queued > 0 { persistence.markQueuesDirty(app) }
         return outcome
     }
 

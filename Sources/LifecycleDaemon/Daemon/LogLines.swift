@@ -13,24 +13,22 @@ struct LogLine {
 /// The words and fields of the daemon's records about apps: a note the model returned, and a transition.
 /// Pure, so that each line is a unit test.
 enum LogLines {
-    /// The record for `note` about app `app`. `policy`, `deadlineMisses` and `taskOverruns` are the app's values
-    /// as the model holds them after the event that raised the note.
-    static func line(app name: String, note: Note, policy: AppPolicy, deadlineMisses misses: Int, taskOverruns overruns: Int) -> LogLine {
+    /// The record for `note` about app `app`: everything the line says comes with the note.
+    static func line(app name: String, note: Note) -> LogLine {
         switch note {
-        case .deadlineMissed(let callback, let id):
-            let limit = callback == .didFinishLaunching ? policy.launchTimeout : policy.ackTimeout
+        case .deadlineMissed(let callback, let id, let limit, let misses):
             return LogLine(event: .deadlineMissed, level: .warning,
                            message: "\(name): \(callback.rawValue) (id \(id)) was not acknowledged within \(describe(limit)); going on (\(misses) missed so far)",
                            fields: [("LIFECYCLE_APP", name), ("LIFECYCLE_CALLBACK", callback.rawValue), ("LIFECYCLE_MISSES", String(misses))])
-        case .launchWatchdog:
+        case .launchWatchdog(let limit):
             return LogLine(event: .deadlineMissed, level: .error,
-                           message: "\(name): did not finish launching within \(describe(policy.launchTimeout)); killing it (launch watchdog)",
+                           message: "\(name): did not finish launching within \(describe(limit)); killing it (launch watchdog)",
                            fields: [("LIFECYCLE_APP", name), ("LIFECYCLE_CALLBACK", "didFinishLaunching"), ("LIFECYCLE_REASON", "launch watchdog")])
-        case .noHello:
-            return LogLine(level: .notice, message: "\(name): no hello within \(describe(policy.launchTimeout)); managing it without messages")
-        case .restartScheduled(let delay, let attempt):
+        case .noHello(let limit):
+            return LogLine(level: .notice, message: "\(name): no hello within \(describe(limit)); managing it without messages")
+        case .restartScheduled(let delay, let attempt, let burst, let interval):
             return LogLine(event: .restart, level: .notice,
-                           message: "\(name): restarting in \(describe(delay)) (start \(attempt) of at most \(policy.startLimitBurst) within \(describe(policy.startLimitInterval)))",
+                           message: "\(name): restarting in \(describe(delay)) (start \(attempt) of at most \(burst) within \(describe(interval)))",
                            fields: [("LIFECYCLE_APP", name), ("LIFECYCLE_RESTART_DELAY_USEC", String(milliseconds(delay) * 1000)),
                                     ("LIFECYCLE_ATTEMPT", String(attempt))])
         case .startLimitHit(let starts, let within):
@@ -43,11 +41,11 @@ enum LogLines {
             return LogLine(level: .notice, message: "\(name): its process was continued by someone else; now in the background")
         case .spawnFailed(let reason):
             return LogLine(level: .error, message: "\(name): Failed to start: \(reason)")
-        case .killTimeout:
-            return LogLine(level: .warning, message: "\(name): did not exit within \(describe(policy.stopTimeout)) of SIGTERM; sending SIGKILL")
-        case .taskOverrun(let tasks):
+        case .killTimeout(let limit):
+            return LogLine(level: .warning, message: "\(name): did not exit within \(describe(limit)) of SIGTERM; sending SIGKILL")
+        case .taskOverrun(let tasks, let limit, let overruns):
             return LogLine(level: .warning,
-                           message: "\(name): background tasks still open when their \(describe(policy.backgroundTaskTime)) ran out: \(tasks.joined(separator: ", ")); suspending it anyway (\(overruns) overruns so far)")
+                           message: "\(name): background tasks still open when their \(describe(limit)) ran out: \(tasks.joined(separator: ", ")); suspending it anyway (\(overruns) overruns so far)")
         case .tasksAbandoned(let tasks):
             return LogLine(level: .notice, message: "\(name): suspended with background tasks open: \(tasks.joined(separator: ", "))")
         case .memoryWarning(let count):
@@ -59,9 +57,9 @@ enum LogLines {
                                + (bytes.map { [("LIFECYCLE_RSS_BYTES", String($0))] } ?? []))
         case .nothingToTerminate:
             return LogLine(level: .warning, message: "Memory pressure persists, and no suspended app is left to terminate")
-        case .messageDeadlineMissed(let message, let id):
+        case .messageDeadlineMissed(let message, let id, let limit, let misses):
             return LogLine(event: .deadlineMissed, level: .warning,
-                           message: "\(name): \(message) (id \(id)) was not acknowledged within \(describe(policy.ackTimeout)); going on (\(misses) missed so far)",
+                           message: "\(name): \(message) (id \(id)) was not acknowledged within \(describe(limit)); going on (\(misses) missed so far)",
                            fields: [("LIFECYCLE_APP", name), ("LIFECYCLE_CALLBACK", message), ("LIFECYCLE_MISSES", String(misses))])
         case .sceneTransition(let scene, let from, let to, let reason):
             let fromName = from?.rawValue ?? "disconnected", toName = to?.rawValue ?? "disconnected"

@@ -43,14 +43,6 @@ final class Persistence {
         }
     }
 
-    /// A post queued something: for one app, or for whichever apps hold queues now.
-    func markQueuesDirty(_ app: String?) {
-        let names = app.map { [$0] } ?? host.records.filter { !$0.queue.isEmpty }.map(\.name)
-        for name in names {
-            if let runtime = host.runtime(name) { markDirty(runtime) }
-        }
-    }
-
     /// Saves every app in `apps` now (the daemon hands its apps over).
     func saveNow(_ apps: some Sequence<AppRuntime>) {
         for app in apps { _ = flag(app) }
@@ -118,7 +110,6 @@ final class Persistence {
                     Log.notice("\(app.name): its process \(old) ended while lifecycled was away")
                 }
                 host.adopt(app.name, persisted.snapshot, running: false)
-                markDirty(app)
                 continue
             }
             readopt(app, pid: pid, persisted)

@@ -1,0 +1,147 @@
+// Where UIKit's lifecycle rules live: the order of the callbacks between two states, for apps and for scenes;
+// what each request does from each state an app can be in (or why it is refused); and which queued callback
+// still makes sense when the app turns out to be elsewhere than planned. The Supervisor asks these functions and
+// never spells an order out itself. How posts to a sleeping app fold together (the third kind of rule) is
+// `Coalescing`, in Notifications.swift.
+
+/// UIKit's lifecycle rules, as data the Supervisor reads.
+public enum LifecycleRules {
+    /// The application-delegate callbacks that take an app from `from` to `to`, in UIKit's order: leaving focus is
+    /// willResignActive then didEnterBackground; coming back is willEnterForeground then didBecomeActive. Empty when
+    /// no callback connects the two (the same state, or a state only a launch, a stop or an exit reaches).
+    public static func callbacks(from: AppState, to: AppState) -> [LifecycleCallback] {
+        switch (from, to) {
+        case (.active, .inactive): [.willResignActive]
+        case (.active, .background): [.willResignActive, .didEnterBackground]
+        case (.inactive, .background): [.didEnterBackground]
+        case (.inactive, .active): [.didBecomeActive]
+        case (.background, .inactive): [.willEnterForeground]
+        case (.background, .active): [.willEnterForeground, .didBecomeActive]
+        default: []
+        }
+    }
+
+    /// The scene-delegate callbacks that take one scene from `from` to `to` (nil: disconnected), in UIKit's order:
+    /// a scene connects, enters the foreground, then becomes active; it resigns, enters the background, then
+    /// disconnects. A scene already in the foreground is not sent back through willEnterForeground.
+    public static func sceneCallbacks(from: SceneActivationState?, to: SceneActivationState?) -> [SceneCallback] {
+        switch (from, to) {
+        case (nil, nil): []
+        case (_, nil): sceneCallbacks(from: from, to: .background) + [.sceneDidDisconnect]
+        case (nil, _): [.sceneWillConnect] + sceneCallbacks(from: .unattached, to: to)
+        case (.foregroundActive?, .foregroundInactive?): [.sceneWillResignActive]
+        case (.foregroundActive?, .background?): [.sceneWillResignActive, .sceneDidEnterBackground]
+        case (.foregroundInactive?, .background?), (.unattached?, .background?): [.sceneDidEnterBackground]
+        case (.foregroundInactive?, .foregroundActive?): [.sceneDidBecomeActive]
+        case (.unattached?, .foregroundInactive?), (.background?, .foregroundInactive?): [.sceneWillEnterForeground]
+        case (.unattached?, .foregroundActive?), (.background?, .foregroundActive?):
+            [.sceneWillEnterForeground, .sceneDidBecomeActive]
+        default: []
+        }
+    }
+
+    /// One thing a request asks for. The Supervisor carries each out for the kind of app at hand: an app with
+    /// scenes moves its scenes, and its own callbacks follow them.
+    public enum Action: Sendable, Equatable {
+        /// Start the process; `background`: straight into the background (no scene connects).
+        case launch(background: Bool)
+        /// Continue a stopped process.
+        case resume
+        /// Join the focus queue; every other app leaves the foreground.
+        case takeFocus
+        /// Go through the callbacks to this state (inactive: resign focus; background: leave the foreground).
+        case moveTo(AppState)
+        /// Stop the process once it is in the background.
+        case stop
+        /// willTerminate (unless suspended), then SIGTERM.
+        case terminate
+    }
+
+    /// Nothing but terminate reaches an external app that is not running: only its own process can start it.
+    static let externalRefusal =
+        "it is an external app (External=yes): lifecycled does not start it, its process attaches on the app socket"
+
+    /// What a request does from a state.
+    public enum Outcome: Sendable, Equatable {
+        case refuse(String)
+        case steps([Action])
+    }
+
+    /// The action table: what `request` does to an app whose queued work leads to `projected`. `stillRunning`: its
+    /// process has not exited yet although its queued work ends it (a launch waits for that exit). `external`: the
+    /// daemon never starts the app (External=yes). Only the app-level requests are in the table; the scene requests
+    /// name a session, and Supervisor+Scenes.swift judges them against it.
+    public static func outcome(of request: Request, from projected: AppState, stillRunning: Bool = false,
+                               external: Bool = false) -> Outcome {
+        if external, !projected.isRunning, request != .terminate { return .refuse(externalRefusal) }
+        switch (request, projected) {
+        case (.launch, .inactive), (.launch, .active), (.launch, .background), (.launch, .suspended):
+            return .refuse("it is already running")
+        case (.launch, .notRunning), (.launch, .failed), (.focus, .notRunning), (.focus, .failed):
+            if stillRunning { return .refuse("it is still terminating") }
+            if case .launch(let background) = request {
+                return .steps([.launch(background: background), .moveTo(background ? .background : .inactive)])
+            }
+            return .steps([.launch(background: false), .takeFocus])
+
+        case (.focus, .inactive), (.focus, .background): return .steps([.takeFocus])
+        case (.focus, .active): return .steps([])
+        case (.focus, .suspended): return .steps([.resume, .takeFocus])
+
+        case (.deactivate, .active): return .steps([.moveTo(.inactive)])
+        case (.deactivate, .inactive): return .steps([])
+        case (.deactivate, _): return .refuse("only an active app can be interrupted")
+
+        case (.background, .active), (.background, .inactive): return .steps([.moveTo(.background)])
+        case (.background, .background): return .steps([])
+        case (.background, .suspended): return .refuse("it is already stopped in the background; resume it to let it run")
+        case (.background, .notRunning), (.background, .failed): return .refuse("launch it with --background")
+
+        case (.suspend, .active), (.suspend, .inactive), (.suspend, .background):
+            return .steps([.moveTo(.background), .stop])
+        case (.suspend, .suspended): return .steps([])
+        case (.suspend, .notRunning), (.suspend, .failed): return .refuse("it is not running")
+
+        case (.resume, .suspended): return .steps([.resume])
+        case (.resume, _): return .refuse("only a suspended app can be resumed")
+
+        case (.terminate, _): return .steps([.terminate])
+
+        case (.openScene, _), (.focusScene, _), (.backgroundScene, _), (.closeScene, _), (.discardScene, _):
+            preconditionFailure("scene requests are judged against their session, not this table")
+        }
+    }
+
+    /// What becomes of a queued application callback when it comes up to be sent.
+    public enum Repair: Sendable, Equatable {
+        /// Send it.
+        case none
+        /// It no longer leads anywhere: dropped.
+        case skip
+        /// It skips a step: that callback goes first.
+        case precede(LifecycleCallback)
+    }
+
+    /// A transition callback is queued for the state the app would be in by then. Someone else stopping and
+    /// continuing it (it comes back in the background), or a scene moved by force, can leave the app elsewhere:
+    /// a callback that no longer leads anywhere is skipped, one that skips a step gets that step first, and an
+    /// activation without the focus claim it was queued under is dropped (focus is only taken through a claim).
+    /// A scene app's callbacks follow its scenes, whose own steps bring it forward first.
+    public static func repair(_ callback: LifecycleCallback, in state: AppState, holdsFocusClaim: Bool,
+                              usesScenes: Bool) -> Repair {
+        switch (callback, state) {
+        case (.willEnterForeground, .background), (.willResignActive, .active), (.didEnterBackground, .inactive):
+            return .none
+        case (.didBecomeActive, .inactive):
+            return holdsFocusClaim || usesScenes ? .none : .skip
+        case (.didBecomeActive, .background):
+            return holdsFocusClaim && !usesScenes ? .precede(.willEnterForeground) : .skip
+        case (.didEnterBackground, .active):
+            return usesScenes ? .skip : .precede(.willResignActive)
+        case (.willEnterForeground, _), (.didBecomeActive, _), (.willResignActive, _), (.didEnterBackground, _):
+            return .skip
+        case (.didFinishLaunching, _), (.willTerminate, _):
+            return .none
+        }
+    }
+}
