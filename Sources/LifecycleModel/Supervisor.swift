@@ -575,8 +575,10 @@ public struct Supervisor: Sendable {
         // Termination supersedes queued work; a callback already in flight still gets its ack or deadline.
         dropPendingWork(name)
         table[name].run.termination = .requested
-        let stateAfterInFlight = app.awaiting?.callback.flatMap { $0.changesStateOnSend ? nil : $0.resultingState }
-            ?? app.state
+        var stateAfterInFlight = app.state
+        if let callback = app.awaitingCallback, !callback.changesStateOnSend, let next = callback.resultingState {
+            stateAfterInFlight = next
+        }
         // A suspended app is terminated without a message (UIKit: suspended apps get no notice), except when
         // the daemon stops: then it is continued first and told like the others.
         if stateAfterInFlight == .suspended && wakeSuspended { append(name, .resume) }
