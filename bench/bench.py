@@ -1001,8 +1001,8 @@ def report(results, args, notif_text, seconds):
     p(f"the same with the required work (`--work`: 4 state files written the daemon's way in a tmpfs directory, the CPU weight")
     p(f"and oom_score_adj of the app leaving and of the app taking the foreground): **{fmt(relay_work, 1, 0)} µs**. Both")
     p("relay floors are, as the ping-pong floor, the faster of all four processes on one CPU and left to the scheduler.")
-    p("\"The daemon's way\": each state file written to a temporary file and renamed over the old one; kernel files")
-    p("through descriptors kept open (one pwrite each).")
+    p("\"The daemon's way\": each state file written to a temporary file and renamed over the old one; the floor")
+    p("writes the kernel files the cheapest way, through descriptors kept open (one pwrite each).")
     if results.get("large_limit"):
         limit, fits = results["large_limit"]
         p(f"The largest N here is {fits:,}, not 10,000: the descriptor limit is {limit:,} (`ulimit -Hn`), and the daemon")
