@@ -42,41 +42,21 @@ extension ControlRequest {
     /// JSONEncoder's to judge.
     func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
         writer.byte(UInt8(ascii: "{"))
-        if let app {
-            writer.raw(#""app":"#)
-            writer.string(app)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""app":"#, app)
         if let background {
             writer.raw(#""background":"#)
             writer.bool(background)
             writer.byte(UInt8(ascii: ","))
         }
-        if let configuration {
-            writer.raw(#""configuration":"#)
-            writer.string(configuration)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""configuration":"#, configuration)
         if let data {
             writer.raw(#""data":"#)
             try writer.value(data)
             writer.byte(UInt8(ascii: ","))
         }
-        if let name {
-            writer.raw(#""name":"#)
-            writer.string(name)
-            writer.byte(UInt8(ascii: ","))
-        }
-        if let role {
-            writer.raw(#""role":"#)
-            writer.string(role)
-            writer.byte(UInt8(ascii: ","))
-        }
-        if let scene {
-            writer.raw(#""scene":"#)
-            writer.string(scene)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""name":"#, name)
+        writer.member(#""role":"#, role)
+        writer.member(#""scene":"#, scene)
         writer.raw(#""verb":"#)
         writer.string(verb)
         writer.byte(UInt8(ascii: "}"))
@@ -190,5 +170,15 @@ extension SceneStatus {
         writer.raw(#","state":"#)
         writer.string(state)
         writer.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension JSONWriter {
+    /// `key` (quotes and colon included), the string and a comma; nothing for nil, as `encodeIfPresent` leaves it out.
+    fileprivate mutating func member(_ key: StaticString, _ value: String?) {
+        guard let value else { return }
+        raw(key)
+        string(value)
+        byte(UInt8(ascii: ","))
     }
 }
