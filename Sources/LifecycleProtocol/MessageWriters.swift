@@ -73,11 +73,7 @@ extension ControlReply {
             try writer.array(apps) { (writer, app) throws(JSONWriter.Unrepresentable) in try app.writeJSON(into: &writer) }
             writer.byte(UInt8(ascii: ","))
         }
-        if let error {
-            writer.raw(#""error":"#)
-            writer.string(error)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""error":"#, error)
         writer.raw(#""ok":"#)
         writer.bool(ok)
         if let scene {
@@ -92,11 +88,7 @@ extension ControlReply {
 extension AppStatus {
     func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
         writer.byte(UInt8(ascii: "{"))
-        if let awaiting {
-            writer.raw(#""awaiting":"#)
-            writer.string(awaiting)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""awaiting":"#, awaiting)
         writer.raw(#""backgroundModes":"#)
         writer.strings(backgroundModes)
         writer.raw(#","backgroundTasks":"#)
