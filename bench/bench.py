@@ -383,10 +383,10 @@ PEERS = [Lifecycled, Supervisord, S6, Runit]
 ONE_CONNECTION = "lifecycled, one open control connection (bench/ctlconn.c, no lifectl)"
 # The messages of one app switch as measured (bench/ctlconn.c: request until reply): the focus request, the 4 callbacks
 # (willResignActive, didEnterBackground to the app leaving; willEnterForeground, didBecomeActive to the one coming),
-# their 4 acks, and the reply. The ping-pong floor of the switch is that many half round trips: the issue's "floor
-# times the number of messages exchanged". The 8 callbacks and acks alone are reported beside it.
+# their 4 acks, and the reply. The ping-pong floor of the switch is that many half round trips: the floor times the
+# number of messages exchanged. The 8 callbacks and acks alone are reported beside it.
 SWITCH_MESSAGES = 10
-# The issue's allowance for the switch: at most this many times its ping-pong floor (clarity over microseconds).
+# The allowance for the switch: at most this many times its ping-pong floor (clarity over microseconds).
 SWITCH_TARGET = 3
 ONE_CONNECTION_PINNED = "lifecycled, one open control connection, daemon + app + ctlconn on one CPU"
 RELAY_SUSPEND = "floor with a control message: C relay, kill() + reply (bench/relay_floor.c)"
@@ -1001,8 +1001,8 @@ def report(results, args, notif_text, seconds):
     p(f"the same with the required work (`--work`: 4 state files written the daemon's way in a tmpfs directory, the CPU weight")
     p(f"and oom_score_adj of the app leaving and of the app taking the foreground): **{fmt(relay_work, 1, 0)} µs**. Both")
     p("relay floors are, as the ping-pong floor, the faster of all four processes on one CPU and left to the scheduler.")
-    p("\"The daemon's way\": each state file written to a temporary file and renamed over the old one; kernel files")
-    p("through descriptors kept open (one pwrite each).")
+    p("\"The daemon's way\": each state file written to a temporary file and renamed over the old one; the floor")
+    p("writes the kernel files the cheapest way, through descriptors kept open (one pwrite each).")
     if results.get("large_limit"):
         limit, fits = results["large_limit"]
         p(f"The largest N here is {fits:,}, not 10,000: the descriptor limit is {limit:,} (`ulimit -Hn`), and the daemon")
@@ -1064,7 +1064,7 @@ def verdicts(results, extra, args):
         mine = pss[Lifecycled.name][0]
         lowest = min(peers, key=lambda k: peers[k][0])
         others = ", ".join(f"{k} {v[0] / 1024:.1f} MiB" for k, v in peers.items())
-        # The issue's target is supervisord's memory; every peer's figure is shown beside it.
+        # The target is supervisord's memory; every peer's figure is shown beside it.
         versus = "supervisord" if "supervisord" in peers else lowest
         theirs = peers[versus][0]
         out.append((f"daemon memory (PSS) at {big} below {versus}'s", mine < theirs,
@@ -1242,7 +1242,7 @@ def main():
     lines, extra = report(results, args, notif, time.time() - t0)
     checks = verdicts(results, extra, args)
     lines.append("")
-    lines.append("### Verdicts against the issue's targets")
+    lines.append("### Verdicts against the targets")
     lines.append("")
     lines.append("| target | met | figures |")
     lines.append("|---|---|---|")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The soak test of lifecycled (issue 6): many real apps, random transitions and notification storms from several
+"""The soak test of lifecycled: many real apps, random transitions and notification storms from several
 controller processes at once, then a quiet period and the invariants. soak/run.sh builds the binaries and runs it;
 soak/README.md says what it does and how to read its report.
 

@@ -117,9 +117,8 @@ static int spawn_child(void *p) {
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < _NSIG; sig++) (void)sigaction(sig, &dfl, NULL);
-    // Except SIGPIPE, ignored as systemd does for services (IgnoreSIGPIPE=yes): an app's output may be a
-    // pipe to the daemon, and when the daemon dies (a crash, kill -9) the next write must fail with EPIPE,
-    // not kill an app the next daemon is about to re-adopt.
+    // Except SIGPIPE, which stays ignored: an app's output may be a pipe to the daemon, and when the daemon
+    // dies the next write must fail with EPIPE, not kill an app the next daemon is about to re-adopt.
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
@@ -130,8 +129,8 @@ static int spawn_child(void *p) {
         if (write(a->cgroup_fds[i], "0", 1) != 1) goto fail;
     }
 
-    // stdin is /dev/null, as systemd gives services (StandardInput=null): never the daemon's own stdin, which
-    // may be a terminal or a pipe of whoever started it. The new descriptor takes the lowest free number, so it
+    // stdin is /dev/null, never the daemon's own stdin, which may be a terminal or a pipe of whoever started
+    // it. The new descriptor takes the lowest free number, so it
     // is none of the descriptors placed below.
     int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd < 0) goto fail;
@@ -172,7 +171,7 @@ static int spawn_child(void *p) {
     if (a->cwd && chdir(a->cwd) < 0) goto fail;
 
     // The limit the daemon started with, not the one it raised for itself: a program using select() breaks on
-    // descriptors past 1,024 (systemd hands services 1024:524288 for that reason, and lowers it again for children).
+    // descriptors past FD_SETSIZE (docs/PLATFORM.md, "Spawning").
     if (child_nofile_soft > 0) {
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > child_nofile_soft) {
@@ -276,9 +275,8 @@ static int slots_reserve(void) {
     return 0;
 }
 
-// Valgrind (bench/callgrind.sh runs the daemon under it) implements clone() for threads and for fork/vfork
-// only: CLONE_FILES makes it abort the whole process ("Unsupported clone() flags: 0x4511"). It announces
-// itself in the client's LD_PRELOAD (vgpreload_*.so); there the slots are not used (a spawn copies the table).
+// Valgrind aborts the process on a clone() with CLONE_FILES (docs/PLATFORM.md, "Spawning"), so under it, which
+// its preload library in LD_PRELOAD announces, the slots are not used and a spawn copies the table.
 static int under_valgrind(void) {
     const char *preload = getenv("LD_PRELOAD");
     return preload != NULL && strstr(preload, "vgpreload") != NULL;
@@ -342,8 +340,8 @@ static pid_t spawn_clone(struct spawn_args *a, void *stack_top, int extra_flags)
 int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
              int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
              int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, pid_t *out_pid) {
-    // clone(CLONE_VM | CLONE_VFORK) like glibc's posix_spawn, rather than vfork(): the child gets
-    // its own stack, so it cannot clobber the frame of the parent it shares memory with.
+    // clone(CLONE_VM | CLONE_VFORK) rather than vfork(): the child gets its own stack, so it cannot clobber
+    // the frame of the parent it shares memory with.
     const size_t stack_size = 64 * 1024;
     void *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);

@@ -42,41 +42,21 @@ extension ControlRequest {
     /// JSONEncoder's to judge.
     func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
         writer.byte(UInt8(ascii: "{"))
-        if let app {
-            writer.raw(#""app":"#)
-            writer.string(app)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""app":"#, app)
         if let background {
             writer.raw(#""background":"#)
             writer.bool(background)
             writer.byte(UInt8(ascii: ","))
         }
-        if let configuration {
-            writer.raw(#""configuration":"#)
-            writer.string(configuration)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""configuration":"#, configuration)
         if let data {
             writer.raw(#""data":"#)
             try writer.value(data)
             writer.byte(UInt8(ascii: ","))
         }
-        if let name {
-            writer.raw(#""name":"#)
-            writer.string(name)
-            writer.byte(UInt8(ascii: ","))
-        }
-        if let role {
-            writer.raw(#""role":"#)
-            writer.string(role)
-            writer.byte(UInt8(ascii: ","))
-        }
-        if let scene {
-            writer.raw(#""scene":"#)
-            writer.string(scene)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""name":"#, name)
+        writer.member(#""role":"#, role)
+        writer.member(#""scene":"#, scene)
         writer.raw(#""verb":"#)
         writer.string(verb)
         writer.byte(UInt8(ascii: "}"))
@@ -93,11 +73,7 @@ extension ControlReply {
             try writer.array(apps) { (writer, app) throws(JSONWriter.Unrepresentable) in try app.writeJSON(into: &writer) }
             writer.byte(UInt8(ascii: ","))
         }
-        if let error {
-            writer.raw(#""error":"#)
-            writer.string(error)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""error":"#, error)
         writer.raw(#""ok":"#)
         writer.bool(ok)
         if let scene {
@@ -112,11 +88,7 @@ extension ControlReply {
 extension AppStatus {
     func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
         writer.byte(UInt8(ascii: "{"))
-        if let awaiting {
-            writer.raw(#""awaiting":"#)
-            writer.string(awaiting)
-            writer.byte(UInt8(ascii: ","))
-        }
+        writer.member(#""awaiting":"#, awaiting)
         writer.raw(#""backgroundModes":"#)
         writer.strings(backgroundModes)
         writer.raw(#","backgroundTasks":"#)
@@ -190,5 +162,15 @@ extension SceneStatus {
         writer.raw(#","state":"#)
         writer.string(state)
         writer.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension JSONWriter {
+    /// `key` (quotes and colon included), the string and a comma; nothing for nil, as `encodeIfPresent` leaves it out.
+    fileprivate mutating func member(_ key: StaticString, _ value: String?) {
+        guard let value else { return }
+        raw(key)
+        string(value)
+        byte(UInt8(ascii: ","))
     }
 }

@@ -86,6 +86,11 @@ var sceneRole: String?
 var sceneConfiguration: String?
 var positional: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
+/// The value that follows an option; exits with a usage error, saying what `option` needs, when there is none.
+@MainActor func optionValue(_ option: String, needs what: String) -> String {
+    guard let value = arguments.popFirst() else { fail("\(option) needs \(what)", status: ExitStatus.usage) }
+    return value
+}
 while let argument = arguments.popFirst() {
     switch argument {
     case "--json": json = true
@@ -94,21 +99,11 @@ while let argument = arguments.popFirst() {
     case "--no-pager": noPager = true
     case "-f", "--follow": follow = true
     case "--background": background = true
-    case "--app":
-        guard let value = arguments.popFirst() else { fail("--app needs an app name", status: ExitStatus.usage) }
-        targetApp = value
-    case "--data":
-        guard let value = arguments.popFirst() else { fail("--data needs a JSON value", status: ExitStatus.usage) }
-        data = value
-    case "--role":
-        guard let value = arguments.popFirst() else { fail("--role needs a scene role", status: ExitStatus.usage) }
-        sceneRole = value
-    case "--config":
-        guard let value = arguments.popFirst() else { fail("--config needs a scene configuration name", status: ExitStatus.usage) }
-        sceneConfiguration = value
-    case "--runtime-dir":
-        guard let value = arguments.popFirst() else { fail("--runtime-dir needs a directory", status: ExitStatus.usage) }
-        runtimeDirectory = value
+    case "--app": targetApp = optionValue(argument, needs: "an app name")
+    case "--data": data = optionValue(argument, needs: "a JSON value")
+    case "--role": sceneRole = optionValue(argument, needs: "a scene role")
+    case "--config": sceneConfiguration = optionValue(argument, needs: "a scene configuration name")
+    case "--runtime-dir": runtimeDirectory = optionValue(argument, needs: "a directory")
     case "--timeout":
         guard let value = arguments.popFirst(), let seconds = Double(value), seconds > 0 else {
             fail("--timeout needs a number of seconds", status: ExitStatus.usage)

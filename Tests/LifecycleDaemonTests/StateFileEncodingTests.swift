@@ -5,8 +5,8 @@ import Glibc
 import LifecycleProtocol
 import Testing
 
-/// The state files' hand-written JSON (PersistedApp.writeJSON, AppSnapshot.writeJSON) against the Codable path it
-/// replaced: the same bytes as JSONEncoder and LineCoder's generic encoder, on seeded random apps that set and unset
+/// The state files' hand-written JSON (PersistedApp.writeJSON, AppSnapshot.writeJSON) against the Codable
+/// conformances: the same bytes as JSONEncoder and LineCoder's generic encoder, on seeded random apps that set and unset
 /// every optional, and files the loader reads back to the same apps.
 @Suite("State files: the hand-written encoder")
 struct StateFileEncodingTests {
@@ -42,8 +42,12 @@ struct StateFileEncodingTests {
         /// (they encode as `"payload":null` and read back as none, the synthesized `decodeIfPresent`'s way).
         let forFiles: Bool
 
-        init(seed: UInt64, forFiles: Bool = false) {
-            state = seed
+        /// Seeded from `seed`, or from LIFECYCLE_TEST_SEED when it is set (to replay another run); the seed used is
+        /// printed, so that a failure can be run again.
+        init(seed: UInt64, forFiles: Bool = false, test: String = #function) {
+            let chosen = ProcessInfo.processInfo.environment["LIFECYCLE_TEST_SEED"].flatMap { UInt64($0) } ?? seed
+            print("\(test): seed \(chosen) (LIFECYCLE_TEST_SEED=\(chosen) replays it)")
+            state = chosen
             self.forFiles = forFiles
         }
 

@@ -7,8 +7,7 @@
 #include <sys/types.h>
 
 /// Starts `path` in a new session and process group (pgid == sid == pid), with every signal
-/// disposition at its default except SIGPIPE, ignored (as systemd's IgnoreSIGPIPE=yes), and an empty
-/// signal mask.
+/// disposition at its default except SIGPIPE, ignored, and an empty signal mask.
 /// - `cwd` may be NULL (stay in the caller's directory).
 /// - `has_ids`: when nonzero, the child drops to `uid`/`gid` with `groups` as supplementary groups.
 /// - `inherit_fd`: -1 for none, else it becomes fd 3 in the child. Every other fd above 2 is closed.

@@ -11,29 +11,25 @@ public enum CgroupDelegation: Sendable, Equatable {
     case notDelegated(reason: String)
 }
 
-/// A cgroup2 subtree delegated to the daemon, laid out as systemd's CGROUP_DELEGATION.md
-/// suggests for a manager of payloads: the manager in a leaf `supervisor/`, each payload in a
-/// sibling cgroup.
+/// A cgroup2 subtree delegated to the daemon: the daemon in a leaf `supervisor/`, each app in a
+/// sibling cgroup, since a cgroup2 group with children holds no processes of its own.
 ///
 ///     <root>/                   systemd's: we write only cgroup.subtree_control (and move out)
 ///     <root>/supervisor/        the daemon, every thread of it
 ///     <root>/app-<name>/        one app: cpu.weight, io.weight, cgroup.freeze, cgroup.kill
 ///     <root>/.control/          systemd's, for ExecStartPost=/ExecReload=/ExecStop= (not ours)
 ///
-/// Delegation makes the root's cgroup.procs, cgroup.subtree_control and cgroup.threads ours
-/// (/sys/kernel/cgroup/delegate); every other attribute of the root (its cpu.weight, memory.max,
-/// cgroup.freeze) stays systemd's, to be set from the unit file, and nothing here writes them.
+/// Only the files delegation hands over are written at the root (docs/PLATFORM.md, "cgroups"); its
+/// other attributes are the service manager's, set from the unit file.
 ///
-/// App cgroups are named `app-<name>`, not `app-<name>.scope`: below a delegation point systemd
-/// manages no units, and a unit suffix would claim one that does not exist (to a reader of
-/// `systemd-cgls`, and to tools that map cgroup paths to unit names, which systemd says is not
-/// public API). The `app-` prefix also keeps an app's name from meeting a kernel attribute file
-/// or `supervisor`, and matches the names the non-delegated arrangement uses.
+/// App cgroups are named `app-<name>`, not `app-<name>.scope`: below a delegation point the
+/// service manager manages no units, and a unit suffix would claim one that does not exist. The
+/// `app-` prefix also keeps an app's name from meeting a kernel attribute file or `supervisor`.
 ///
 /// The paths are plain strings so that tests can point this at a tree of ordinary files.
 struct DelegatedSubtree: Sendable, Equatable {
-    /// The leaf the daemon moves into. Also the name systemd's docs suggest for
-    /// `DelegateSubgroup=` (systemd 254), so that with it we find ourselves already there.
+    /// The leaf the daemon moves into: a unit that sets `DelegateSubgroup=supervisor` starts the daemon
+    /// already there.
     static let supervisorName = "supervisor"
     static let appPrefix = "app-"
     /// What the daemon enables for its apps, where the root's cgroup.controllers offers it:
@@ -124,16 +120,13 @@ func enableSubtreeControllers(in directory: String, wanted: [String]) -> (enable
 extension CgroupDelegation {
     /// Whether to take our cgroup2 group as a delegated subtree.
     ///
-    /// - `forced` true or false decides (tests, and a future config key); true still needs a
-    ///   cgroup2 hierarchy and a group of our own below its root.
-    /// - nil decides from what we see, and every condition must hold: cgroups mounted unified
-    ///   (on hybrid hosts the cpu and freezer controllers are v1, which systemd never delegates);
-    ///   our group is not the root; `INVOCATION_ID` is set (systemd sets it for every service
-    ///   process; it sets nothing for delegation itself); and the group is marked delegated.
-    ///   systemd marks each delegated cgroup with the xattr `trusted.delegate=1` (since v244)
-    ///   and `user.delegate=1` (since v251, readable without CAP_SYS_ADMIN). Without that mark
-    ///   a service running as root could write everything, so writability proves nothing, and
-    ///   moving out of a cgroup systemd did not delegate would step on systemd's property.
+    /// - `forced` true or false decides (tests); true still needs a cgroup2 hierarchy and a group
+    ///   of our own below its root.
+    /// - nil decides from what we see, and every condition must hold: a cgroup2 hierarchy (pure
+    ///   or hybrid); our group is not the root; `INVOCATION_ID` is set (we run as a service); and the group
+    ///   carries the service manager's delegation mark (docs/PLATFORM.md, "cgroups"). A service
+    ///   running as root could write any group, so writability proves nothing, and moving out of
+    ///   a group that was not delegated would take over what the service manager owns.
     ///
     /// `unifiedMount` is the cgroup2 mount (nil on v1-only hosts), `ownPath` the `0::` path.
     static func decide(
@@ -178,7 +171,7 @@ func extendedAttribute(_ name: String, of path: String) -> String? {
 }
 
 /// getxattr/setxattr from the C library. Swift's Glibc module does not export <sys/xattr.h>, so
-/// they are looked up once by name: a cgroup-only stopgap until CSupport exports a `cs_getxattr`.
+/// they are looked up once by name.
 enum XattrCalls {
     typealias Getter = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
     typealias Setter = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeRawPointer?, Int, Int32) -> Int32

@@ -246,8 +246,7 @@ public struct CgroupSupport: Sendable {
     }
 
     /// The layout from what statfs reports for the mount root, `unified`, `cpu` and `freezer`
-    /// below it (PLATFORM-NOTES: cgroup2 root → unified; tmpfs root with a cgroup2 `unified`
-    /// → hybrid; v1 `cpu` or `freezer` mounts → v1).
+    /// below it (docs/PLATFORM.md, "cgroups").
     static func decideLayout(root: FilesystemKind, unified: FilesystemKind, cpu: FilesystemKind, freezer: FilesystemKind) -> CgroupLayout {
         if root == .cgroup2 { return .unified }
         if root == .tmpfs && unified == .cgroup2 { return .hybrid }

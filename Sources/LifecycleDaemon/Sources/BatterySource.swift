@@ -32,7 +32,7 @@ struct KernelUevent: Equatable {
 /// class: one directory per supply with `type`, `capacity` (percent) and `status`.
 ///
 /// sysfs attributes change without any inotify event, so on a real system the trigger is the kernel's uevent
-/// (`SUBSYSTEM=power_supply`, sent by `power_supply_changed()`), after which the files are read again. A
+/// (`SUBSYSTEM=power_supply`), after which the files are read again. A
 /// directory tree that is not sysfs (a test, a container's stand-in) does get inotify events, so the configured
 /// tree is watched that way too; on sysfs those watches simply never fire. Posts only when a value read differs
 /// from the last one; the values at start are read without posting. A battery that appears later posts both;
@@ -207,7 +207,7 @@ final class BatterySource {
         return nil
     }
 
-    /// The kernel's `status` words (`power_supply_status_text`) in UIKit-like names.
+    /// The kernel's `status` words in UIKit-like names.
     static func batteryState(status: String?) -> String {
         switch status {
         case "Charging": "charging"

@@ -11,11 +11,9 @@ struct DirectoryEvent: Equatable {
 
 /// The one inotify instance behind every file the notification sources watch.
 ///
-/// Files are watched through their parent directory, by name: an editor's or a package manager's atomic
-/// replace (write a temporary file, rename it over the old one) gives the old inode no event at all, while the
-/// directory sees `IN_MOVED_TO` with the name. One instance serves everything because the kernel gives one watch
-/// descriptor per directory and instance (`/etc` holds both `localtime` and `locale.conf`), and because an
-/// instance per app would run into `fs.inotify.max_user_instances` (128 by default).
+/// Files are watched through their parent directory, by name, so that a replace by rename is seen; one instance
+/// serves everything, since a directory (`/etc` holds both `localtime` and `locale.conf`) has one watch per
+/// instance and instances per user are few (docs/PLATFORM.md, "Notification sources").
 ///
 /// Lives on the loop's thread. Handlers run after all events of one read are sorted, once per subscriber
 /// with all of its events, so a burst (`IN_CREATE`, `IN_CLOSE_WRITE`, `IN_MOVED_TO`) is one call.

@@ -53,14 +53,12 @@ public struct MemoryPressureReading: Sendable, Equatable {
     }
 }
 
-/// Memory pressure from PSI, the way systemd-oomd and Android's lmkd learn of it: a trigger written to the
-/// pressure file (`some 150000 1000000`: 150 ms of stall within any 1 s window), after which the kernel wakes
-/// the fd with EPOLLPRI at most once per window. No reading in a loop. Each wakeup is handed on as a reading;
-/// what it means (a warning, a termination) is the daemon's decision.
+/// Memory pressure from a PSI trigger written to the pressure file (`some 150000 1000000`: 150 ms of stall
+/// within any 1 s window), after which the kernel wakes the fd at most once per window, so nothing reads in a
+/// loop. Each wakeup is handed on as a reading; what it means (a warning, a termination) is the daemon's decision.
 ///
-/// The kernel refuses a trigger (EINVAL) whose window is not a multiple of 2 s from a writer without
-/// CAP_SYS_RESOURCE, which a container usually lacks; and an fd whose trigger was refused polls as
-/// EPOLLERR|EPOLLPRI at once, forever, so a failed write must never be watched.
+/// A descriptor whose trigger the kernel refused is never watched: it would wake the loop at once, forever
+/// (docs/PLATFORM.md, "Notification sources").
 final class MemoryPressureSource {
     static let type = "didReceiveMemoryWarning"
 
