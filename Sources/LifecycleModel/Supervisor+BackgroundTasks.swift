@@ -14,16 +14,16 @@ extension Supervisor {
     mutating func armTaskTimers(_ name: String) {
         let app = table[name]
         // Apps that are never suspended for their grace (no BackgroundTimeSec, or background modes) need no task time.
-        guard !app.run.taskTimersArmed, !app.tasks.isEmpty, app.policy.backgroundModes.isEmpty, app.policy.backgroundTime != nil,
+        guard case .open(let tasks) = app.run.tasks, app.policy.backgroundModes.isEmpty, app.policy.backgroundTime != nil,
               let remaining = app.backgroundTimeRemaining(now: now) else { return }
-        table[name].run.taskTimersArmed = true
+        table[name].run.tasks = .timed(tasks)
         emit(.armTimer(app: name, .taskWarning, after: max(.zero, remaining - app.policy.expirationWarning)))
         emit(.armTimer(app: name, .taskDeadline, after: remaining))
     }
 
     mutating func cancelTaskTimers(_ name: String) {
-        guard table.with(name, { $0.run.taskTimersArmed }) == true else { return }
-        table[name].run.taskTimersArmed = false
+        guard case .timed(let tasks)? = table.with(name, { $0.run.tasks }) else { return }
+        table[name].run.tasks = .open(tasks)
         emit(.cancelTimer(app: name, .taskWarning))
         emit(.cancelTimer(app: name, .taskDeadline))
     }

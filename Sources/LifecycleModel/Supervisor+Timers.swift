@@ -47,7 +47,7 @@ extension Supervisor {
             guard app.state == .background, !app.tasks.isEmpty, let remaining = app.backgroundTimeRemaining(now: now) else { return }
             emit(.taskExpiring(app: name, tasks: app.tasks, remaining: remaining))
         case .taskDeadline:
-            table[name].run.taskTimersArmed = false
+            if case .timed(let tasks) = app.run.tasks { table[name].run.tasks = .open(tasks) }
             guard app.state == .background, !app.tasks.isEmpty else { return }
             table[name].taskOverruns += 1
             table[name].tasks = []

@@ -218,9 +218,9 @@ public struct Supervisor: Sendable {
             }
             // Nobody to deliver to any more; background tasks die with the connection.
             table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
+            cancelTaskTimers(name)
             table[name].tasks = []
             changedSavedState(name)
-            cancelTaskTimers(name)
             suspendIfGraceIsOver(name, reason: "background tasks ended with the connection")
             return finish(name)
 
@@ -240,12 +240,12 @@ public struct Supervisor: Sendable {
 
         case .endBackgroundTask(let name, let id):
             guard let app = table.record(name), app.tasks.contains(where: { $0.id == id }) else { return [] }
-            table[name].tasks.removeAll { $0.id == id }
+            let left = app.tasks.filter { $0.id != id }
+            // The timers go while the list still says they run: an empty list holds none.
+            if left.isEmpty { cancelTaskTimers(name) }
+            table[name].tasks = left
             changedSavedState(name)
-            if table[name].tasks.isEmpty {
-                cancelTaskTimers(name)
-                suspendIfGraceIsOver(name, reason: "background tasks ended after the background time")
-            }
+            if left.isEmpty { suspendIfGraceIsOver(name, reason: "background tasks ended after the background time") }
             return finish(name)
 
         case .memoryPressure(let residentBytes, let reading):
