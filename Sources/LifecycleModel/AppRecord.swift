@@ -65,9 +65,8 @@ public struct AppRecord: Sendable {
     }
     /// Open background tasks, in the order they began.
     public internal(set) var tasks: [BackgroundTask] {
-        get { run.tasks }
-        set { run.tasks = newValue }
-        _modify { yield &run.tasks }
+        get { run.tasks.list }
+        set { run.tasks.list = newValue }
     }
 
     /// Time left in the background for its tasks; nil in the foreground (the time starts on entering the background).
@@ -180,9 +179,35 @@ struct Run: Sendable {
     var inFlight: InFlight?
     var queue: NotificationQueue
     var observing: Set<String> = []
-    var tasks: [BackgroundTask] = []
-    /// The background task time's warning and deadline timers run.
-    var taskTimersArmed = false
+    var tasks = BackgroundTasks.none
 
     init(queueLimit: Int) { queue = NotificationQueue(limit: queueLimit) }
+}
+
+/// The open background tasks of one run, with their time's warning and deadline timers: the timers run only while
+/// tasks are open, so they can be armed only beside a list that holds some.
+enum BackgroundTasks: Sendable, Equatable {
+    case none
+    /// Open, their time not counted (in the foreground, in an app never suspended for its grace, or after the deadline).
+    case open([BackgroundTask])
+    /// Open in the background, the warning and deadline timers armed.
+    case timed([BackgroundTask])
+
+    /// The tasks in the order they began. Setting a list keeps the timers as they are while tasks stay open;
+    /// emptying it leaves none (cancel the timers first: they would be forgotten).
+    var list: [BackgroundTask] {
+        get {
+            switch self {
+            case .none: []
+            case .open(let tasks), .timed(let tasks): tasks
+            }
+        }
+        set {
+            switch self {
+            case _ where newValue.isEmpty: self = .none
+            case .timed: self = .timed(newValue)
+            case .none, .open: self = .open(newValue)
+            }
+        }
+    }
 }

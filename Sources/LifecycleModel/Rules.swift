@@ -1,8 +1,9 @@
 // Where UIKit's lifecycle rules live: the order of the callbacks between two states, for apps and for scenes;
 // what each request does from each state an app can be in (or why it is refused); and which queued callback
 // still makes sense when the app turns out to be elsewhere than planned. The Supervisor asks these functions and
-// never spells an order out itself. How posts to a sleeping app fold together (the third kind of rule) is
-// `Coalescing`, in Notifications.swift.
+// never spells an order out itself: Supervisor.swift judges each request by the table and, with Supervisor+Focus.swift
+// and Supervisor+Scenes.swift, queues the callbacks these orders name; Supervisor+Steps.swift runs them. How posts
+// to a sleeping app fold together (the third kind of rule) is `Coalescing`, in Notifications.swift.
 
 /// UIKit's lifecycle rules, as data the Supervisor reads.
 public enum LifecycleRules {

@@ -18,6 +18,21 @@ struct StateTypesTests {
         #expect(AppState.derived(fromScenes: scenes) == expected)
     }
 
+    @Test("background task timers stay armed while tasks come and go, and go with the last task")
+    func backgroundTaskTimersNeedOpenTasks() {
+        let one = BackgroundTask(id: 1, name: "upload")
+        var tasks = BackgroundTasks.timed([one])
+
+        tasks.list.append(BackgroundTask(id: 2, name: "sync"))
+        #expect(tasks == .timed([one, BackgroundTask(id: 2, name: "sync")]))
+
+        tasks.list = []
+        #expect(tasks == .none, "no timers beside an empty list")
+
+        tasks.list = [one]
+        #expect(tasks == .open([one]), "new tasks start with their time not counted")
+    }
+
     @Test("each state has its priority class; a process-less state has none", arguments: [
         (AppState.notRunning, PriorityClass?.none),
         (.inactive, .foreground),

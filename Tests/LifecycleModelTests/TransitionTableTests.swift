@@ -196,6 +196,112 @@ struct TransitionTableTests {
         }
     }
 
+    /// The rows where an app with `[Scenes]` differs from the table above: its scene moves first and the app's own
+    /// callbacks follow the scene's (UIKit posts the application notifications after the scene delegate's call).
+    /// Refusals, terminations and a launch into the background (no scene connects) read as in the table above.
+    struct SceneRow: Sendable, CustomTestStringConvertible {
+        let from: AppState
+        let request: Request
+        /// Every message the app gets until it settles, the client acknowledging each at once.
+        let messages: [String]
+        let settlesIn: AppState
+        /// Where its one scene, s1, ends up.
+        let scene: SceneActivationState
+        init(_ from: AppState, _ request: Request, _ messages: [String], settlesIn: AppState, scene: SceneActivationState) {
+            self.from = from
+            self.request = request
+            self.messages = messages
+            self.settlesIn = settlesIn
+            self.scene = scene
+        }
+        var testDescription: String { "\(request) from \(from), with scenes" }
+    }
+
+    static let connectToForeground = ["a.configurationForConnecting", "a.s1.sceneWillConnect", "a.s1.sceneWillEnterForeground"]
+    static let resignToBackground = ["a.s1.sceneWillResignActive", "a.willResignActive",
+                                     "a.s1.sceneDidEnterBackground", "a.didEnterBackground"]
+
+    static let sceneRows: [SceneRow] = [
+        SceneRow(.notRunning, .launch(background: false), ["a.didFinishLaunching"] + connectToForeground,
+                 settlesIn: .inactive, scene: .foregroundInactive),
+        SceneRow(.notRunning, .focus,
+                 ["a.didFinishLaunching"] + connectToForeground + ["a.s1.sceneDidBecomeActive", "a.didBecomeActive"],
+                 settlesIn: .active, scene: .foregroundActive),
+
+        SceneRow(.inactive, .focus, ["a.s1.sceneDidBecomeActive", "a.didBecomeActive"],
+                 settlesIn: .active, scene: .foregroundActive),
+        SceneRow(.inactive, .background, ["a.s1.sceneDidEnterBackground", "a.didEnterBackground"],
+                 settlesIn: .background, scene: .background),
+        SceneRow(.inactive, .suspend, ["a.s1.sceneDidEnterBackground", "a.didEnterBackground"],
+                 settlesIn: .suspended, scene: .background),
+
+        SceneRow(.active, .deactivate, ["a.s1.sceneWillResignActive", "a.willResignActive"],
+                 settlesIn: .inactive, scene: .foregroundInactive),
+        SceneRow(.active, .background, resignToBackground, settlesIn: .background, scene: .background),
+        SceneRow(.active, .suspend, resignToBackground, settlesIn: .suspended, scene: .background),
+
+        // Launched into the background, it has no scene yet: focus connects one.
+        SceneRow(.background, .focus,
+                 connectToForeground + ["a.willEnterForeground", "a.s1.sceneDidBecomeActive", "a.didBecomeActive"],
+                 settlesIn: .active, scene: .foregroundActive),
+        SceneRow(.suspended, .focus,
+                 connectToForeground + ["a.willEnterForeground", "a.s1.sceneDidBecomeActive", "a.didBecomeActive"],
+                 settlesIn: .active, scene: .foregroundActive),
+
+        SceneRow(.failed, .launch(background: false), ["a.didFinishLaunching"] + connectToForeground,
+                 settlesIn: .inactive, scene: .foregroundInactive),
+        SceneRow(.failed, .focus,
+                 ["a.didFinishLaunching"] + connectToForeground + ["a.s1.sceneDidBecomeActive", "a.didBecomeActive"],
+                 settlesIn: .active, scene: .foregroundActive),
+    ]
+
+    static let sceneApp = AppPolicy.with {
+        $0.scenes = ScenePolicy(supportsMultipleScenes: false, configurations: [SceneConfiguration(role: "window", name: "Main")])
+        $0.restart = .onFailure
+        $0.startLimitBurst = 1
+    }
+
+    @Test("request from state, for an app with scenes", arguments: sceneRows)
+    func sceneRequest(_ row: SceneRow) throws {
+        var h = Harness(["a": Self.sceneApp])
+        try h.bring("a", to: row.from)
+        let start = h.log.count
+
+        h.cooperate(after: try h.request(row.request, "a"))
+
+        #expect(h.log[start...].sentMessages == row.messages)
+        #expect(h.state("a") == row.settlesIn)
+        #expect(h.model.app("a")?.sessions.map(\.state) == [row.scene])
+        #expect(h.record(of: "a").isSettled)
+    }
+
+    @Test("an app with scenes is refused exactly where a plain app is, with the same words")
+    func sceneAppRefusals() throws {
+        for cell in Self.cells {
+            guard case .refused(let hint) = cell.outcome else { continue }
+            var h = Harness(["a": Self.sceneApp])
+            try h.bring("a", to: cell.from)
+            let error = #expect(throws: RequestError.self, "\(cell.testDescription)") { try h.request(cell.request, "a") }
+            #expect(error == RequestError(app: "a", state: cell.from, request: cell.request, reason: .notAllowed(hint: hint)))
+        }
+    }
+
+    @Test("an app with scenes gets the plain table's callbacks where no scene moves: terminations and a launch into the background")
+    func sceneAppWhereNoSceneMoves() throws {
+        for cell in Self.cells {
+            guard case .allowed(_, let callbacks, let settlesIn) = cell.outcome,
+                  !Self.sceneRows.contains(where: { $0.from == cell.from && $0.request == cell.request }) else { continue }
+            var h = Harness(["a": Self.sceneApp])
+            try h.bring("a", to: cell.from)
+            let start = h.log.count
+
+            h.cooperate(after: try h.request(cell.request, "a"))
+
+            #expect(h.log[start...].sentMessages == callbacks.map { "a.\($0.rawValue)" }, "\(cell.testDescription)")
+            #expect(h.state("a") == settlesIn, "\(cell.testDescription)")
+        }
+    }
+
     /// UIKit's app-switch and return orders, and nothing else: every pair of states the callbacks connect.
     static let uikitOrders: [AppState: [AppState: [LifecycleCallback]]] = [
         .active: [.inactive: [.willResignActive], .background: [.willResignActive, .didEnterBackground]],

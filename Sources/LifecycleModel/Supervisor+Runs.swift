@@ -1,0 +1,105 @@
+// One run of an app's process, from launch to exit: the launch (and its start limit), termination (one app, or
+// every app when the daemon stops), and the exit with the restart that may follow it, with its backoff.
+
+extension Supervisor {
+    mutating func exited(_ name: String, _ status: ExitStatus) {
+        let app = table[name]
+        let requested = app.run.termination.isRequested
+        let heldFocus = activeApp == name || focusQueue.contains(name)
+        for kind in [TimerKind.ack, .hello, .kill] { emit(.cancelTimer(app: name, kind)) }
+        dropPendingWork(name)
+        cancelTaskTimers(name)
+        table[name].run = Run(queueLimit: app.policy.queueLimit)
+        table[name].terminatedInBackground = app.state == .background || app.state == .suspended
+        setState(name, .notRunning, reason: requested ? "terminated, \(status)" : "\(status)")
+        // Its scenes go with the process; their sessions (and saved states) stay for the next launch.
+        for session in app.sessions where session.isConnected {
+            setSceneState(name, session.id, nil, reason: "process ended")
+        }
+
+        let policy = app.policy
+        let restart = !requested && !policy.external && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
+        guard restart else { return }
+        let windowStart = now - policy.startLimitInterval
+        table[name].recentStarts.removeAll { $0 < windowStart }
+        let starts = table[name].recentStarts.count
+        if starts >= policy.startLimitBurst {
+            emit(.note(app: name, .startLimitHit(starts: starts, within: policy.startLimitInterval)))
+            setState(name, .failed, reason: "start limit hit: \(starts) starts within \(policy.startLimitInterval)")
+            return
+        }
+        // Exponential backoff: the delay doubles with every start inside the start-limit window.
+        var delay = policy.restartDelay
+        for _ in 1..<max(starts, 1) where delay < policy.restartMaxDelay { delay *= 2 }
+        delay = min(delay, policy.restartMaxDelay)
+        table[name].restart = .scheduled(refocus: heldFocus)
+        emit(.note(app: name, .restartScheduled(after: delay, attempt: starts + 1, limit: policy.startLimitBurst,
+                                                within: policy.startLimitInterval)))
+        emit(.armTimer(app: name, .restart, after: delay))
+    }
+
+    /// `spawn` false: the process is there already (an external app that attached); everything else is a launch.
+    mutating func launch(_ name: String, _ options: LaunchOptions, spawn: Bool = true) {
+        let app = table[name]
+        if app.restart != .none {
+            table[name].restart = .none
+            emit(.cancelTimer(app: name, .restart))
+        }
+        // Someone acting on a failed app resets its start limit, as `systemctl reset-failed` does.
+        if app.state == .failed { table[name].recentStarts = [] }
+        table[name].recentStarts.append(now)
+        table[name].launches += 1
+        // Message ids count per connection, and each launch brings a new one.
+        table[name].nextMessageID = 1
+        table[name].run.link = .awaitingHello
+        if spawn { emit(.spawn(app: name, options: options)) }
+        setState(name, .inactive, reason: spawn ? "launched by \(options.launchedBy)" : "attached (\(options.launchedBy))")
+        if app.policy.speaksProtocol { emit(.armTimer(app: name, .hello, after: app.policy.launchTimeout)) }
+        append(name, .awaitHello)
+        append(name, .deliver(.didFinishLaunching, options))
+        announceDiscardedSessions(name)
+    }
+
+    /// The daemon is stopping: every running app is terminated, and every one gets willTerminate with its
+    /// deadline — suspended apps are continued first so that they can hear it and exit (unlike a single
+    /// `terminate` of a suspended app, which UIKit does without notice).
+    public mutating func shutdown(now: MonotonicTime) -> [Effect] {
+        self.now = now
+        startEvent()
+        for name in table.names {
+            terminate(name, wakeSuspended: true)
+            advance(name)
+        }
+        for name in touched where table.with(name, { $0.isSettled }) == true { emit(.settled(app: name)) }
+        return endEvent()
+    }
+
+    mutating func terminate(_ name: String, wakeSuspended: Bool = false) {
+        let app = table[name]
+        guard !app.isTerminating else { return }
+        guard app.state.isRunning else {
+            if app.restart != .none {
+                table[name].restart = .none
+                emit(.cancelTimer(app: name, .restart))
+            }
+            if app.state == .failed && !wakeSuspended {
+                // Like `systemctl reset-failed`: the start limit starts over.
+                table[name].recentStarts = []
+                setState(name, .notRunning, reason: "reset by terminate")
+            }
+            return
+        }
+        // Termination supersedes queued work; a callback already in flight still gets its ack or deadline.
+        dropPendingWork(name)
+        table[name].run.termination = .requested
+        var stateAfterInFlight = app.state
+        if let callback = app.awaitingCallback, !callback.changesStateOnSend, let next = callback.resultingState {
+            stateAfterInFlight = next
+        }
+        // A suspended app is terminated without a message (UIKit: suspended apps get no notice), except when
+        // the daemon stops: then it is continued first and told like the others.
+        if stateAfterInFlight == .suspended && wakeSuspended { append(name, .resume) }
+        if stateAfterInFlight != .suspended || wakeSuspended { append(name, .deliver(.willTerminate, nil)) }
+        append(name, .terminate)
+    }
+}
