@@ -18,6 +18,9 @@ public struct AppRecord: Sendable {
     var grace = GraceClock.idle
     var restart = RestartPlan.none
     var nextMessageID = 1
+    /// Every id sent on this run is below this. The state file records the bound instead of each id, so that a
+    /// message costs no write: the bound moves a block of ids at a time (`Supervisor.messageIDBlock`).
+    var messageIDBound = 1
     /// Start times inside the start-limit window.
     var recentStarts: [MonotonicTime] = []
 

@@ -330,9 +330,10 @@ extension Effect {
     /// requests are one daemon's business and need no write.
     var changesSavedState: Bool {
         switch self {
-        // .send: the next message id moves on. .note: counters, discarded and created sessions.
-        case .spawn, .stopProcess, .continueProcess, .transition, .note, .notify, .send: true
-        case .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring, .sceneOpened, .save: false
+        // .note: counters, discarded and created sessions. A .send saves only when its id passes the recorded
+        // bound (Supervisor.deliver).
+        case .spawn, .stopProcess, .continueProcess, .transition, .note, .notify: true
+        case .send, .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring, .sceneOpened, .save: false
         }
     }
 }

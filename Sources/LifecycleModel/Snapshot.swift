@@ -73,7 +73,7 @@ extension Supervisor {
                            terminatedInBackground: app.terminatedInBackground, memoryTerminations: app.memoryTerminations,
                            observing: app.observing.sorted(), queue: app.queue, sessions: app.sessions,
                            nextSceneNumber: app.nextSceneNumber, discardedUntold: app.discardedUntold,
-                           nextMessageID: app.nextMessageID, tasks: app.tasks.isEmpty ? nil : app.tasks,
+                           nextMessageID: app.messageIDBound, tasks: app.tasks.isEmpty ? nil : app.tasks,
                            enteredBackgroundAtMicroseconds: app.enteredBackgroundAt.map { Int64($0 / .microseconds(1)) })
     }
 
@@ -110,9 +110,11 @@ extension Supervisor {
         table[name].queue = snapshot.queue
         table[name].observing = Set(snapshot.observing)
         table[name].run.link = .awaitingHello
-        // Ids go on past any the previous daemon may have sent after its last save, so that a late ack for one
-        // of its messages (read from a connection kept in the service manager's store) never matches a new one.
+        // Every id the previous daemon sent is below the bound it saved; the ids go on well past it, so that a late
+        // ack for one of its messages (read from a connection kept in the service manager's store) never matches a
+        // new one.
         table[name].nextMessageID = (snapshot.nextMessageID ?? 1) + 1000
+        table[name].messageIDBound = table[name].nextMessageID
         setState(name, state, reason: "re-adopted from the previous daemon")
         // Its background tasks stay open; their deadline counts from when it entered the background, and a task
         // time that ran out while no daemon watched expires now.

@@ -51,6 +51,7 @@ extension Supervisor {
         table[name].launches += 1
         // Message ids count per connection, and each launch brings a new one.
         table[name].nextMessageID = 1
+        table[name].messageIDBound = 1
         table[name].run.link = .awaitingHello
         if spawn { emit(.spawn(app: name, options: options)) }
         setState(name, .inactive, reason: spawn ? "launched by \(options.launchedBy)" : "attached (\(options.launchedBy))")

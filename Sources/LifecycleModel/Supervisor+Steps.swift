@@ -211,9 +211,17 @@ extension Supervisor {
     }
 
     /// Send one message and arm its deadline; the queue waits for the ack.
+    /// How many message ids one save of the state file reserves: the bound it records moves this far past the id
+    /// just sent, so that most messages need no write.
+    static let messageIDBlock = 100
+
     mutating func deliver(_ name: String, _ message: Delivery.Message, deadline: Duration) {
         let delivery = Delivery(id: table[name].nextMessageID, message: message, deadline: deadline)
         table[name].nextMessageID += 1
+        if table[name].nextMessageID > table[name].messageIDBound {
+            table[name].messageIDBound = table[name].nextMessageID + Self.messageIDBlock
+            changedSavedState(name)
+        }
         table[name].awaiting = delivery
         emit(.send(app: name, delivery))
         emit(.armTimer(app: name, .ack, after: deadline))

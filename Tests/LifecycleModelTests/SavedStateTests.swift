@@ -59,4 +59,22 @@ struct SavedStateTests {
         h.exit("a", .exited(0))
         #expect(h.saves.last == ["a"])
     }
+
+    @Test("a message alone saves nothing, yet every id sent stays below the id bound the last save recorded")
+    func messageIDsAreSavedAsABound() throws {
+        var h = Harness("a")
+        try h.bring("a", to: .active)
+        var saved = try #require(h.model.snapshot(of: "a")?.nextMessageID)
+        var highestSent = 0
+        for round in 0..<(Supervisor.messageIDBlock * 2) {
+            let effects = round.isMultiple(of: 2) ? try h.request(.deactivate, "a") : try h.request(.focus, "a")
+            for case .send(_, let delivery) in effects { highestSent = max(highestSent, delivery.id) }
+            // A save here is what the daemon writes: the snapshot as it is after the input.
+            if h.saves.last == ["a"] { saved = try #require(h.model.snapshot(of: "a")?.nextMessageID) }
+            if round == 0 { #expect(h.saves.last == [], "willResignActive is sent before any state changes") }
+            #expect(highestSent < saved, "id \(highestSent) was sent, the state file says ids stay below \(saved)")
+            h.ack("a")
+            if h.saves.last == ["a"] { saved = try #require(h.model.snapshot(of: "a")?.nextMessageID) }
+        }
+    }
 }
