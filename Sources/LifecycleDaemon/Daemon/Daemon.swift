@@ -126,7 +126,7 @@ public final class Daemon {
         }
         processes.appSocketPath = appSocket?.path
         // Client connections and pidfds the service manager kept for us (FDSTORE=1) while the previous daemon died.
-        let storedConnections = fdStore.takePassed(passed)
+        fdStore.takePassed(passed)
 
         for signal in [SIGTERM, SIGINT] {
             signalSources.append(try loop.onSignal(signal) { [unowned self] in self.shutdown.begin() })
@@ -145,7 +145,7 @@ public final class Daemon {
         }
         persistence.restorePreviousRun()
         fdStore.dropUnusedPidfds()
-        sessions.attachStored(storedConnections)
+        sessions.attachStored(fdStore.takeConnections())
         processes.launchingTogether {
             for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { autoLaunch(name) }
         }
@@ -425,7 +425,7 @@ extension Daemon: DaemonHost {
         return outcome
     }
 
-    func openConnection(_ app: String, fd: Int32) throws(SystemError) -> Connection { try sessions.open(app, fd: fd) }
+    func openConnection(_ app: String, fd: FileDescriptor) throws(SystemError) -> Connection { try sessions.open(app, fd: fd) }
 
     func attach(_ name: String) throws(RequestError) -> [Effect] {
         try model.attach(name, launchedBy: "external", now: loop.now)

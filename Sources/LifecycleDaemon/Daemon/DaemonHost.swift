@@ -32,7 +32,7 @@ protocol DaemonHost: AnyObject {
     /// the queues marked for saving; not drained).
     func post(_ type: String, payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome
     /// The client connection of `app` on `fd`, its events going to the app's session.
-    func openConnection(_ app: String, fd: Int32) throws(SystemError) -> Connection
+    func openConnection(_ app: String, fd: FileDescriptor) throws(SystemError) -> Connection
     /// An external process becomes the app: the model launches it.
     func attach(_ name: String) throws(RequestError) -> [Effect]
     /// The model takes back an app a previous daemon saved, running or not, and the effects are performed.

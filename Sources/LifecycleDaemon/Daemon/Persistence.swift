@@ -142,16 +142,17 @@ final class Persistence {
         }
         // Not our child any more (the previous daemon was its parent): its exit comes through a pidfd, the one the
         // service manager kept when there is one (the very process, whatever has its pid by now).
-        let pidfd = fdStore.takePidfd(app, pid: pid) ?? cs_pidfd_open(pid)
-        guard pidfd >= 0 else {
+        let pidfd: FileDescriptor
+        do throws(SystemError) {
+            if let stored = fdStore.takePidfd(app, pid: pid) { pidfd = stored } else { pidfd = try openPidFD(pid) }
+        } catch {
             return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup,
-                           reason: "it cannot be watched (pidfd_open: \(String(cString: strerror(errno))))")
+                           reason: "it cannot be watched (pidfd_open: \(String(cString: strerror(error.errno))))")
         }
         app.began(pid: pid, pidfd: pidfd, token: persisted.token)
         do {
             try processes.watchExit(app, pid: pid, pidfd: pidfd, what: "re-adopted process")
         } catch {
-            close(pidfd)
             app.pid = nil
             app.pidfd = nil
             return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup, reason: "it cannot be watched: \(error)")
