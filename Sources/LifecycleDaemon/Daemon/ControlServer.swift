@@ -213,7 +213,7 @@ final class ControlServer {
             guard verbs.contains(request.verb) else {
                 return client.reply(.failure("unknown verb '\(ProtocolError.clipped(request.verb, to: 80))' (expected one of: \(verbs.joined(separator: ", ")))"))
             }
-            let access = ControlAccess(daemonUID: daemonUID, group: daemon.config.daemon.controlGroup)
+            let access = ControlAccess(daemonUID: daemonUID, group: daemon.configuration.config.daemon.controlGroup)
             switch access.mayChange(uid: client.uid, gid: client.gid, verb: request.verb) {
             case .refused(let message):
                 Log.notice("Refused \(request.verb)\(request.app.map { " \($0)" } ?? "") from uid \(client.uid) gid \(client.gid) (pid \(client.pid)): not \(access.whoMay)")
