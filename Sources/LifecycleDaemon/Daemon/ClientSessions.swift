@@ -71,6 +71,8 @@ final class ClientSessions {
         let name = app.name
         switch message {
         case .hello(let version, let observe, _, _):
+            // One hello per connection is a rule of the connection, not of the app: `helloed` starts over with
+            // each connection the app gets (a launch, a reconnection), so it stays here, not in the model.
             guard !app.helloed else { return violation(app, "second hello") }
             guard version == protocolVersion else {
                 return violation(app, "protocol \(version) is not spoken here (this daemon speaks \(protocolVersion))")
@@ -101,7 +103,7 @@ final class ClientSessions {
             }
             host.drain()
         case .beginBackgroundTask(let task, let taskName):
-            guard host.record(name)?.tasks.contains(where: { $0.id == task }) != true else {
+            guard !host.hasOpenTask(app: name, id: task) else {
                 return violation(app, "background task \(task) is already open")
             }
             host.dispatch(.beginBackgroundTask(app: name, task: BackgroundTask(id: task, name: taskName)))

@@ -234,7 +234,7 @@ public final class Daemon {
     }
 
     private func log(_ name: String, _ note: Note) {
-        Log.record(LogLines.line(app: name, note: note))
+        Log.record(LogLines.line(app: name, note: note, pid: runtime(name)?.pid))
     }
 
     private func settled(_ name: String) {
@@ -287,6 +287,7 @@ extension Daemon: DaemonHost {
     func record(_ name: String) -> AppRecord? { model.app(name) }
     func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? { model.withApp(name, body) }
     var records: [AppRecord] { model.records }
+    func hasOpenTask(app: String, id: Int) -> Bool { model.hasOpenTask(app: app, id: id) }
     func snapshot(of name: String) -> AppSnapshot? { model.snapshot(of: name) }
     func queue(_ event: Event) { events.append(event) }
 
@@ -311,8 +312,8 @@ extension Daemon: DaemonHost {
         drain()
     }
 
-    func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool) {
-        perform(model.adopt(name, snapshot, running: running, now: loop.now))
+    func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, processesStopped: Bool?) {
+        perform(model.adopt(name, snapshot, running: running, processesStopped: processesStopped, now: loop.now))
     }
 
     func markDirty(_ name: String) {

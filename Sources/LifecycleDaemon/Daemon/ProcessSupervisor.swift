@@ -199,17 +199,17 @@ final class ProcessSupervisor {
             if suspension.awaitsConfirmation(name) && app.suspendedWith == .signal {
                 return suspension.confirm(name, leaderStopped: true)
             }
-            // The model takes a stop only for an app it does not hold suspended: for one it does, nothing to check.
-            guard host.record(name)?.state != .suspended else { return }
-            // Check /proc so a stale event after our own SIGCONT is not taken for someone else's stop.
+            // Check /proc so a stale event after our own SIGCONT is not taken for someone else's stop; whether the
+            // stop changes anything (not for an app already suspended) is the model's to say.
             if ProcessTable.state(of: pid) == "T" { host.dispatch(.processStopped(app: name)) }
         case Int32(CLD_CONTINUED):
             // While our own stop is unconfirmed, a continue is the late report of our previous SIGCONT: the new
             // SIGSTOP may not be delivered yet, so /proc still shows the process running, and taking that for
             // someone else's continue would move the app to the background as it stops.
             guard !(suspension.awaitsConfirmation(name) && app.suspendedWith != nil) else { return }
-            // The model takes a continue only for a suspended app it is not terminating (the report of our own
-            // resume comes when the app is in the background already): for any other, nothing to check.
+            // Our own continue of an app being terminated (the daemon wakes suspended apps to tell them it stops)
+            // is reported while the model still holds the app suspended, with a termination requested rather than
+            // signalled, which the model's own check does not cover: that report is not someone else's continue.
             guard let record = host.record(name), record.state == .suspended, !record.isTerminating else { return }
             if ProcessTable.state(of: pid) != "T" { host.dispatch(.processContinued(app: name)) }
         default: break
