@@ -70,7 +70,7 @@ final class ProcessSupervisor {
         // The app's stdout and stderr: a journal stream under its name, or a pipe the daemon prefixes onto its stderr.
         var output: (child: FileDescriptor, reader: FileDescriptor?)?
         if Log.toJournal, let stream = Journal.stream(identifier: name) {
-            output = (FileDescriptor(owning: stream, path: "the journal stream of \(name)"), nil)
+            output = (stream, nil)
         } else {
             var fds: [Int32] = [-1, -1]
             if cs_pipe_cloexec(&fds) == 0 {
@@ -207,9 +207,11 @@ final class ProcessSupervisor {
             // SIGSTOP may not be delivered yet, so /proc still shows the process running, and taking that for
             // someone else's continue would move the app to the background as it stops.
             guard !(suspension.awaitsConfirmation(name) && app.suspendedWith != nil) else { return }
-            // Our own continue of an app being terminated (the daemon wakes suspended apps to tell them it stops)
-            // is reported while the model still holds the app suspended, with a termination requested rather than
-            // signalled, which the model's own check does not cover: that report is not someone else's continue.
+            // Only a suspended app can be continued by someone else, so the report of our own resume (the app is
+            // in the background by then) costs no read of /proc. One being terminated is continued on purpose
+            // (the daemon wakes suspended apps to tell them it stops) while the model still holds it suspended with
+            // a termination requested, not yet signalled, which the model's own check lets through: that report is
+            // ours, not someone else's continue.
             guard let record = host.record(name), record.state == .suspended, !record.isTerminating else { return }
             if ProcessTable.state(of: pid) != "T" { host.dispatch(.processContinued(app: name)) }
         default: break
