@@ -121,6 +121,14 @@ public enum Note: Sendable, Equatable {
     case startLimitHit(starts: Int, within: Duration)
     case stoppedExternally
     case continuedExternally
+    /// Re-adoption: saved as suspended, but its processes run; taken back in the background.
+    case adoptedRunning
+    /// Re-adoption: saved in `saved`, a running state, but its processes are stopped (the previous daemon died
+    /// mid-suspension); continued.
+    case adoptedStopped(saved: AppState)
+    /// Re-adoption: the running process of a previous daemon is the app's again, taken back in `state` (as saved,
+    /// unless its processes said otherwise).
+    case readopted(state: AppState)
     case spawnFailed(String)
     /// No exit within `after` (TimeoutStopSec=) of SIGTERM.
     case killTimeout(after: Duration)

@@ -81,10 +81,26 @@ extension Supervisor {
     /// one), the app resumes the state it had, its queue and its scenes, waiting for its client to reconnect
     /// (or the launch timeout, after which it is managed without messages); work that was in flight is not
     /// replayed. Without, only what outlives a process is kept: sessions, counters, how the last run ended.
-    public mutating func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, now: MonotonicTime) -> [Effect] {
+    ///
+    /// `processesStopped`: what the daemon found its processes to be (stopped or frozen, or not), nil when it did not
+    /// look. The file is saved once per loop iteration, so a crash between a stop (or a continue) and that save
+    /// leaves the kernel ahead of the file. The kernel wins: a process is never left stopped unknowingly.
+    public mutating func adopt(_ name: String, _ saved: AppSnapshot, running: Bool, processesStopped: Bool? = nil,
+                               now: MonotonicTime) -> [Effect] {
         guard table.contains(name) else { return [] }
         self.now = now
         startEvent()
+        var snapshot = saved
+        if running, let stopped = processesStopped {
+            if snapshot.state == .suspended && !stopped {
+                emit(.note(app: name, .adoptedRunning))
+                snapshot.state = .background
+            } else if snapshot.state != .suspended && stopped {
+                emit(.note(app: name, .adoptedStopped(saved: snapshot.state)))
+                emit(.continueProcess(app: name))
+            }
+            emit(.note(app: name, .readopted(state: snapshot.state)))
+        }
         table[name].launches = snapshot.launches
         table[name].deadlineMisses = snapshot.deadlineMisses
         table[name].memoryTerminations = snapshot.memoryTerminations

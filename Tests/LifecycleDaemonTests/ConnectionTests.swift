@@ -41,7 +41,7 @@ import Testing
         let (daemonEnd, peer) = try socketPair()
         defer { close(peer) }
         var closed = false
-        let connection = try Connection(fd: daemonEnd, loop: loop) { event in
+        let connection = try Connection(fd: FileDescriptor(owning: daemonEnd, path: "the daemon's end"), loop: loop) { event in
             if case .closed = event { closed = true }
         }
         // 3 MiB in one line, as a list of about 7,000 apps would be; the peer reads only after the send.
@@ -61,7 +61,7 @@ import Testing
         let (daemonEnd, peer) = try socketPair()
         defer { close(peer) }
         var closed = false
-        let connection = try Connection(fd: daemonEnd, loop: loop) { event in
+        let connection = try Connection(fd: FileDescriptor(owning: daemonEnd, path: "the daemon's end"), loop: loop) { event in
             if case .closed = event { closed = true }
         }
         // Over the bound beyond what the socket itself holds (a few hundred KiB), never read.

@@ -16,6 +16,21 @@ import Testing
         #expect(fields(record) == ["LIFECYCLE_APP=mail", "LIFECYCLE_CALLBACK=willResignActive", "LIFECYCLE_MISSES=3"])
     }
 
+    @Test func aReadoptionNamesTheProcessAndTheStateItIsTakenBackIn() {
+        let record = LogLines.line(app: "mail", note: .readopted(state: .background), pid: 4242)
+        #expect(record.event == .launch)
+        #expect(record.level == .notice)
+        #expect(record.message == "mail: re-adopted process 4242 in state background from the previous lifecycled")
+        #expect(fields(record) == ["LIFECYCLE_APP=mail", "LIFECYCLE_PID=4242", "LIFECYCLE_LAUNCHED_BY=re-adoption"])
+    }
+
+    @Test func theKernelWinningAtReadoptionIsSaidInTheLog() {
+        #expect(line(.adoptedRunning).message == "mail: saved as suspended, but its processes run; taking it back in the background")
+        #expect(line(.adoptedStopped(saved: .inactive)).message
+            == "mail: saved as inactive, but its processes are stopped (the previous lifecycled died mid-suspension); continuing them")
+        #expect(line(.adoptedRunning).level == .notice && line(.adoptedStopped(saved: .inactive)).level == .notice)
+    }
+
     @Test func aLaunchWatchdogNamesItsLimit() {
         let record = line(.launchWatchdog(after: .seconds(20)))
         #expect(record.event == .deadlineMissed)

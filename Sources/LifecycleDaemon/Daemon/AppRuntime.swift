@@ -15,8 +15,8 @@ final class AppRuntime {
     /// The service manager keeps a pidfd of its process too (FDNAME=pidfd-NAME): the next daemon watches the very
     /// process it started, not whatever holds its pid by then.
     var pidfdStored = false
-    /// For a process re-adopted from a previous daemon (not our child): its pidfd, watched for the exit.
-    var pidfd: Int32?
+    /// For a process re-adopted from a previous daemon or attached (not our child): its pidfd, watched for the exit.
+    var pidfd: FileDescriptor?
     var connection: Connection?
     /// The app's stdout and stderr, when they come through the daemon (no journal).
     var output: OutputReader?
@@ -53,7 +53,7 @@ final class AppRuntime {
 
     /// A process became the app's (launched, re-adopted, or attached): nothing of the previous one's client or
     /// priority applies to it. `pidfd`: the process's, for one that is not the daemon's child.
-    func began(pid: pid_t, pidfd: Int32? = nil, token: String?) {
+    func began(pid: pid_t, pidfd: FileDescriptor? = nil, token: String?) {
         self.pid = pid
         self.pidfd = pidfd
         self.token = token

@@ -13,7 +13,7 @@ import LifecycleProtocol
 final class AppSocketServer {
     private unowned let daemon: Daemon
     let path: String
-    private let fd: Int32
+    private let fd: FileDescriptor
     private var source: EventSource?
     private var pending: [ObjectIdentifier: Pending] = [:]
     /// How long a connection may stay without its hello.
@@ -46,19 +46,19 @@ final class AppSocketServer {
     init(daemon: Daemon, path: String) throws(SystemError) {
         self.daemon = daemon
         self.path = path
-        let fd = cs_unix_listen(path, 128)
-        guard fd >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -fd) }
-        self.fd = fd
+        let listening = cs_unix_listen(path, 128)
+        guard listening >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -listening) }
+        fd = FileDescriptor(owning: listening, path: path)
         // Apps may run as other users (User=); what lets one in is its token and its pid, not the file mode.
         chmod(path, 0o666)
-        source = try daemon.loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.acceptAll() }
+        source = try daemon.loop.watch(fd: fd.rawValue, events: IOEvents.readable) { [unowned self] _ in self.acceptAll() }
         Log.info("Listening for reconnecting apps on \(path)")
     }
 
     func close() {
         source?.cancel()
         source = nil
-        Glibc.close(fd)
+        try? fd.close()
         unlink(path)
         for entry in pending.values where entry.app == nil { entry.connection?.closeQuietly() }
         pending = [:]
@@ -66,13 +66,12 @@ final class AppSocketServer {
 
     private func acceptAll() {
         while true {
-            let clientFD = cs_accept_cloexec_nonblock(fd)
-            guard clientFD >= 0 else { return }
+            let accepted = cs_accept_cloexec_nonblock(fd.rawValue)
+            guard accepted >= 0 else { return }
+            // Closed when this iteration ends unless a connection takes it.
+            let clientFD = FileDescriptor(owning: accepted, path: "a connection on \(path)")
             var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
-            guard pending.count < Self.pendingLimit, cs_peer_credentials(clientFD, &pid, &uid, &gid) == 0 else {
-                Glibc.close(clientFD)
-                continue
-            }
+            guard pending.count < Self.pendingLimit, cs_peer_credentials(clientFD.rawValue, &pid, &uid, &gid) == 0 else { continue }
             if uid != 0, pending.values.count(where: { $0.uid == uid }) >= Self.pendingLimitPerUser {
                 refuseAtOnce(clientFD, uid: uid, pid: pid)
                 continue
@@ -97,18 +96,16 @@ final class AppSocketServer {
                 pending[key] = entry
             } catch {
                 Log.warning("Failed to watch a connection on \(path): \(error)")
-                Glibc.close(clientFD)
             }
         }
     }
 
     /// The connection is closed at once, with one error line: the socket is new and empty, so the short write
     /// cannot block (it is non-blocking anyway, and a failure only loses the explanation).
-    private func refuseAtOnce(_ clientFD: Int32, uid: uid_t, pid: pid_t) {
+    private func refuseAtOnce(_ clientFD: FileDescriptor, uid: uid_t, pid: pid_t) {
         let message = "too many connections waiting for their hello from uid \(uid) (at most \(Self.pendingLimitPerUser))"
         let line = daemon.coder.encode(ServerMessage.error(message))
-        _ = line.withUnsafeBytes { write(clientFD, $0.baseAddress, $0.count) }
-        Glibc.close(clientFD)
+        _ = line.withUnsafeBytes { write(clientFD.rawValue, $0.baseAddress, $0.count) }
         if cappedUsers.insert(uid).inserted {
             Log.event(.protocolError, .warning, "app socket: \(message); refusing more from pid \(pid) and others of that user",
                       [("LIFECYCLE_REASON", "pending limit per user"), ("LIFECYCLE_UID", String(uid))])
@@ -132,7 +129,7 @@ final class AppSocketServer {
                 return refuse(entry, key: key, "cannot reconnect as '\(shown)': \(reason)")
             }
         } else if let reason = daemon.externalApps.attach(app, peer: entry.pid, uid: entry.uid,
-                                                     pidfd: peerPIDFD(entry.connection!.fd, pid: entry.pid),
+                                                     pidfd: peerPIDFD(entry.connection!.fd.rawValue, pid: entry.pid),
                                                      connection: entry.connection!) {
             Log.event(.protocolError, .warning, "Refused an external client as \(shown) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
                       [("LIFECYCLE_APP", shown), ("LIFECYCLE_REASON", reason), ("LIFECYCLE_PID", String(entry.pid)),
@@ -171,13 +168,13 @@ final class AppSocketServer {
 private let soPeerPIDFD: Int32 = 77
 
 /// A pidfd of the peer of `fd`: SO_PEERPIDFD where the kernel has it, else pidfd_open of its SO_PEERCRED pid
-/// (which could, in a short window, name a new process with a recycled pid). -1 when neither works.
-func peerPIDFD(_ fd: Int32, pid: pid_t) -> Int32 {
+/// (which could, in a short window, name a new process with a recycled pid); pidfd_open's error when neither works.
+func peerPIDFD(_ fd: Int32, pid: pid_t) -> Result<FileDescriptor, SystemError> {
     var pidfd: Int32 = -1
     var length = socklen_t(MemoryLayout<Int32>.size)
     if getsockopt(fd, SOL_SOCKET, soPeerPIDFD, &pidfd, &length) == 0, pidfd >= 0 {
         _ = fcntl(pidfd, F_SETFD, FD_CLOEXEC)
-        return pidfd
+        return .success(FileDescriptor(owning: pidfd, path: "pidfd of \(pid)"))
     }
-    return cs_pidfd_open(pid)
+    return Result { () throws(SystemError) in try openPidFD(pid) }
 }

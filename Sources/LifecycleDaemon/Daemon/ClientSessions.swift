@@ -21,7 +21,7 @@ final class ClientSessions {
     }
 
     /// The connection of `name` on `fd`, its events fed to `event(_:_:_:)`.
-    func open(_ name: String, fd: Int32) throws(SystemError) -> Connection {
+    func open(_ name: String, fd: FileDescriptor) throws(SystemError) -> Connection {
         var connection: Connection?
         connection = try Connection(fd: fd, loop: loop) { [unowned self] event in
             guard let connection else { return }
@@ -71,6 +71,8 @@ final class ClientSessions {
         let name = app.name
         switch message {
         case .hello(let version, let observe, _, _):
+            // One hello per connection is a rule of the connection, not of the app: `helloed` starts over with
+            // each connection the app gets (a launch, a reconnection), so it stays here, not in the model.
             guard !app.helloed else { return violation(app, "second hello") }
             guard version == protocolVersion else {
                 return violation(app, "protocol \(version) is not spoken here (this daemon speaks \(protocolVersion))")
@@ -101,7 +103,7 @@ final class ClientSessions {
             }
             host.drain()
         case .beginBackgroundTask(let task, let taskName):
-            guard host.record(name)?.tasks.contains(where: { $0.id == task }) != true else {
+            guard !host.hasOpenTask(app: name, id: task) else {
                 return violation(app, "background task \(task) is already open")
             }
             host.dispatch(.beginBackgroundTask(app: name, task: BackgroundTask(id: task, name: taskName)))
@@ -150,7 +152,7 @@ final class ClientSessions {
         app.connection = connection
         app.helloed = false
         fdStore.releaseConnection(app)
-        fdStore.storeConnection(app, fd: connection.fd)
+        fdStore.storeConnection(app, fd: connection.fd.rawValue)
         Log.notice("\(name): its client reconnected (pid \(pid))")
         return nil
     }
@@ -158,16 +160,16 @@ final class ClientSessions {
     /// The connections the service manager passed back: each re-adopted app takes its own at once, and its
     /// client never notices that the daemon changed (what it sent meanwhile waits in the socket). The others
     /// are closed and dropped from the store.
-    func attachStored(_ stored: [String: Int32]) {
+    func attachStored(_ stored: [String: FileDescriptor]) {
         for (fdName, fd) in stored.sorted(by: { $0.key < $1.key }) {
             let name = String(fdName.dropFirst(FDStore.connectionPrefix.count))
             guard let app = host.runtime(name), app.pid != nil, app.connection == nil,
                   host.record(name)?.state.isRunning == true else {
-                Log.info("\(name): dropping its stored connection (fd \(fd)): the app was not re-adopted")
-                fdStore.dropConnection(fdName: fdName, fd: fd)
+                Log.info("\(name): dropping its stored connection (fd \(fd.rawValue)): the app was not re-adopted")
+                fdStore.dropConnection(fdName: fdName)
                 continue
             }
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd.rawValue, F_SETFD, FD_CLOEXEC)
             do {
                 app.connection = try open(name, fd: fd)
                 app.helloed = true
@@ -176,7 +178,7 @@ final class ClientSessions {
                 host.dispatch(.hello(app: name))
             } catch {
                 Log.warning("\(name): Failed to watch its stored connection: \(error)")
-                fdStore.dropConnection(fdName: fdName, fd: fd)
+                fdStore.dropConnection(fdName: fdName)
             }
         }
     }

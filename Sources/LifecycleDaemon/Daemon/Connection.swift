@@ -21,7 +21,7 @@ final class Connection {
         case closed
     }
 
-    let fd: Int32
+    let fd: FileDescriptor
     /// Names the peer in log lines ("fd 12" unless the owner says better).
     var label: String
     private var framer = LineFramer()
@@ -37,13 +37,13 @@ final class Connection {
     static let readBudget = 64 * 1024
     private static let readChunk = 16 * 1024
 
-    /// Takes ownership of `fd` (set non-blocking here) and starts reading.
-    init(fd: Int32, loop: EventLoop, handler: @escaping (Event) -> Void) throws(SystemError) {
+    /// Owns `fd` (set non-blocking here) and starts reading; the descriptor closes with the connection.
+    init(fd: FileDescriptor, loop: EventLoop, handler: @escaping (Event) -> Void) throws(SystemError) {
         self.fd = fd
-        self.label = "fd \(fd)"
+        self.label = "fd \(fd.rawValue)"
         self.handler = handler
-        _ = cs_set_nonblocking(fd)
-        source = try loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] revents in
+        _ = cs_set_nonblocking(fd.rawValue)
+        source = try loop.watch(fd: fd.rawValue, events: IOEvents.readable) { [unowned self] revents in
             self.ready(revents)
         }
     }
@@ -53,7 +53,7 @@ final class Connection {
     /// Queue bytes and write what the socket takes now.
     ///
     /// The bound is on the backlog the peer left unread from earlier sends, not on this message: one reply may
-    /// be larger than `maxOutgoing` (a `list` of thousands of apps is over 1 MiB past about 2,300 apps) and is
+    /// be larger than `maxOutgoing` (a `list` of a few thousand apps is over 1 MiB) and is
     /// still delivered to a peer that reads. A peer that does not read is dropped at its next message, once
     /// what it left unread is over the bound, so what it can hold is bounded by the bound plus one message.
     func send(_ bytes: [UInt8]) {
@@ -81,7 +81,7 @@ final class Connection {
         isOpen = false
         source?.cancel()
         source = nil
-        Glibc.close(fd)
+        try? fd.close()
         handler = nil
         outgoing = []
         framer = LineFramer(limit: framer.limit)
@@ -100,20 +100,26 @@ final class Connection {
             while isOpen {
                 // Still readable after the budget: the level-triggered source fires again once the others had their turn.
                 guard budget > 0 else { return }
-                let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
+                let count: Int
+                do throws(SystemError) {
+                    count = try retryingEINTR("read from \(label)") { Glibc.read(fd.rawValue, buffer.baseAddress, buffer.count) }
+                } catch where error.errno == EAGAIN || error.errno == EWOULDBLOCK {
+                    return
+                } catch {
+                    close()
+                    return
+                }
                 if count > 0 {
                     budget -= count
                     framer.append(UnsafeBufferPointer(rebasing: buffer[..<count]))
                     deliverLines()
                     // A short read emptied the socket: no second read to be told EAGAIN (one system call per
-                    // message, 3 of a switch's 22 on its message path). The source is level-triggered, so
-                    // whatever arrives meanwhile, an end of file included, fires it again.
+                    // message). The source is level-triggered, so whatever arrives meanwhile, an end of file
+                    // included, fires it again.
                     if count < buffer.count { return }
                     continue
                 }
-                if count < 0 && (errno == EINTR) { continue }
-                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
-                close()  // EOF or a hard error
+                close()  // end of file
                 return
             }
         }
@@ -133,20 +139,25 @@ final class Connection {
 
     private func flush() {
         while isOpen && !outgoing.isEmpty {
-            let written = outgoing.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written > 0 {
-                outgoing.removeFirst(written)
-                // A burst (a notification storm to a slow reader) must not keep its buffer for the connection's
-                // life: past 8 KiB the capacity goes once all is written.
-                if outgoing.isEmpty && outgoing.capacity > 8 * 1024 { outgoing = [] }
-            } else if written < 0 && errno == EINTR {
-                continue
-            } else if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+            let written: Int
+            do throws(SystemError) {
+                written = try retryingEINTR("send to \(label)") {
+                    outgoing.withUnsafeBytes { Glibc.send(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                }
+            } catch where error.errno == EAGAIN || error.errno == EWOULDBLOCK {
                 break
-            } else {
+            } catch {
                 close()
                 return
             }
+            guard written > 0 else {
+                close()
+                return
+            }
+            outgoing.removeFirst(written)
+            // A burst (a notification storm to a slow reader) must not keep its buffer for the connection's
+            // life: past 8 KiB the capacity goes once all is written.
+            if outgoing.isEmpty && outgoing.capacity > 8 * 1024 { outgoing = [] }
         }
         guard isOpen else { return }
         let wantWrite = !outgoing.isEmpty

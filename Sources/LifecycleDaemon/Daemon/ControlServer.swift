@@ -81,7 +81,7 @@ final class ControlServer {
     static let maxConnectionsPerUser = 32
     private unowned let daemon: Daemon
     private let path: String
-    private let fd: Int32
+    private let fd: FileDescriptor
     private var source: EventSource?
     private var clients: [ObjectIdentifier: ControlClient] = [:]
     /// We made the socket file (not socket activation): we remove it at exit.
@@ -95,22 +95,22 @@ final class ControlServer {
         self.daemon = daemon
         self.path = path
         if let passedFD {
-            self.fd = passedFD
+            fd = FileDescriptor(owning: passedFD, path: "the passed control socket")
             _ = cs_set_nonblocking(passedFD)
             ownsPath = false
         } else {
             try Self.checkDirectory(of: path)
-            let fd = cs_unix_listen(path, 128)
-            guard fd >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -fd) }
-            self.fd = fd
+            let listening = cs_unix_listen(path, 128)
+            guard listening >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -listening) }
+            fd = FileDescriptor(owning: listening, path: path)
             ownsPath = true
             // Queries are open to everyone; changes are checked per request with SO_PEERCRED.
             chmod(path, 0o666)
         }
-        source = try daemon.loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] _ in
+        source = try daemon.loop.watch(fd: fd.rawValue, events: IOEvents.readable) { [unowned self] _ in
             self.acceptAll()
         }
-        Log.info(passedFD == nil ? "Listening on \(path)" : "Listening on the control socket passed by the service manager (fd \(fd))")
+        Log.info(passedFD == nil ? "Listening on \(path)" : "Listening on the control socket passed by the service manager (fd \(fd.rawValue))")
     }
 
     /// The socket's directory must be one only its owner (the daemon's user, or root) can write to: in a directory
@@ -136,7 +136,7 @@ final class ControlServer {
     func close() {
         source?.cancel()
         source = nil
-        Glibc.close(fd)
+        try? fd.close()
         if ownsPath { unlink(path) }
         for client in clients.values { client.connection?.closeQuietly() }
         clients = [:]
@@ -144,20 +144,18 @@ final class ControlServer {
 
     private func acceptAll() {
         while true {
-            let clientFD = cs_accept_cloexec_nonblock(fd)
-            guard clientFD >= 0 else { return }
+            let accepted = cs_accept_cloexec_nonblock(fd.rawValue)
+            guard accepted >= 0 else { return }
+            // Closed when this iteration ends unless a connection takes it.
+            let clientFD = FileDescriptor(owning: accepted, path: "a control connection")
             var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
-            guard cs_peer_credentials(clientFD, &pid, &uid, &gid) == 0 else {
-                Glibc.close(clientFD)
-                continue
-            }
+            guard cs_peer_credentials(clientFD.rawValue, &pid, &uid, &gid) == 0 else { continue }
             if uid != 0 && uid != daemonUID
                 && clients.values.count(where: { $0.uid == uid && $0.connection?.isOpen == true }) >= Self.maxConnectionsPerUser {
                 Log.notice("Refused a control connection from uid \(uid) (pid \(pid)): it holds \(Self.maxConnectionsPerUser) already")
                 // The socket is new and its buffer empty: the short reply fits; the peer may be gone, ignore errors.
                 let reply = daemon.coder.encode(ControlReply.failure("too many connections from uid \(uid) (at most \(Self.maxConnectionsPerUser))"))
-                _ = reply.withUnsafeBytes { Glibc.send(clientFD, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-                Glibc.close(clientFD)
+                _ = reply.withUnsafeBytes { Glibc.send(clientFD.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
                 continue
             }
             let client = ControlClient(uid: uid, gid: gid, pid: pid, coder: daemon.coder)
@@ -179,7 +177,6 @@ final class ControlServer {
                 clients[key] = client
             } catch {
                 Log.warning("Failed to watch a control connection: \(error)")
-                Glibc.close(clientFD)
             }
         }
     }
@@ -216,7 +213,7 @@ final class ControlServer {
             guard verbs.contains(request.verb) else {
                 return client.reply(.failure("unknown verb '\(ProtocolError.clipped(request.verb, to: 80))' (expected one of: \(verbs.joined(separator: ", ")))"))
             }
-            let access = ControlAccess(daemonUID: daemonUID, group: daemon.config.daemon.controlGroup)
+            let access = ControlAccess(daemonUID: daemonUID, group: daemon.configuration.config.daemon.controlGroup)
             switch access.mayChange(uid: client.uid, gid: client.gid, verb: request.verb) {
             case .refused(let message):
                 Log.notice("Refused \(request.verb)\(request.app.map { " \($0)" } ?? "") from uid \(client.uid) gid \(client.gid) (pid \(client.pid)): not \(access.whoMay)")

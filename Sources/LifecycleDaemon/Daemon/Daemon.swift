@@ -30,15 +30,11 @@ public final class Daemon {
     }
     /// The two apps found last by `runtime(_:)`: an event concerns one app or two, looked up once per effect.
     private var recentApps: (AppRuntime?, AppRuntime?) = (nil, nil)
-    var config: LoadedConfig
-    private var sourcesConfig: SourcesConfig?
     let coder = LineCoder()
     let startedAt: Duration
     var control: ControlServer?
     /// RUNTIME_DIR/app.sock, where clients reconnect after a restart of the daemon.
     var appSocket: AppSocketServer?
-    /// The real system sources of notifications (clock, time zone, locale, battery, memory pressure, preferences).
-    var sources: SystemSources?
     private var signalSources: [EventSource] = []
     private var events: [Event] = []
     private var draining = false
@@ -63,12 +59,13 @@ public final class Daemon {
     private(set) lazy var shutdown = Shutdown(
         loop: loop, host: self, serviceManager: serviceManager, environment: options.environment, cgroups: cgroups,
         placement: placement, persistence: persistence, requests: requests,
-        stopSources: { [unowned self] in self.sources?.stop() },
+        stopSources: { [unowned self] in self.configuration.sources?.stop() },
         closeSockets: { [unowned self] in
             self.control?.close()
             self.appSocket?.close()
         })
     private(set) lazy var externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
+    private(set) lazy var configuration = ConfigReload(daemon: self)
     private(set) lazy var persistence = Persistence(loop: loop, host: self, store: stateStore, placement: placement,
                                                     processes: processes, externalApps: externalApps, fdStore: fdStore,
                                                     retired: retired)
@@ -91,7 +88,6 @@ public final class Daemon {
         startedAt = loop.now
         cgroups = CgroupSupport.detect(groupName: cgroupGroupName(runtimeDirectory: options.runtimeDirectory))
         placement = cgroups.layout == .none ? ProcessGroupPlacement() : CgroupPlacement(cgroups)
-        config = LoadedConfig(daemon: DaemonConfig(), apps: [:], diagnostics: [])
         serviceManager = ServiceManager(environment: options.environment)
         fdStore = FDStore(serviceManager: serviceManager)
         retired = RetiredSources(loop: loop)
@@ -126,18 +122,14 @@ public final class Daemon {
         }
         processes.appSocketPath = appSocket?.path
         // Client connections and pidfds the service manager kept for us (FDSTORE=1) while the previous daemon died.
-        let storedConnections = fdStore.takePassed(passed)
+        fdStore.takePassed(passed)
 
         for signal in [SIGTERM, SIGINT] {
             signalSources.append(try loop.onSignal(signal) { [unowned self] in self.shutdown.begin() })
         }
-        signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in self.reload() })
+        signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in self.configuration.reload() })
 
-        config = ConfigLoader.load(directory: options.configDirectory)
-        report(config.diagnostics)
-        applyDaemonConfig()
-        for name in config.apps.keys.sorted() { add(config.apps[name]!) }
-        Log.info("\(apps.count) apps configured: \(apps.keys.sorted().joined(separator: ", "))")
+        configuration.load()
         do {
             try stateStore.prepare()
         } catch {
@@ -145,76 +137,13 @@ public final class Daemon {
         }
         persistence.restorePreviousRun()
         fdStore.dropUnusedPidfds()
-        sessions.attachStored(storedConnections)
+        sessions.attachStored(fdStore.takeConnections())
         processes.launchingTogether {
-            for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { autoLaunch(name) }
+            for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { configuration.autoLaunch(name) }
         }
 
         serviceManager.ready { [unowned self] in self.statusLine() }
         return loop.run()
-    }
-
-    // MARK: Apps
-
-    private func add(_ appConfig: AppConfig) {
-        model.add(appConfig.name, policy: appConfig.policy)
-        apps[appConfig.name] = AppRuntime(name: appConfig.name, config: appConfig)
-        if appConfig.external, let app = apps[appConfig.name] { externalApps.prepare(app) }
-        watchPreferences(of: appConfig)
-    }
-
-    private func watchPreferences(of appConfig: AppConfig) {
-        if let path = appConfig.preferencesFile {
-            sources?.watchPreferences(app: appConfig.name, path: path)
-        } else {
-            sources?.unwatchPreferences(app: appConfig.name)
-        }
-    }
-
-    /// lifecycled.conf's daemon-wide settings: notification types, memory policy, and the sources (started
-    /// anew when their settings changed).
-    private func applyDaemonConfig() {
-        model.catalog = NotificationCatalog(extra: config.daemon.notificationTypes)
-        model.memoryWarningGrace = config.daemon.memory.terminateAfter
-        model.memoryEpisodeGap = config.daemon.memory.episodeGap
-        guard sources == nil || sourcesConfig != config.daemon.sources else { return }
-        sources?.stop()
-        sourcesConfig = config.daemon.sources
-        sources = SystemSources(
-            loop: loop, config: config.daemon.sources,
-            post: { [unowned self] type, payload, app in self.sourcePosted(type, payload: payload, to: app) },
-            memoryPressure: { [unowned self] reading in
-                self.memoryPressure(reading: ["someAvg10": .number(reading.someAvg10), "fullAvg10": .number(reading.fullAvg10)])
-            })
-        for line in sources?.descriptions ?? [] { Log.info("source \(line)") }
-        for app in apps.values { watchPreferences(of: app.config) }
-    }
-
-    private func sourcePosted(_ type: String, payload: JSONValue, to app: String?) {
-        do {
-            let outcome = try post(type, payload: payload, to: app)
-            drain()
-            Log.info("\(type)\(app.map { " for \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
-        } catch {
-            Log.warning("Failed to post \(type) from its source: \(error)")
-        }
-    }
-
-    private func autoLaunch(_ name: String) {
-        guard let app = runtime(name) else { return }
-        let request: Request
-        switch app.config.autoLaunch {
-        case .no: return
-        case .yes: request = .launch(background: false)
-        case .background: request = .launch(background: true)
-        case .focus: request = .focus
-        }
-        do {
-            perform(try model.handle(request, for: name, origin: "autoLaunch", now: loop.now))
-        } catch {
-            Log.warning("Failed to auto-launch \(name): \(error)")
-        }
-        drain()
     }
 
     // MARK: Events
@@ -305,7 +234,7 @@ public final class Daemon {
     }
 
     private func log(_ name: String, _ note: Note) {
-        Log.record(LogLines.line(app: name, note: note))
+        Log.record(LogLines.line(app: name, note: note, pid: runtime(name)?.pid))
     }
 
     private func settled(_ name: String) {
@@ -316,9 +245,9 @@ public final class Daemon {
         shutdown.finishIfDone()
     }
 
-    private func forget(_ name: String) {
+    func forget(_ name: String) {
         guard let app = runtime(name) else { return }
-        sources?.unwatchPreferences(app: name)
+        configuration.forget(name)
         requests.fail(app, "\(name) was removed from the configuration")
         placement.remove(app)
         model.remove(name)
@@ -341,67 +270,13 @@ public final class Daemon {
     }
 
     func daemonStatus() -> DaemonStatus {
-        StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: config.diagnostics.map(\.description),
-                            uptime: loop.now - startedAt, sources: sources?.descriptions ?? [], catalog: model.catalog)
+        StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: configuration.config.diagnostics.map(\.description),
+                            uptime: loop.now - startedAt, sources: configuration.sources?.descriptions ?? [], catalog: model.catalog)
     }
 
     /// One line for systemd's STATUS=.
     func statusLine() -> String {
         StatusReport.line(model.records.map { ($0.state, $0.queue.count) })
-    }
-
-    // MARK: Reload
-
-    /// SIGHUP: read the config again; only apps whose configuration changed are touched.
-    func reload() {
-        guard !stopping else { return }
-        serviceManager.reloading()
-        let fresh = ConfigLoader.load(directory: options.configDirectory)
-        report(fresh.diagnostics)
-        var changed: [String] = []
-        // Added apps launch together, as at start-up.
-        processes.launchingTogether {
-            for (name, appConfig) in fresh.apps.sorted(by: { $0.key < $1.key }) {
-                if let app = runtime(name) {
-                    guard app.config != appConfig else { continue }
-                    app.config = appConfig
-                    app.removeWhenStopped = false
-                    model.setPolicy(appConfig.policy, for: name)
-                    watchPreferences(of: appConfig)
-                    changed.append(name)
-                    Log.info("\(name): configuration changed; new settings apply from now on, Exec= at the next launch")
-                } else {
-                    add(appConfig)
-                    changed.append(name)
-                    Log.info("\(name): added")
-                    autoLaunch(name)
-                }
-            }
-        }
-        for name in apps.keys.sorted() where fresh.apps[name] == nil {
-            changed.append(name)
-            if model.app(name)?.state.isRunning == true {
-                runtime(name)?.removeWhenStopped = true
-                Log.info("\(name): removed from the configuration; terminating it")
-                perform((try? model.handle(.terminate, for: name, origin: "reload", now: loop.now)) ?? [])
-                drain()
-            } else {
-                forget(name)
-            }
-        }
-        config = fresh
-        applyDaemonConfig()
-        Log.notice("Reloaded the configuration: \(changed.isEmpty ? "nothing changed" : "changed " + changed.joined(separator: ", "))")
-        serviceManager.ready { [unowned self] in self.statusLine() }
-    }
-
-    private func report(_ diagnostics: [ConfigDiagnostic]) {
-        for diagnostic in diagnostics {
-            switch diagnostic.severity {
-            case .error: Log.error("config: \(diagnostic)")
-            case .warning: Log.warning("config: \(diagnostic)")
-            }
-        }
     }
 }
 
@@ -412,6 +287,7 @@ extension Daemon: DaemonHost {
     func record(_ name: String) -> AppRecord? { model.app(name) }
     func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? { model.withApp(name, body) }
     var records: [AppRecord] { model.records }
+    func hasOpenTask(app: String, id: Int) -> Bool { model.hasOpenTask(app: app, id: id) }
     func snapshot(of name: String) -> AppSnapshot? { model.snapshot(of: name) }
     func queue(_ event: Event) { events.append(event) }
 
@@ -425,7 +301,7 @@ extension Daemon: DaemonHost {
         return outcome
     }
 
-    func openConnection(_ app: String, fd: Int32) throws(SystemError) -> Connection { try sessions.open(app, fd: fd) }
+    func openConnection(_ app: String, fd: FileDescriptor) throws(SystemError) -> Connection { try sessions.open(app, fd: fd) }
 
     func attach(_ name: String) throws(RequestError) -> [Effect] {
         try model.attach(name, launchedBy: "external", now: loop.now)
@@ -436,8 +312,8 @@ extension Daemon: DaemonHost {
         drain()
     }
 
-    func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool) {
-        perform(model.adopt(name, snapshot, running: running, now: loop.now))
+    func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, processesStopped: Bool?) {
+        perform(model.adopt(name, snapshot, running: running, processesStopped: processesStopped, now: loop.now))
     }
 
     func markDirty(_ name: String) {

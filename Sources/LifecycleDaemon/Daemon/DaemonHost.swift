@@ -17,6 +17,8 @@ protocol DaemonHost: AnyObject {
     func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result?
     /// What the state file of the app holds, as the model has it now.
     func snapshot(of name: String) -> AppSnapshot?
+    /// Whether the model holds background task `id` of `app` open.
+    func hasOpenTask(app: String, id: Int) -> Bool
     /// The apps' records, as the model holds them.
     var records: [AppRecord] { get }
     /// Feeds `event` to the model and performs what it decides, after the event in progress.
@@ -32,11 +34,12 @@ protocol DaemonHost: AnyObject {
     /// the queues marked for saving; not drained).
     func post(_ type: String, payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome
     /// The client connection of `app` on `fd`, its events going to the app's session.
-    func openConnection(_ app: String, fd: Int32) throws(SystemError) -> Connection
+    func openConnection(_ app: String, fd: FileDescriptor) throws(SystemError) -> Connection
     /// An external process becomes the app: the model launches it.
     func attach(_ name: String) throws(RequestError) -> [Effect]
-    /// The model takes back an app a previous daemon saved, running or not, and the effects are performed.
-    func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool)
+    /// The model takes back an app a previous daemon saved, running or not (`processesStopped`: as found, when
+    /// running), and the effects are performed.
+    func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, processesStopped: Bool?)
     /// The daemon stops: every running app is told willTerminate and terminated (the effects performed).
     func terminateAll()
     /// The app's state file is to be saved once the callback returns.

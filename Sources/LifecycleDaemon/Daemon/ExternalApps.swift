@@ -39,19 +39,18 @@ final class ExternalApps {
     /// A process connected to the app socket and said hello as `name` without a token. It becomes the app when the
     /// app is external, not running, the peer's uid (SO_PEERCRED) is its `ExternalUser=`, and the peer leads a
     /// process group that holds only processes of that user (and, with `ExternalFrom=cgroup`, sits in the app's
-    /// cgroup). Takes ownership of `pidfd` (the peer's, -1 when none could be had). Returns why not, or nil once
-    /// `connection` is the app's and the model has launched it.
-    func attach(_ name: String, peer pid: pid_t, uid: uid_t, pidfd: Int32, connection: Connection) -> String? {
-        let reason = checkExternal(name, peer: pid, uid: uid, pidfd: pidfd)
-        guard reason == nil, let app = host.runtime(name) else {
-            if pidfd >= 0 { close(pidfd) }
+    /// cgroup). `pidfd`: the peer's, or why none could be had; it closes with the refusal. Returns why not, or nil
+    /// once `connection` is the app's and the model has launched it.
+    func attach(_ name: String, peer pid: pid_t, uid: uid_t, pidfd opened: Result<FileDescriptor, SystemError>,
+                connection: Connection) -> String? {
+        let reason = checkExternal(name, peer: pid, uid: uid, pidfd: opened)
+        guard reason == nil, let app = host.runtime(name), case .success(let pidfd) = opened else {
             return reason ?? "no such app"
         }
         let effects: [Effect]
         do {
             effects = try host.attach(name)
         } catch {
-            close(pidfd)
             return error.description
         }
         app.began(pid: pid, pidfd: pidfd, token: makeToken())
@@ -61,7 +60,6 @@ final class ExternalApps {
         } catch {
             // The model launched it already: it ends as at once as it began, and the process is left alone.
             Log.error("\(name): Failed to watch external process \(pid): \(error)")
-            close(pidfd)
             app.pidfd = nil
             app.pid = nil
             host.perform(effects)
@@ -69,7 +67,7 @@ final class ExternalApps {
             return "lifecycled cannot watch it (\(error))"
         }
         app.connection = connection
-        fdStore.storeConnection(app, fd: connection.fd)
+        fdStore.storeConnection(app, fd: connection.fd.rawValue)
         fdStore.storePidfd(app, pid: pid, pidfd: pidfd)
         Log.event(.launch, .notice, "\(name): external process \(pid) (uid \(uid)) attached",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "external"),
@@ -80,7 +78,8 @@ final class ExternalApps {
     }
 
     /// Why `pid` (uid `uid`) may not attach as `name`, or nil.
-    private func checkExternal(_ name: String, peer pid: pid_t, uid: uid_t, pidfd: Int32) -> String? {
+    private func checkExternal(_ name: String, peer pid: pid_t, uid: uid_t,
+                               pidfd opened: Result<FileDescriptor, SystemError>) -> String? {
         guard !host.stopping else { return "lifecycled is shutting down" }
         guard let app = host.runtime(name), let record = host.record(name) else { return "no such app" }
         guard app.config.external, let allowed = app.config.externalUID else {
@@ -93,7 +92,11 @@ final class ExternalApps {
             if app.connection != nil { return "it is connected already (pid \(app.pid.map(String.init) ?? "?"))" }
             return "it is running already (pid \(app.pid.map(String.init) ?? "?")); its own client reconnects with the token of its welcome"
         }
-        guard pidfd >= 0 else { return "lifecycled cannot watch pid \(pid) (pidfd: \(String(cString: strerror(errno))))" }
+        let pidfd: FileDescriptor
+        switch opened {
+        case .success(let opened): pidfd = opened
+        case .failure(let error): return "lifecycled cannot watch pid \(pid) (pidfd: \(String(cString: strerror(error.errno))))"
+        }
         // What the daemon stops and kills is the process group: only a group the process leads is the app's own.
         guard getpgid(pid) == pid else {
             return "pid \(pid) does not lead its own process group (lifecycled stops and kills an external app by its"
@@ -115,7 +118,7 @@ final class ExternalApps {
             placement.dropUnused(app)
         }
         // Checked last: while the pidfd's process lives, `pid` is that process, so every check above was about it.
-        var poll = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        var poll = pollfd(fd: pidfd.rawValue, events: Int16(POLLIN), revents: 0)
         guard Glibc.poll(&poll, 1, 0) == 0 else { return "pid \(pid) exited before it could attach" }
         return nil
     }

@@ -13,8 +13,9 @@ struct LogLine {
 /// The words and fields of the daemon's records about apps: a note the model returned, and a transition.
 /// Pure, so that each line is a unit test.
 enum LogLines {
-    /// The record for `note` about app `app`: everything the line says comes with the note.
-    static func line(app name: String, note: Note) -> LogLine {
+    /// The record for `note` about app `app`: everything the line says comes with the note, and the pid of its
+    /// process where the line names it.
+    static func line(app name: String, note: Note, pid: pid_t? = nil) -> LogLine {
         switch note {
         case .deadlineMissed(let callback, let id, let limit, let misses):
             return LogLine(event: .deadlineMissed, level: .warning,
@@ -39,6 +40,15 @@ enum LogLines {
             return LogLine(level: .notice, message: "\(name): its process was stopped by someone else; now suspended")
         case .continuedExternally:
             return LogLine(level: .notice, message: "\(name): its process was continued by someone else; now in the background")
+        case .readopted(let state):
+            let pid = pid.map(String.init) ?? "?"
+            return LogLine(event: .launch, level: .notice,
+                           message: "\(name): re-adopted process \(pid) in state \(state.rawValue) from the previous lifecycled",
+                           fields: [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", pid), ("LIFECYCLE_LAUNCHED_BY", "re-adoption")])
+        case .adoptedRunning:
+            return LogLine(level: .notice, message: "\(name): saved as suspended, but its processes run; taking it back in the background")
+        case .adoptedStopped(let saved):
+            return LogLine(level: .notice, message: "\(name): saved as \(saved.rawValue), but its processes are stopped (the previous lifecycled died mid-suspension); continuing them")
         case .spawnFailed(let reason):
             return LogLine(level: .error, message: "\(name): Failed to start: \(reason)")
         case .killTimeout(let limit):

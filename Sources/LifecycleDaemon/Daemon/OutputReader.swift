@@ -4,18 +4,19 @@ import Glibc
 /// An app's stdout and stderr when there is no journal: read from a pipe and written to the daemon's
 /// stderr line by line, each line prefixed with the app's name.
 final class OutputReader {
-    private let fd: Int32
+    private let fd: FileDescriptor
     private let prefix: String
     private var pending: [UInt8] = []
     private var source: EventSource?
     /// A line longer than this is written in pieces rather than held.
     static let maxLine = 4096
 
-    init(fd: Int32, app: String, loop: EventLoop) throws(SystemError) {
+    /// Owns `fd`, the pipe's reading end: it closes with the reader.
+    init(fd: FileDescriptor, app: String, loop: EventLoop) throws(SystemError) {
         self.fd = fd
         prefix = app + ": "
-        _ = cs_set_nonblocking(fd)
-        source = try loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.readAvailable() }
+        _ = cs_set_nonblocking(fd.rawValue)
+        source = try loop.watch(fd: fd.rawValue, events: IOEvents.readable) { [unowned self] _ in self.readAvailable() }
     }
 
     deinit { close() }
@@ -27,20 +28,24 @@ final class OutputReader {
 
     private func readAll(into buffer: UnsafeMutableBufferPointer<UInt8>) {
         while true {
-            let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            let count: Int
+            do throws(SystemError) {
+                count = try fd.read(into: UnsafeMutableRawBufferPointer(buffer))
+            } catch where error.errno == EAGAIN || error.errno == EWOULDBLOCK {
+                return
+            } catch {
+                count = 0
+            }
             if count > 0 {
                 pending.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<count]))
                 emitLines()
-            } else if count < 0 && errno == EINTR {
                 continue
-            } else if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                return
-            } else {
-                if !pending.isEmpty { Log.writeLine(prefix + String(decoding: pending, as: UTF8.self)) }
-                pending = []
-                close()
-                return
             }
+            // End of file or a hard error: the app closed its output.
+            if !pending.isEmpty { Log.writeLine(prefix + String(decoding: pending, as: UTF8.self)) }
+            pending = []
+            close()
+            return
         }
     }
 
@@ -57,6 +62,6 @@ final class OutputReader {
         guard let source else { return }
         source.cancel()
         self.source = nil
-        Glibc.close(fd)
+        try? fd.close()
     }
 }

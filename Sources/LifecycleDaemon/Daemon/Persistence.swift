@@ -109,7 +109,7 @@ final class Persistence {
                 if let old = persisted.pid, persisted.snapshot.state.isRunning {
                     Log.notice("\(app.name): its process \(old) ended while lifecycled was away")
                 }
-                host.adopt(app.name, persisted.snapshot, running: false)
+                host.adopt(app.name, persisted.snapshot, running: false, processesStopped: nil)
                 continue
             }
             readopt(app, pid: pid, persisted)
@@ -142,40 +142,33 @@ final class Persistence {
         }
         // Not our child any more (the previous daemon was its parent): its exit comes through a pidfd, the one the
         // service manager kept when there is one (the very process, whatever has its pid by now).
-        let pidfd = fdStore.takePidfd(app, pid: pid) ?? cs_pidfd_open(pid)
-        guard pidfd >= 0 else {
+        let pidfd: FileDescriptor
+        do throws(SystemError) {
+            if let stored = fdStore.takePidfd(app, pid: pid) { pidfd = stored } else { pidfd = try openPidFD(pid) }
+        } catch {
             return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup,
-                           reason: "it cannot be watched (pidfd_open: \(String(cString: strerror(errno))))")
+                           reason: "it cannot be watched (pidfd_open: \(String(cString: strerror(error.errno))))")
         }
         app.began(pid: pid, pidfd: pidfd, token: persisted.token)
         do {
             try processes.watchExit(app, pid: pid, pidfd: pidfd, what: "re-adopted process")
         } catch {
-            close(pidfd)
             app.pid = nil
             app.pidfd = nil
             return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup, reason: "it cannot be watched: \(error)")
         }
-        // The file is saved once per loop iteration: a crash between a stop (or a continue) and that save
-        // leaves the kernel ahead of the file. The kernel wins: a process is never left stopped unknowingly.
-        var snapshot = persisted.snapshot
-        let frozen = placement.freezer(of: app) != nil && placement.isFrozen(app)
+        // What holds its processes now, whatever the file says: the model decides what that means for its state
+        // (`Supervisor.adopt`), and a continue it asks for undoes this mechanism.
+        let freezer = placement.freezer(of: app)
+        let frozen = freezer != nil && placement.isFrozen(app)
         let stopped = frozen || ProcessTable.allStopped(placement.processGroup(of: app))
-        if snapshot.state == .suspended && !stopped {
-            Log.notice("\(name): saved as suspended, but its processes run; taking it back in the background")
-            snapshot.state = .background
+        if !stopped {
             app.suspendedWith = nil
-        } else if snapshot.state != .suspended && stopped {
-            Log.notice("\(name): saved as \(snapshot.state.rawValue), but its processes are stopped (the previous lifecycled died mid-suspension); continuing them")
-            if frozen { try? placement.thaw(app) }
-            kill(-pid, SIGCONT)
-            app.suspendedWith = nil
+        } else if app.suspendedWith == nil {
+            app.suspendedWith = frozen ? freezer.map(SuspendMechanism.freezer) : .signal
         }
         if !app.pidfdStored { fdStore.storePidfd(app, pid: pid, pidfd: pidfd) }
-        Log.event(.launch, .notice,
-                  "\(name): re-adopted process \(pid) in state \(snapshot.state.rawValue) from the previous lifecycled",
-                  [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "re-adoption")])
-        host.adopt(name, snapshot, running: true)
+        host.adopt(name, persisted.snapshot, running: true, processesStopped: stopped)
     }
 
     /// Processes a previous daemon left that this one cannot take back: thawed and continued, then SIGTERM,

@@ -34,12 +34,13 @@ final class ProcessSupervisor {
 
     // MARK: Spawn
 
-    /// A launch whose child is being spawned: what `finishLaunch` needs once its pid is known.
+    /// A launch whose child is being spawned: what `finishLaunch` needs once its pid is known. It owns the
+    /// descriptors made for the child until then: a failed launch closes them by dropping it.
     private struct LaunchInFlight {
         let name: String
         let launch: LaunchOptions
-        let pair: (daemon: Int32, child: Int32)?
-        let output: (child: Int32, reader: Int32?)?
+        let pair: (daemon: FileDescriptor, child: FileDescriptor)?
+        let output: (child: FileDescriptor, reader: FileDescriptor?)?
         let spawn: Result<PendingSpawn, SystemError>
     }
 
@@ -57,21 +58,25 @@ final class ProcessSupervisor {
             return host.queue(.spawnFailed(app: name, reason: "\(error)"))
         }
 
-        var pair: (daemon: Int32, child: Int32)?
+        var pair: (daemon: FileDescriptor, child: FileDescriptor)?
         if config.policy.speaksProtocol {
             var fds: [Int32] = [-1, -1]
             guard cs_socketpair_cloexec(&fds) == 0 else {
                 return host.queue(.spawnFailed(app: name, reason: "Failed to create the client socket: \(String(cString: strerror(errno)))"))
             }
-            pair = (fds[0], fds[1])
+            pair = (FileDescriptor(owning: fds[0], path: "the client socket of \(name)"),
+                    FileDescriptor(owning: fds[1], path: "the child's end of the client socket of \(name)"))
         }
         // The app's stdout and stderr: a journal stream under its name, or a pipe the daemon prefixes onto its stderr.
-        var output: (child: Int32, reader: Int32?)?
+        var output: (child: FileDescriptor, reader: FileDescriptor?)?
         if Log.toJournal, let stream = Journal.stream(identifier: name) {
             output = (stream, nil)
         } else {
             var fds: [Int32] = [-1, -1]
-            if cs_pipe_cloexec(&fds) == 0 { output = (fds[1], fds[0]) }
+            if cs_pipe_cloexec(&fds) == 0 {
+                output = (FileDescriptor(owning: fds[1], path: "the output pipe of \(name)"),
+                          FileDescriptor(owning: fds[0], path: "the output of \(name)"))
+            }
         }
         var childEnvironment = Self.environment(for: config, credentials: credentials, daemon: environment)
         childEnvironment.append("LIFECYCLE_APP=\(name)")
@@ -82,7 +87,8 @@ final class ProcessSupervisor {
 
         let request = SpawnRequest(executable: executable, argv: config.exec, environment: childEnvironment,
                                    workingDirectory: config.workingDirectory, credentials: credentials,
-                                   inheritedFD: pair?.child, cgroupProcsFiles: procsFiles, outputFD: output?.child)
+                                   inheritedFD: pair?.child.rawValue, cgroupProcsFiles: procsFiles,
+                                   outputFD: output?.child.rawValue)
         let onWorker = launchBatch != nil
         let started = LaunchInFlight(name: name, launch: launch, pair: pair, output: output,
                                      spawn: Result { () throws(SystemError) in try startSpawn(request, onWorker: onWorker) })
@@ -115,13 +121,12 @@ final class ProcessSupervisor {
         do {
             pid = try started.spawn.get().wait()
         } catch {
-            if let pair { close(pair.daemon); close(pair.child) }
-            if let output { close(output.child); output.reader.map { _ = close($0) } }
             return host.queue(.spawnFailed(app: name, reason: "\(error)"))
         }
-        if let pair { close(pair.child) }
+        // The child has its copies: the daemon's go now, so that the app's exit reads as an end of file at once.
+        try? pair?.child.close()
         if let output {
-            close(output.child)
+            try? output.child.close()
             if let reader = output.reader { app.output = try? OutputReader(fd: reader, app: name, loop: loop) }
         }
         app.began(pid: pid, token: makeToken())
@@ -132,7 +137,7 @@ final class ProcessSupervisor {
             fdStore.storePidfd(app, pid: pid)
             if let pair {
                 app.connection = try host.openConnection(name, fd: pair.daemon)
-                fdStore.storeConnection(app, fd: pair.daemon)
+                fdStore.storeConnection(app, fd: pair.daemon.rawValue)
             }
         } catch {
             Log.error("Failed to watch \(name) (pid \(pid)): \(error); killing it")
@@ -194,17 +199,19 @@ final class ProcessSupervisor {
             if suspension.awaitsConfirmation(name) && app.suspendedWith == .signal {
                 return suspension.confirm(name, leaderStopped: true)
             }
-            // The model takes a stop only for an app it does not hold suspended: for one it does, nothing to check.
-            guard host.record(name)?.state != .suspended else { return }
-            // Check /proc so a stale event after our own SIGCONT is not taken for someone else's stop.
+            // Check /proc so a stale event after our own SIGCONT is not taken for someone else's stop; whether the
+            // stop changes anything (not for an app already suspended) is the model's to say.
             if ProcessTable.state(of: pid) == "T" { host.dispatch(.processStopped(app: name)) }
         case Int32(CLD_CONTINUED):
             // While our own stop is unconfirmed, a continue is the late report of our previous SIGCONT: the new
             // SIGSTOP may not be delivered yet, so /proc still shows the process running, and taking that for
             // someone else's continue would move the app to the background as it stops.
             guard !(suspension.awaitsConfirmation(name) && app.suspendedWith != nil) else { return }
-            // The model takes a continue only for a suspended app it is not terminating (the report of our own
-            // resume comes when the app is in the background already): for any other, nothing to check.
+            // Only a suspended app can be continued by someone else, so the report of our own resume (the app is
+            // in the background by then) costs no read of /proc. One being terminated is continued on purpose
+            // (the daemon wakes suspended apps to tell them it stops) while the model still holds it suspended with
+            // a termination requested, not yet signalled, which the model's own check lets through: that report is
+            // ours, not someone else's continue.
             guard let record = host.record(name), record.state == .suspended, !record.isTerminating else { return }
             if ProcessTable.state(of: pid) != "T" { host.dispatch(.processContinued(app: name)) }
         default: break
@@ -213,10 +220,11 @@ final class ProcessSupervisor {
 
     /// A process that is not the daemon's child (re-adopted, or external): its exit comes through its pidfd, with a
     /// status only its parent learns (reported as 255, a failure for Restart=).
-    func watchExit(_ app: AppRuntime, pid: pid_t, pidfd: Int32, what: String) throws(SystemError) {
+    /// `app.pidfd` owns `pidfd`; sd-event only watches it.
+    func watchExit(_ app: AppRuntime, pid: pid_t, pidfd: FileDescriptor, what: String) throws(SystemError) {
         let name = app.name
-        app.child = try loop.watch(fd: pidfd, events: IOEvents.readable) { [unowned self, unowned app] _ in
-            guard app.pidfd == pidfd else { return }
+        app.child = try loop.watch(fd: pidfd.rawValue, events: IOEvents.readable) { [unowned self, unowned app, weak pidfd] _ in
+            guard let pidfd, app.pidfd === pidfd else { return }
             Log.notice("\(name): \(what) \(pid) ended (its exit status went to its parent)")
             self.exited(app, .exited(255))
         }
@@ -235,7 +243,6 @@ final class ProcessSupervisor {
         app.stopCheck?.cancel()
         if let child = app.child { retired.retire(child) }
         app.child = nil
-        if let pidfd = app.pidfd { close(pidfd) }
         app.pidfd = nil
         fdStore.releaseConnection(app)
         fdStore.releasePidfd(app)

@@ -189,11 +189,12 @@ final class StateStore {
     func loadAll() -> (apps: [PersistedApp], problems: [String]) {
         guard let directory = try? checkedDirectory() else { return ([], []) }
         // fdopendir takes the descriptor it is given: a duplicate, so that `directoryFD` stays open.
-        let copy = fcntl(directory.rawValue, F_DUPFD_CLOEXEC, 0)
-        guard copy >= 0, let listing = fdopendir(copy) else {
-            if copy >= 0 { close(copy) }
+        let duplicated = fcntl(directory.rawValue, F_DUPFD_CLOEXEC, 0)
+        let copy = duplicated >= 0 ? FileDescriptor(owning: duplicated, path: self.directory) : nil
+        guard let copy, let listing = fdopendir(copy.rawValue) else {
             return ([], ["\(self.directory): \(SystemError(operation: "list \(self.directory)", errno: errno))"])
         }
+        _ = copy.take()
         defer { closedir(listing) }
         rewinddir(listing)
         var apps: [PersistedApp] = [], problems: [String] = []

@@ -44,9 +44,9 @@ enum Journal {
     }
 
     /// A stream the app's stdout and stderr go to, logged under `identifier`; nil if the journal refused.
-    static func stream(identifier: String) -> Int32? {
+    static func stream(identifier: String) -> FileDescriptor? {
         let fd = sd_journal_stream_fd(identifier, LOG_INFO, 0)
-        return fd >= 0 ? fd : nil
+        return fd >= 0 ? FileDescriptor(owning: fd, path: "the journal stream of \(identifier)") : nil
     }
 }
 

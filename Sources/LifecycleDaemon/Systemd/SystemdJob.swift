@@ -214,9 +214,17 @@ private final class SystemdBus {
             guard remaining > 0 else {
                 throw SystemdBusError("no reply to \(member) within \(SystemdJob.timeout)")
             }
-            let waited = sd_bus_wait(bus, remaining)
-            guard waited >= 0 || waited == -EINTR else {
-                throw SystemdBusError("wait for the reply to \(member)", errno: -waited)
+            do throws(SystemError) {
+                // sd-bus returns the negative errno instead of setting it: set it where `retryingEINTR` looks.
+                // A retry waits only for what is left of the deadline.
+                try retryingEINTR("wait for the reply to \(member)") { () -> Int32 in
+                    let waited = sd_bus_wait(bus, deadline.remaining)
+                    guard waited < 0 else { return waited }
+                    errno = -waited
+                    return -1
+                }
+            } catch {
+                throw SystemdBusError("wait for the reply to \(member)", errno: error.errno)
             }
         }
     }
