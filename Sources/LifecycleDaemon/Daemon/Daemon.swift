@@ -24,12 +24,8 @@ public final class Daemon {
     let options: DaemonOptions
     let cgroups: CgroupSupport
     var model = Supervisor()
-    /// Every configured app, by name. Looked up through `runtime(_:)`.
-    var apps: [String: AppRuntime] = [:] {
-        didSet { recentApps = (nil, nil) }
-    }
-    /// The two apps found last by `runtime(_:)`: an event concerns one app or two, looked up once per effect.
-    private var recentApps: (AppRuntime?, AppRuntime?) = (nil, nil)
+    /// Every configured app, by name.
+    var apps: [String: AppRuntime] = [:]
     let coder = LineCoder()
     let startedAt: Duration
     var control: ControlServer?
@@ -155,18 +151,7 @@ public final class Daemon {
         drain()
     }
 
-    /// `apps[name]`, trying the two apps found last first.
-    @inline(__always)
-    func runtime(_ name: String) -> AppRuntime? {
-        if let app = recentApps.0, app.name == name { return app }
-        if let app = recentApps.1, app.name == name {
-            recentApps = (app, recentApps.0)
-            return app
-        }
-        guard let app = apps[name] else { return nil }
-        recentApps = (app, recentApps.0)
-        return app
-    }
+    func runtime(_ name: String) -> AppRuntime? { apps[name] }
 
     func drain() {
         guard !draining else { return }

@@ -207,11 +207,8 @@ final class ProcessSupervisor {
             // SIGSTOP may not be delivered yet, so /proc still shows the process running, and taking that for
             // someone else's continue would move the app to the background as it stops.
             guard !(suspension.awaitsConfirmation(name) && app.suspendedWith != nil) else { return }
-            // Only a suspended app can be continued by someone else, so the report of our own resume (the app is
-            // in the background by then) costs no read of /proc. One being terminated is continued on purpose
-            // (the daemon wakes suspended apps to tell them it stops) while the model still holds it suspended with
-            // a termination requested, not yet signalled, which the model's own check lets through: that report is
-            // ours, not someone else's continue.
+            // The model takes a continue only for a suspended app it is not terminating; asking it first spares the
+            // report of our own resume (the app is in the background by then) a read of /proc.
             guard let record = host.record(name), record.state == .suspended, !record.isTerminating else { return }
             if ProcessTable.state(of: pid) != "T" { host.dispatch(.processContinued(app: name)) }
         default: break
