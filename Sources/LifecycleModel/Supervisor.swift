@@ -203,8 +203,9 @@ public struct Supervisor: Sendable {
             return finish(name)
 
         case .processContinued(let name):
-            // Terminating a suspended app continues it on purpose, so that it can hear willTerminate and exit.
-            guard let app = table.record(name), app.state == .suspended, !app.isTerminating else { return [] }
+            // Terminating a suspended app continues it on purpose, so that it can exit. A termination that is only
+            // requested still waits for the process to run (its willTerminate cannot reach a stopped process).
+            guard let app = table.record(name), app.state == .suspended, app.run.termination != .signalled else { return [] }
             emit(.note(app: name, .continuedExternally))
             setState(name, .background, reason: "continued by someone else")
             flushNotifications(name)

@@ -207,9 +207,10 @@ final class ProcessSupervisor {
             // SIGSTOP may not be delivered yet, so /proc still shows the process running, and taking that for
             // someone else's continue would move the app to the background as it stops.
             guard !(suspension.awaitsConfirmation(name) && app.suspendedWith != nil) else { return }
-            // The model takes a continue only for a suspended app it is not terminating; asking it first spares the
-            // report of our own resume (the app is in the background by then) a read of /proc.
-            guard let record = host.record(name), record.state == .suspended, !record.isTerminating else { return }
+            // Only an app the model holds suspended can be continued by someone else: asking it first spares the
+            // report of our own resume (the app is in the background by then) a read of /proc. The model decides
+            // the rest, such as a continue of our own SIGTERM's companion SIGCONT.
+            guard host.record(name)?.state == .suspended else { return }
             if ProcessTable.state(of: pid) != "T" { host.dispatch(.processContinued(app: name)) }
         default: break
         }
