@@ -88,10 +88,10 @@ def marked(marker, table=None):
     return sorted(pid for pid in (table or process_table()) if want in environ(pid))
 
 
-# The daemon opens the kernel files it writes and reads at every transition and the state files for each use and
-# closes them at once (lifecycled(8)): none may stay open. They are counted apart from the rest (which must come
-# back to its level) and must be none.
-KEPT_LIMIT = 0
+# The daemon keeps the kernel files it writes and reads at every transition open, at most 256 of them (KeptKernelFiles,
+# lifecycled(8)), and opens the state files for each save only. They are counted apart from the rest (which must come
+# back to its level) and stay within that bound.
+KEPT_LIMIT = 256
 KEPT = re.compile(r"^(/proc/\d+/oom_score_adj|/sys/fs/cgroup/.*/(cpu\.weight|io\.weight|cpu\.shares|cgroup\.procs|"
                   r"cgroup\.freeze|cgroup\.events|freezer\.state)|.*/state/[^/]+\.json)$")
 

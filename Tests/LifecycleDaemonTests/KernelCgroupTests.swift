@@ -137,6 +137,41 @@ private let onHybridRoot = ConditionTrait.enabled(
     }
 
     @Test(onHybridRoot)
+    func keptFilesWriteAndReadAgainThroughOneDescriptor() throws {
+        try withAppCgroup("kept") { cgroup, children, _ in
+            let kept = KeptKernelFiles()
+            let shares = cgroup.cpuPath! + "/cpu.shares"
+            try cgroup.setPriority(.background, kept: kept)
+            try cgroup.setPriority(.foreground, kept: kept)
+            #expect(try readKernelFile(shares) == "1024\n", "the second write went through the kept descriptor")
+            #expect(kept.count == 1)
+
+            #expect(cgroup.pids(kept: kept) == [])
+            let pid = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], cgroupProcsFiles: cgroup.procsFiles))
+            #expect(cgroup.pids(kept: kept) == [pid], "cgroup.procs is read anew through the kept descriptor")
+            #expect(kept.count == 2)
+        }
+    }
+
+    @Test(onHybridRoot)
+    func aKeptFileOfAGroupMadeAgainIsOpenedAnew() throws {
+        let group = testGroupName("kept-again")
+        let support = CgroupSupport.detect(groupName: group, v1FreezerBesideCgroup2: true)
+        try #require(support.layout == .hybrid, "\(support.fallbackReason ?? "")")
+        defer { support.removeParent() }
+        let kept = KeptKernelFiles()
+        let first = try support.makeAppCgroup(app: "again")
+        try first.setPriority(.background, kept: kept)
+        #expect(first.remove().isEmpty)
+
+        let second = try support.makeAppCgroup(app: "again")
+        defer { _ = second.remove() }
+        #expect(try readKernelFile(second.cpuPath! + "/cpu.shares") == "1024\n", "a new group starts at the default")
+        try second.setPriority(.background, kept: kept)
+        #expect(try readKernelFile(second.cpuPath! + "/cpu.shares") == "128\n", "written to the new group, not the removed one")
+    }
+
+    @Test(onHybridRoot)
     func cgroup2FreezerFreezesAndThaws() throws {
         try withAppCgroup("freeze2") { cgroup, children, _ in
             let pid = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], cgroupProcsFiles: cgroup.procsFiles))

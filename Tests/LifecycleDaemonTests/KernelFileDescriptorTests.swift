@@ -55,4 +55,23 @@ import Testing
         #expect(try withKernelFileBytes(path) { $0.count } == 5000)
         #expect(try withKernelFileBytes(path) { $0.allSatisfy { $0 == UInt8(ascii: "x") } })
     }
+
+    @Test func keptFilesKeepAtMostTheirLimitClosingTheLeastRecentlyUsed() throws {
+        let directory = NSTemporaryDirectory() + "kept-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let kept = KeptKernelFiles(limit: 2)
+        for name in ["a", "b", "c"] {
+            FileManager.default.createFile(atPath: "\(directory)/\(name)", contents: nil)
+        }
+        try kept.write("\(directory)/a", "1")
+        try kept.write("\(directory)/b", "2")
+        try kept.write("\(directory)/a", "3")
+        try kept.write("\(directory)/c", "4")
+        #expect(kept.count == 2)
+        #expect(try kept.withBytes("\(directory)/a") { String(decoding: $0, as: UTF8.self) } == "3",
+                "a was used last but one: b went")
+        kept.forget(under: directory)
+        #expect(kept.count == 0)
+    }
 }

@@ -56,6 +56,13 @@ protocol ProcessPlacement: AnyObject {
 
 /// Apps in their process group alone: no cgroup, priority by nice, suspension by signal.
 final class ProcessGroupPlacement: ProcessPlacement {
+    /// The `oom_score_adj` files of the apps' processes, kept open between transitions.
+    let kept: KeptKernelFiles
+
+    init(kept: KeptKernelFiles = KeptKernelFiles()) {
+        self.kept = kept
+    }
+
     func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
     func adopt(_ app: AppRuntime) {}
     var canPlaceInGroups: Bool { false }
@@ -79,12 +86,16 @@ final class ProcessGroupPlacement: ProcessPlacement {
     func isFrozen(_ app: AppRuntime) -> Bool { false }
 
     func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
-        let failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members, useNice: true)
+        let failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members, useNice: true,
+                                             kept: kept)
         for failure in failures { Log.debug("\(app.name): \(failure), ignoring") }
         return priority
     }
 
-    func killAll(_ app: AppRuntime, leader: pid_t) { kill(-leader, SIGKILL) }
+    func killAll(_ app: AppRuntime, leader: pid_t) {
+        kill(-leader, SIGKILL)
+        kept.forget(under: "/proc/\(leader)")
+    }
     func remove(_ app: AppRuntime) {}
     func displayPath(of app: AppRuntime) -> String? { nil }
     func leftoverNames() -> Set<String> { [] }
@@ -97,7 +108,9 @@ final class ProcessGroupPlacement: ProcessPlacement {
 /// placed as by `ProcessGroupPlacement`.
 final class CgroupPlacement: ProcessPlacement {
     private let cgroups: CgroupSupport
-    private let processGroups = ProcessGroupPlacement()
+    /// The weight, cgroup.procs and `oom_score_adj` files of the apps, kept open between transitions.
+    private let kept = KeptKernelFiles()
+    private lazy var processGroups = ProcessGroupPlacement(kept: kept)
 
     init(_ cgroups: CgroupSupport) {
         self.cgroups = cgroups
@@ -150,7 +163,7 @@ final class CgroupPlacement: ProcessPlacement {
 
     func members(of app: AppRuntime) -> [pid_t] {
         if let cgroup = app.cgroup, app.pid != nil {
-            let pids = cgroup.pids()
+            let pids = cgroup.pids(kept: kept)
             if !pids.isEmpty { return pids }
         }
         return processGroups.members(of: app)
@@ -160,7 +173,7 @@ final class CgroupPlacement: ProcessPlacement {
     /// tens of milliseconds with a thousand apps.
     func processGroup(of app: AppRuntime) -> [pid_t] {
         if let cgroup = app.cgroup, let pid = app.pid {
-            let pids = cgroup.pids()
+            let pids = cgroup.pids(kept: kept)
             if !pids.isEmpty { return pids.filter { getpgid($0) == pid } }
         }
         return processGroups.processGroup(of: app)
@@ -192,7 +205,7 @@ final class CgroupPlacement: ProcessPlacement {
         var cpuByCgroup = false
         do {
             // Background and suspended weigh the same (PriorityClass.weightClass): between them nothing is written.
-            if previous?.weightClass != priority.weightClass { try cgroup.setPriority(priority) }
+            if previous?.weightClass != priority.weightClass { try cgroup.setPriority(priority, kept: kept) }
             cpuByCgroup = cgroup.controlsCPU
         } catch {
             Log.debug("\(app.name): Failed to set the cgroup priority: \(error)")
@@ -200,7 +213,8 @@ final class CgroupPlacement: ProcessPlacement {
             previous = nil
             applied = nil
         }
-        let failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members, useNice: !cpuByCgroup)
+        let failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members,
+                                             useNice: !cpuByCgroup, kept: kept)
         for failure in failures { Log.debug("\(app.name): \(failure), ignoring") }
         return applied
     }
@@ -214,9 +228,16 @@ final class CgroupPlacement: ProcessPlacement {
         processGroups.killAll(app, leader: leader)
     }
 
-    func remove(_ app: AppRuntime) { app.cgroup?.remove() }
+    func remove(_ app: AppRuntime) {
+        guard let cgroup = app.cgroup else { return }
+        for path in [cgroup.unifiedPath, cgroup.cpuPath, cgroup.freezerPath].compactMap({ $0 }) { kept.forget(under: path) }
+        cgroup.remove()
+    }
     func displayPath(of app: AppRuntime) -> String? { app.cgroup?.displayPath }
     func leftoverNames() -> Set<String> { cgroups.existingAppCgroupNames() }
     func leftover(_ name: String) -> AppCgroup? { try? cgroups.makeAppCgroup(app: name) }
-    func removeAll() { cgroups.removeParent() }
+    func removeAll() {
+        kept.forget(under: "/")
+        cgroups.removeParent()
+    }
 }

@@ -441,11 +441,14 @@ public struct AppCgroup: Sendable, Equatable {
     }
 
     /// Sets the CPU (and IO) weight for `cls`, in whichever of cpu.weight, io.weight and
-    /// cpu.shares exist.
-    public func setPriority(_ cls: PriorityClass) throws(SystemError) {
-        if let cpuWeightFile { try writeKernelFile(cpuWeightFile, String(cls.cgroupWeight)) }
-        if let ioWeightFile { try writeKernelFile(ioWeightFile, "default \(cls.cgroupWeight)") }
-        if let cpuSharesFile { try writeKernelFile(cpuSharesFile, String(cls.cpuShares)) }
+    /// cpu.shares exist; through `kept` when given.
+    func setPriority(_ cls: PriorityClass, kept: KeptKernelFiles? = nil) throws(SystemError) {
+        func write(_ path: String, _ value: String) throws(SystemError) {
+            if let kept { try kept.write(path, value) } else { try writeKernelFile(path, value) }
+        }
+        if let cpuWeightFile { try write(cpuWeightFile, String(cls.cgroupWeight)) }
+        if let ioWeightFile { try write(ioWeightFile, "default \(cls.cgroupWeight)") }
+        if let cpuSharesFile { try write(cpuSharesFile, String(cls.cpuShares)) }
     }
 
     /// Starts freezing. The kernel finishes asynchronously (docs/PLATFORM.md): poll `isFrozen()`.
@@ -495,10 +498,12 @@ public struct AppCgroup: Sendable, Equatable {
             .split(separator: "\n").first.map(String.init)
     }
 
-    /// The processes in the app's group.
-    public func pids() -> [pid_t] {
-        guard let procsFile, let pids = try? withKernelFileBytes(procsFile, Self.decimalLines) else { return [] }
-        return pids
+    /// The processes in the app's group; read through `kept` when given.
+    func pids(kept: KeptKernelFiles? = nil) -> [pid_t] {
+        guard let procsFile else { return [] }
+        let pids = kept.map { kept in try? kept.withBytes(procsFile, Self.decimalLines) }
+            ?? (try? withKernelFileBytes(procsFile, Self.decimalLines))
+        return pids ?? []
     }
 
     /// The numbers of cgroup.procs, one per line (a line that is not one, or too large for a pid, is skipped),

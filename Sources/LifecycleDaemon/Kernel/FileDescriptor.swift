@@ -66,14 +66,33 @@ final class FileDescriptor {
     }
 
     /// One write(2) of `value`, as control files (cgroup, /proc) take one value per call: a short write is an error.
-    func writeOnce(_ value: String) throws(SystemError) {
+    /// With `offset`, one pwrite(2) there instead, for a control file kept open between writes.
+    func writeOnce(_ value: String, at offset: off_t? = nil) throws(SystemError) {
         var utf8 = value
         let count = try utf8.withUTF8 { bytes in
             Result { () throws(SystemError) -> Int in
-                bytes.count - (try retryingEINTR("write '\(value)' to \(path)") { Glibc.write(rawValue, bytes.baseAddress, bytes.count) })
+                bytes.count - (try retryingEINTR("write '\(value)' to \(path)") {
+                    if let offset { pwrite(rawValue, bytes.baseAddress, bytes.count, offset) }
+                    else { Glibc.write(rawValue, bytes.baseAddress, bytes.count) }
+                })
             }
         }.get()
         if count != 0 { throw SystemError(operation: "write '\(value)' to \(path)", errno: EIO) }
+    }
+
+    /// The whole file from `offset`, by pread(2) until end of file.
+    func readAll(from offset: off_t) throws(SystemError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = try chunk.withUnsafeMutableBytes { buffer in
+                Result { () throws(SystemError) -> Int in
+                    try retryingEINTR("read \(path)") { pread(rawValue, buffer.baseAddress, buffer.count, offset + off_t(bytes.count)) }
+                }
+            }.get()
+            if count == 0 { return bytes }
+            bytes += chunk[..<count]
+        }
     }
 
     /// fstat(2).

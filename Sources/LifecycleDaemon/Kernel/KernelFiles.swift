@@ -1,7 +1,7 @@
 import Glibc
 
-// Small kernel files (/proc, /sys/fs/cgroup): opened, used and closed at each call. They are attributes, not
-// stored data, so nothing is cached; docs/PLATFORM.md says how they behave.
+// Small kernel files (/proc, /sys/fs/cgroup): attributes, not stored data (docs/PLATFORM.md). The functions open,
+// use and close them; `KeptKernelFiles` keeps the ones written at every transition open.
 
 /// Reads a whole (small) kernel file as text.
 func readKernelFile(_ path: String) throws(SystemError) -> String {
@@ -43,4 +43,54 @@ func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) -> 
     let code = Glibc.errno
     if code == EEXIST { return false }
     throw SystemError(operation: "create \(path)", errno: code)
+}
+
+/// The kernel attribute files written or read at every transition (an app's cgroup weights and cgroup.procs, its
+/// processes' `oom_score_adj`), kept open so that each use is one pwrite or pread at offset 0 instead of an open, a
+/// call and a close (docs/BENCHMARKS.md). At most `limit` stay open, the least recently used going first; a kept
+/// descriptor that fails (its group or process was made anew) is reopened once. Used on the loop's thread only.
+final class KeptKernelFiles {
+    private var files: [String: (file: FileDescriptor, used: UInt64)] = [:]
+    private var uses: UInt64 = 0
+    let limit: Int
+
+    init(limit: Int = 256) { self.limit = limit }
+
+    var count: Int { files.count }
+
+    /// Writes `value` with one pwrite(2) at offset 0, as `writeKernelFile` writes it with a write(2).
+    func write(_ path: String, _ value: String) throws(SystemError) {
+        try use(path, O_WRONLY) { (file) throws(SystemError) in try file.writeOnce(value, at: 0) }
+    }
+
+    /// Calls `body` with the whole file, read by pread(2) from offset 0, as `withKernelFileBytes` reads it.
+    func withBytes<Result>(_ path: String, _ body: (UnsafeBufferPointer<UInt8>) -> Result) throws(SystemError) -> Result {
+        let bytes = try use(path, O_RDONLY) { (file) throws(SystemError) in try file.readAll(from: 0) }
+        return bytes.withUnsafeBufferPointer(body)
+    }
+
+    /// Closes the files under `directory` (a process that exited, a group removed).
+    func forget(under directory: String) {
+        let prefix = directory.hasSuffix("/") ? directory : directory + "/"
+        for path in files.keys where path.hasPrefix(prefix) { files[path] = nil }
+    }
+
+    private func use<Result>(_ path: String, _ flags: Int32,
+                             _ body: (FileDescriptor) throws(SystemError) -> Result) throws(SystemError) -> Result {
+        uses += 1
+        if let kept = files[path] {
+            do {
+                let result = try body(kept.file)
+                files[path]?.used = uses
+                return result
+            } catch {
+                files[path] = nil
+            }
+        }
+        let file = try FileDescriptor.open(path, flags)
+        let result = try body(file)
+        if files.count >= limit, let oldest = files.min(by: { $0.value.used < $1.value.used })?.key { files[oldest] = nil }
+        files[path] = (file, uses)
+        return result
+    }
 }

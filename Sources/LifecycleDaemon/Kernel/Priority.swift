@@ -52,14 +52,16 @@ public enum ProcessPriority {
     /// failures for the caller to log. Going back to foreground lowers both values, which
     /// needs CAP_SYS_RESOURCE and CAP_SYS_NICE (the daemon runs as root).
     /// `from`: the class applied before, when known; the nice value is left alone where it is the same.
-    public static func apply(
+    /// `kept`: the open files `oom_score_adj` is written through, when given.
+    static func apply(
         _ cls: PriorityClass, from previous: PriorityClass? = nil, processGroup pgid: pid_t, members: [pid_t],
-        useNice: Bool, procRoot: String = "/proc"
+        useNice: Bool, procRoot: String = "/proc", kept: KeptKernelFiles? = nil
     ) -> [SystemError] {
         var failures: [SystemError] = []
         for pid in members {
             do {
-                try writeKernelFile("\(procRoot)/\(pid)/oom_score_adj", String(cls.oomScoreAdj))
+                let path = "\(procRoot)/\(pid)/oom_score_adj", value = String(cls.oomScoreAdj)
+                if let kept { try kept.write(path, value) } else { try writeKernelFile(path, value) }
             } catch where error.errno == ENOENT || error.errno == ESRCH {
                 continue
             } catch {
