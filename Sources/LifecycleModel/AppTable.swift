@@ -1,4 +1,4 @@
-/// The apps' records in an array, found by name through an index: reads borrow and writes mutate in place
+/// The apps' records in an array, looked up by name through an index: reads borrow and writes mutate in place
 /// (a dictionary of structs would copy a record out on every read through its subscript).
 struct AppTable: Sendable {
     private(set) var records: [AppRecord] = []

@@ -278,9 +278,8 @@ public final class EventSource {
         guard let pointer else { return }
         let (seconds, attoseconds) = delay.components
         let usec = UInt64(max(0, seconds)) * 1_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000_000)
-        // sd-event lets a timer fire up to its accuracy late so that wakeups coalesce; 0 at creation means its
-        // default, 250 ms, far too late for the 1 ms stop recheck. 5% of the delay instead, at least 1 µs and at
-        // most that default.
+        // sd-event lets a timer fire up to its accuracy late so that wakeups coalesce, and its default accuracy is
+        // far too coarse for the stop recheck: a twentieth of the delay instead, never coarser than that default.
         _ = sd_event_source_set_time_accuracy(pointer, min(250_000, max(1, usec / 20)))
         _ = sd_event_source_set_time_relative(pointer, usec)
         _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ONESHOT))
