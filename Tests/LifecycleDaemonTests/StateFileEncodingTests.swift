@@ -36,28 +36,19 @@ struct StateFileEncodingTests {
     }
 
     struct Generator {
-        var state: UInt64
+        var random: SplitMix64
         var coverage = Coverage()
         /// For files: app names that are file names, and no null payload for a `latest` type nor null saved state
         /// (they encode as `"payload":null` and read back as none, the synthesized `decodeIfPresent`'s way).
         let forFiles: Bool
 
-        /// Seeded from `seed`, or from LIFECYCLE_TEST_SEED when it is set (to replay another run); the seed used is
-        /// printed, so that a failure can be run again.
+        /// Seeded from `seed`, or from LIFECYCLE_TEST_SEED when it is set (`SplitMix64.seeded`).
         init(seed: UInt64, forFiles: Bool = false, test: String = #function) {
-            let chosen = ProcessInfo.processInfo.environment["LIFECYCLE_TEST_SEED"].flatMap { UInt64($0) } ?? seed
-            print("\(test): seed \(chosen) (LIFECYCLE_TEST_SEED=\(chosen) replays it)")
-            state = chosen
+            random = SplitMix64.seeded(seed, test: test)
             self.forFiles = forFiles
         }
 
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        mutating func next() -> UInt64 { random.next() }
 
         mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
         mutating func chance(_ percent: Int) -> Bool { below(100) < percent }

@@ -17,7 +17,7 @@ struct AppTableTests {
 
     @Test func writesRemovalsAndInsertsInAnyOrderFindEachAppsOwnRecord() {
         let seed = testSeed()
-        print("AppTableTests seed \(seed) (set LIFECYCLED_TEST_SEED to replay)")
+        print("AppTableTests seed \(seed) (set LIFECYCLE_TEST_SEED to replay)")
         var generator = SplitMix64(state: seed)
         for round in 0..<200 {
             var table = AppTable()

@@ -80,10 +80,10 @@ struct FocusLivenessTests {
     }
 }
 
-/// The seed of a random test: LIFECYCLED_TEST_SEED when set (to replay a failure), else a fixed one, so that every
+/// The seed of a random test: LIFECYCLE_TEST_SEED when set (to replay a failure), else a fixed one, so that every
 /// run explores the same cases unless asked otherwise. Each test prints the seed it uses.
 func testSeed() -> UInt64 {
-    ProcessInfo.processInfo.environment["LIFECYCLED_TEST_SEED"].flatMap { UInt64($0) } ?? 0x5EED_1FEC_7C1E
+    ProcessInfo.processInfo.environment["LIFECYCLE_TEST_SEED"].flatMap { UInt64($0) } ?? 0x5EED_1FEC_7C1E
 }
 
 /// SplitMix64: small, fast, and the same sequence everywhere.
