@@ -116,6 +116,27 @@ public struct JSONWriter: ~Copyable {
         utf8(text)
     }
 
+    /// `key` (with its punctuation: `,"name":`) and the string; nothing for nil, as `encodeIfPresent` leaves it out.
+    public mutating func member(_ key: StaticString, _ value: String?) {
+        guard let value else { return }
+        raw(key)
+        string(value)
+    }
+
+    /// `key` and the number; nothing for nil.
+    public mutating func member(_ key: StaticString, _ value: Int64?) {
+        guard let value else { return }
+        raw(key)
+        integer(value)
+    }
+
+    /// `key` and the number; nothing for nil.
+    public mutating func member(_ key: StaticString, _ value: UInt64?) {
+        guard let value else { return }
+        raw(key)
+        unsigned(value)
+    }
+
     /// A quoted string with JSONEncoder's escapes (`.withoutEscapingSlashes`): `"`, `\` and the control
     /// characters; every other byte of its UTF-8 as it is.
     public mutating func string(_ value: String) {

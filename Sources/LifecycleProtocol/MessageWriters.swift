@@ -42,21 +42,21 @@ extension ControlRequest {
     /// JSONEncoder's to judge.
     func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
         writer.byte(UInt8(ascii: "{"))
-        writer.member(#""app":"#, app)
+        writer.memberThenComma(#""app":"#, app)
         if let background {
             writer.raw(#""background":"#)
             writer.bool(background)
             writer.byte(UInt8(ascii: ","))
         }
-        writer.member(#""configuration":"#, configuration)
+        writer.memberThenComma(#""configuration":"#, configuration)
         if let data {
             writer.raw(#""data":"#)
             try writer.value(data)
             writer.byte(UInt8(ascii: ","))
         }
-        writer.member(#""name":"#, name)
-        writer.member(#""role":"#, role)
-        writer.member(#""scene":"#, scene)
+        writer.memberThenComma(#""name":"#, name)
+        writer.memberThenComma(#""role":"#, role)
+        writer.memberThenComma(#""scene":"#, scene)
         writer.raw(#""verb":"#)
         writer.string(verb)
         writer.byte(UInt8(ascii: "}"))
@@ -73,13 +73,10 @@ extension ControlReply {
             try writer.array(apps) { (writer, app) throws(JSONWriter.Unrepresentable) in try app.writeJSON(into: &writer) }
             writer.byte(UInt8(ascii: ","))
         }
-        writer.member(#""error":"#, error)
+        writer.memberThenComma(#""error":"#, error)
         writer.raw(#""ok":"#)
         writer.bool(ok)
-        if let scene {
-            writer.raw(#","scene":"#)
-            writer.string(scene)
-        }
+        writer.member(#","scene":"#, scene)
         writer.byte(UInt8(ascii: "}"))
         return true
     }
@@ -88,7 +85,7 @@ extension ControlReply {
 extension AppStatus {
     func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
         writer.byte(UInt8(ascii: "{"))
-        writer.member(#""awaiting":"#, awaiting)
+        writer.memberThenComma(#""awaiting":"#, awaiting)
         writer.raw(#""backgroundModes":"#)
         writer.strings(backgroundModes)
         writer.raw(#","backgroundTasks":"#)
@@ -103,10 +100,7 @@ extension AppStatus {
             writer.raw(#","backgroundTimeRemaining":"#)
             try writer.double(backgroundTimeRemaining)
         }
-        if let cgroup {
-            writer.raw(#","cgroup":"#)
-            writer.string(cgroup)
-        }
+        writer.member(#","cgroup":"#, cgroup)
         writer.raw(#","deadlineMisses":"#)
         writer.integer(Int64(deadlineMisses))
         writer.raw(#","launches":"#)
@@ -117,10 +111,7 @@ extension AppStatus {
         writer.string(name)
         writer.raw(#","observing":"#)
         writer.strings(observing)
-        if let pid {
-            writer.raw(#","pid":"#)
-            writer.integer(Int64(pid))
-        }
+        writer.member(#","pid":"#, pid.map(Int64.init))
         writer.raw(#","protocol":"#)
         writer.string(`protocol`)
         writer.raw(#","queuedNotifications":"#)
@@ -166,11 +157,10 @@ extension SceneStatus {
 }
 
 extension JSONWriter {
-    /// `key` (quotes and colon included), the string and a comma; nothing for nil, as `encodeIfPresent` leaves it out.
-    fileprivate mutating func member(_ key: StaticString, _ value: String?) {
-        guard let value else { return }
-        raw(key)
-        string(value)
+    /// `key` (quotes and colon included), the string and a comma; nothing for nil: a member ahead of others.
+    fileprivate mutating func memberThenComma(_ key: StaticString, _ value: String?) {
+        guard value != nil else { return }
+        member(key, value)
         byte(UInt8(ascii: ","))
     }
 }

@@ -13,18 +13,12 @@ extension AppSnapshot {
         writer.integer(Int64(deadlineMisses))
         writer.raw(#","discardedUntold":"#)
         writer.strings(discardedUntold)
-        if let enteredBackgroundAtMicroseconds {
-            writer.raw(#","enteredBackgroundAtMicroseconds":"#)
-            writer.integer(enteredBackgroundAtMicroseconds)
-        }
+        writer.member(#","enteredBackgroundAtMicroseconds":"#, enteredBackgroundAtMicroseconds)
         writer.raw(#","launches":"#)
         writer.integer(Int64(launches))
         writer.raw(#","memoryTerminations":"#)
         writer.integer(Int64(memoryTerminations))
-        if let nextMessageID {
-            writer.raw(#","nextMessageID":"#)
-            writer.integer(Int64(nextMessageID))
-        }
+        writer.member(#","nextMessageID":"#, nextMessageID.map(Int64.init))
         writer.raw(#","nextSceneNumber":"#)
         writer.integer(Int64(nextSceneNumber))
         writer.raw(#","observing":"#)
@@ -90,10 +84,7 @@ extension SceneSession {
             writer.raw(#","savedState":"#)
             try writer.value(savedState)
         }
-        if let state {
-            writer.raw(#","state":"#)
-            writer.string(state.rawValue)
-        }
+        writer.member(#","state":"#, state?.rawValue)
         writer.byte(UInt8(ascii: "}"))
     }
 }

@@ -23,24 +23,12 @@ extension PersistedApp {
     func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
         writer.raw(#"{"name":"#)
         writer.string(name)
-        if let pid {
-            writer.raw(#","pid":"#)
-            writer.integer(Int64(pid))
-        }
+        writer.member(#","pid":"#, pid.map(Int64.init))
         writer.raw(#","snapshot":"#)
         try snapshot.writeJSON(into: &writer)
-        if let startTime {
-            writer.raw(#","startTime":"#)
-            writer.unsigned(startTime)
-        }
-        if let suspendedWith {
-            writer.raw(#","suspendedWith":"#)
-            writer.string(suspendedWith)
-        }
-        if let token {
-            writer.raw(#","token":"#)
-            writer.string(token)
-        }
+        writer.member(#","startTime":"#, startTime)
+        writer.member(#","suspendedWith":"#, suspendedWith)
+        writer.member(#","token":"#, token)
         writer.byte(UInt8(ascii: "}"))
     }
 }
