@@ -25,9 +25,11 @@ let package = Package(
         .executableTarget(name: "lifectl", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "notes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Notes"),
         .executableTarget(name: "scenes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Scenes"),
-        .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel"]),
-        .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol"]),
-        .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport"]),
+        // What the test targets share: the seeded generator of their random tests.
+        .target(name: "TestSupport", path: "Tests/Support"),
+        .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel", "TestSupport"]),
+        .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol", "TestSupport"]),
+        .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport", "TestSupport"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport", "lifecycled", "lifectl", "notes-example", "scenes-example"]),
         // Fuzzing (docs/RELIABILITY.md): the per-input checks, shared by the two fuzzers and their regression tests.

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 @testable import LifecycleModel
 
@@ -18,7 +19,7 @@ struct AppTableTests {
     @Test func writesRemovalsAndInsertsInAnyOrderFindEachAppsOwnRecord() {
         let seed = testSeed()
         print("AppTableTests seed \(seed) (set LIFECYCLE_TEST_SEED to replay)")
-        var generator = SplitMix64(state: seed)
+        var generator = SplitMix64(seed: seed)
         for round in 0..<200 {
             var table = AppTable()
             var names: Set<String> = []

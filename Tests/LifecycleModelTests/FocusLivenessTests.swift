@@ -1,3 +1,4 @@
+import TestSupport
 import Foundation
 import Testing
 @testable import LifecycleModel
@@ -86,17 +87,6 @@ func testSeed() -> UInt64 {
     ProcessInfo.processInfo.environment["LIFECYCLE_TEST_SEED"].flatMap { UInt64($0) } ?? 0x5EED_1FEC_7C1E
 }
 
-/// SplitMix64: small, fast, and the same sequence everywhere.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 struct Explorer {
     var model = Supervisor()
@@ -113,7 +103,7 @@ struct Explorer {
     var severalActive: String?
 
     init(seed: UInt64, apps: [String: AppPolicy]) {
-        random = SplitMix64(state: seed)
+        random = SplitMix64(seed: seed)
         names = apps.keys.sorted()
         for name in names { model.add(name, policy: apps[name]!) }
     }

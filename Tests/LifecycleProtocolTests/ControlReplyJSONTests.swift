@@ -1,3 +1,4 @@
+import TestSupport
 import FoundationEssentials
 import LifecycleModel
 @testable import LifecycleProtocol
@@ -36,7 +37,7 @@ struct ControlReplyJSONTests {
         expectLineCoderAsJSONDecoder(line, sourceLocation: sourceLocation)
     }
 
-    static func randomDaemon(_ generator: inout SplitMix) -> DaemonStatus {
+    static func randomDaemon(_ generator: inout SplitMix64) -> DaemonStatus {
         var daemon = DaemonStatus(
             pid: Int32(truncatingIfNeeded: Int64(bitPattern: generator.next())), version: MessageJSONTests.randomString(&generator),
             configDirectory: MessageJSONTests.randomString(&generator), runtimeDirectory: MessageJSONTests.randomString(&generator),
@@ -49,7 +50,7 @@ struct ControlReplyJSONTests {
         return daemon
     }
 
-    static func randomReply(_ generator: inout SplitMix) -> ControlReply {
+    static func randomReply(_ generator: inout SplitMix64) -> ControlReply {
         let apps: [AppStatus]? = generator.next() % 4 == 0 ? nil : (0..<generator.next() % 3).map { _ in MessageJSONTests.randomStatus(&generator) }
         return ControlReply(
             ok: generator.next() % 2 == 0, error: generator.next() % 3 == 0 ? MessageJSONTests.randomString(&generator) : nil,
@@ -80,7 +81,7 @@ struct ControlReplyJSONTests {
 
     @Test("replies are read by hand to JSONDecoder's value, as the daemon, JSONEncoder sorted, unsorted or pretty write them")
     func randomRepliesMatch() throws {
-        var generator = SplitMix.seeded(0x5EAD)
+        var generator = SplitMix64.seeded(0x5EAD)
         let sorted = JSONEncoder()
         sorted.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let unsorted = JSONEncoder()
@@ -202,8 +203,8 @@ struct ControlReplyJSONTests {
     func requestsMatch() throws {
         let reference = JSONEncoder()
         reference.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        var generator = SplitMix.seeded(0x2E0)
-        func maybe(_ generator: inout SplitMix) -> String? {
+        var generator = SplitMix64.seeded(0x2E0)
+        func maybe(_ generator: inout SplitMix64) -> String? {
             generator.next() % 2 == 0 ? MessageJSONTests.randomString(&generator) : nil
         }
         var requests = [ControlRequest(verb: "status"), ControlRequest(verb: "status", app: "app1"),

@@ -1,3 +1,4 @@
+import TestSupport
 import FoundationEssentials
 import LifecycleModel
 @testable import LifecycleProtocol
@@ -116,7 +117,7 @@ struct LineCoderTests {
             try expectWritten(number) { writer, number in writer.integer(number) }
         }
         try expectWritten(UInt64.max) { writer, number in writer.unsigned(number) }
-        var generator = SplitMix.seeded(7)
+        var generator = SplitMix64.seeded(7)
         for _ in 0..<2000 {
             let number = Double(bitPattern: generator.next())
             guard number.isFinite else { continue }
@@ -129,7 +130,7 @@ struct LineCoderTests {
 
     @Test("random JSON values are written as JSONEncoder writes them")
     func randomValuesMatch() throws {
-        var generator = SplitMix.seeded(42)
+        var generator = SplitMix64.seeded(42)
         for _ in 0..<500 {
             let value = Self.randomValue(&generator, depth: 0)
             try expectWritten(value) { writer, value in try writer.value(value) }
@@ -187,7 +188,7 @@ struct LineCoderTests {
         #expect(framer.pendingByteCount == 0)
     }
 
-    static func randomValue(_ generator: inout SplitMix, depth: Int) -> JSONValue {
+    static func randomValue(_ generator: inout SplitMix64, depth: Int) -> JSONValue {
         switch generator.next() % (depth > 3 ? 4 : 6) {
         case 0: return .null
         case 1: return .bool(generator.next() % 2 == 0)
@@ -210,24 +211,3 @@ struct LineCoderTests {
     }
 }
 
-/// A small seeded generator, so that a failure can be replayed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    /// A generator from `seed`, or from LIFECYCLE_TEST_SEED when it is set (to replay another run); the seed used is
-    /// printed, so that a failure can be replayed.
-    static func seeded(_ seed: UInt64, test: String = #function) -> SplitMix {
-        let chosen = ProcessInfo.processInfo.environment["LIFECYCLE_TEST_SEED"].flatMap { UInt64($0) } ?? seed
-        print("\(test): seed \(chosen) (LIFECYCLE_TEST_SEED=\(chosen) replays it)")
-        return SplitMix(seed: chosen)
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -1,3 +1,4 @@
+import TestSupport
 import FoundationEssentials
 import LifecycleModel
 @testable import LifecycleProtocol
@@ -58,11 +59,11 @@ struct MessageJSONTests {
                                        sourceLocation: sourceLocation)
     }
 
-    static func randomString(_ generator: inout SplitMix) -> String {
+    static func randomString(_ generator: inout SplitMix64) -> String {
         LineCoderTests.awkwardStrings[Int(generator.next() % UInt64(LineCoderTests.awkwardStrings.count))] + String(generator.next() % 97)
     }
 
-    static func randomDouble(_ generator: inout SplitMix) -> Double {
+    static func randomDouble(_ generator: inout SplitMix64) -> Double {
         switch generator.next() % 3 {
         case 0: return LineCoderTests.awkwardNumbers[Int(generator.next() % UInt64(LineCoderTests.awkwardNumbers.count))]
         case 1: return Double(generator.next() % 1_000_000) / 1000
@@ -72,12 +73,12 @@ struct MessageJSONTests {
         }
     }
 
-    static func randomInt(_ generator: inout SplitMix) -> Int {
+    static func randomInt(_ generator: inout SplitMix64) -> Int {
         generator.next() % 2 == 0 ? Int(generator.next() % 1000) : Int(Int64(bitPattern: generator.next()))
     }
 
-    static func randomStatus(_ generator: inout SplitMix) -> AppStatus {
-        func chance(_ generator: inout SplitMix) -> Bool { generator.next() % 2 == 0 }
+    static func randomStatus(_ generator: inout SplitMix64) -> AppStatus {
+        func chance(_ generator: inout SplitMix64) -> Bool { generator.next() % 2 == 0 }
         var status = AppStatus(
             name: randomString(&generator), state: AppState.allCases[Int(generator.next() % UInt64(AppState.allCases.count))],
             pid: chance(&generator) ? Int32(truncatingIfNeeded: Int64(bitPattern: generator.next())) : nil,
@@ -106,7 +107,7 @@ struct MessageJSONTests {
 
     @Test("replies without the daemon's block are written by hand, to JSONEncoder's bytes")
     func repliesMatch() throws {
-        var generator = SplitMix.seeded(0xF0C5)
+        var generator = SplitMix64.seeded(0xF0C5)
         var scenes = 0, savedStates = 0, optionalsSet = 0, optionalsUnset = 0
         for _ in 0..<400 {
             let apps: [AppStatus]? = generator.next() % 4 == 0 ? nil : (0..<generator.next() % 3).map { _ in Self.randomStatus(&generator) }
@@ -127,7 +128,7 @@ struct MessageJSONTests {
 
     @Test("every callback without launch options is written by hand, to JSONEncoder's bytes")
     func callbacksMatch() throws {
-        var generator = SplitMix.seeded(0xCA11)
+        var generator = SplitMix64.seeded(0xCA11)
         for callback in LifecycleCallback.allCases {
             for _ in 0..<20 {
                 try expectHandWrittenAsCodable(ServerMessage.callback(callback, id: Self.randomInt(&generator),
@@ -138,7 +139,7 @@ struct MessageJSONTests {
 
     @Test("acks without answers are written by hand, to JSONEncoder's bytes")
     func acksMatch() throws {
-        var generator = SplitMix.seeded(0xAC)
+        var generator = SplitMix64.seeded(0xAC)
         for id in [0, 1, -1, Int.min, Int.max] { try expectHandWrittenAsCodable(ClientMessage.ack(id: id)) }
         for _ in 0..<200 { try expectHandWrittenAsCodable(ClientMessage.ack(id: Self.randomInt(&generator))) }
     }
@@ -218,7 +219,7 @@ struct MessageJSONTests {
 
     @Test("control requests are read by hand to JSONDecoder's value, or left to JSONDecoder")
     func controlRequestsAreReadAsJSONDecoderReadsThem() throws {
-        var generator = SplitMix.seeded(0xC0DE)
+        var generator = SplitMix64.seeded(0xC0DE)
         let keys = ["verb", "app", "background", "name", "scene", "role", "configuration", "data", "extra", "Verb"]
         let values = [#""focus""#, #""app1""#, #""é \"q\"""#, "null", "true", "false", "7", "1.5", "[1]", #"{"a":1}"#, #""""#]
         var lines = [#"{"verb":"focus","app":"app1"}"#, #"{"app":"app1","verb":"status"}"#, #"{"verb":"launch","app":"a","background":true}"#,
@@ -275,7 +276,7 @@ struct MessageJSONTests {
         }
         // Seeded mutations of the plain forms (bytes replaced, inserted or removed, from JSON's punctuation, digits and
         // whitespace): whatever the scanner takes, JSONDecoder reads the same; whatever it leaves, the parse does.
-        var generator = SplitMix.seeded(0xAC4)
+        var generator = SplitMix64.seeded(0xAC4)
         let alphabet = Array(#"0123456789-+.eE ,:{}"\ta"#.utf8) + [0x0A, 0x0D]
         var mutations: [String] = []
         for _ in 0..<3000 {

@@ -1,20 +1,20 @@
 import Foundation
 
-/// SplitMix64: a small generator whose whole run follows from its seed, for the random tests of this target.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
+/// SplitMix64: a small generator whose whole run follows from its seed, shared by every test target's random tests.
+public struct SplitMix64: RandomNumberGenerator {
+    public var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
     /// Seeded from `seed`, or from LIFECYCLE_TEST_SEED when it is set (to replay another run); the seed used is
     /// printed, so that a failure can be run again.
-    static func seeded(_ seed: UInt64, test: String = #function) -> SplitMix64 {
+    public static func seeded(_ seed: UInt64, test: String = #function) -> SplitMix64 {
         let chosen = ProcessInfo.processInfo.environment["LIFECYCLE_TEST_SEED"].flatMap { UInt64($0) } ?? seed
         print("\(test): seed \(chosen) (LIFECYCLE_TEST_SEED=\(chosen) replays it)")
         return SplitMix64(seed: chosen)
     }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
