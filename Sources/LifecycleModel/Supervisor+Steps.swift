@@ -196,11 +196,11 @@ extension Supervisor {
             lastHead = head
         }
         for name in touched {
-            guard let app = table.record(name), app.isSettled else { continue }
+            guard let slot = table.slotIfPresent(name), table[slot].isSettled else { continue }
             // Sitting in the background with nothing to do: the grace time runs.
-            if app.state == .background, app.grace == .idle, app.policy.backgroundModes.isEmpty,
-               let grace = app.policy.backgroundTime {
-                table[name].grace = .armed
+            if table[slot].state == .background, table[slot].grace == .idle, table[slot].policy.backgroundModes.isEmpty,
+               let grace = table[slot].policy.backgroundTime {
+                table[slot].grace = .armed
                 emit(.armTimer(app: name, .grace, after: grace))
             }
             emit(.settled(app: name))
