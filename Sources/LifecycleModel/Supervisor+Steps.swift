@@ -37,11 +37,12 @@ extension Supervisor {
 
     /// The message in flight was acknowledged (or its deadline passed, or the client left: `reply` nil).
     mutating func complete(_ name: String, _ delivery: Delivery, reply: AckReply?, reason: String) {
-        let abandoned = table[name].run.inFlight?.abandoned ?? false
-        table[name].awaiting = nil
+        let slot = table.slot(name)
+        let abandoned = table[slot].run.inFlight?.abandoned ?? false
+        table[slot].awaiting = nil
         emit(.cancelTimer(app: name, .ack))
         // Stopped by someone else meanwhile: it stays suspended until continued, and what it was doing is abandoned.
-        let stopped = table[name].state == .suspended || abandoned
+        let stopped = table[slot].state == .suspended || abandoned
         switch delivery.message {
         case .app(let callback, _):
             if !callback.changesStateOnSend, let next = callback.resultingState, !stopped {
@@ -59,7 +60,8 @@ extension Supervisor {
     /// Run the app's queued steps until one has to wait.
     mutating func advance(_ name: String) {
         if !touched.contains(name) { touched.append(name) }
-        // The conditions read the record in place; it is copied only for a step to run.
+        // The conditions read the record in place; it is copied only for a step to run. No step adds or removes an
+        // app, so the slot found for the conditions holds for the step.
         while let slot = table.slotIfPresent(name), table[slot].awaiting == nil, !table[slot].run.termination.isUnderway,
               !table[slot].plan.isEmpty {
             let app = table[slot]
@@ -67,24 +69,24 @@ extension Supervisor {
             switch step {
             case .awaitHello:
                 guard app.connected || app.muted || !app.policy.speaksProtocol else { return }
-                table[name].plan.removeFirst()
+                table[slot].plan.removeFirst()
             case .awaitFocus:
                 guard focusQueue.first == name, activeApp == nil || activeApp == name else { return }
-                table[name].plan.removeFirst()
+                table[slot].plan.removeFirst()
             case .endFocusClaim:
-                table[name].plan.removeFirst()
+                table[slot].plan.removeFirst()
                 if let claim = focusQueue.firstIndex(of: name) { focusQueue.remove(at: claim) }
             case .deliver(let callback, let options):
                 // No message to a stopped process, and no state change under it: the queue waits
                 // until the process is continued (by a resume step, or by whoever stopped it).
                 guard app.state != .suspended else { return }
-                table[name].plan.removeFirst()
+                table[slot].plan.removeFirst()
                 switch LifecycleRules.repair(callback, in: app.state, holdsFocusClaim: app.holdsFocusClaim,
                                             usesScenes: app.usesScenes) {
                 case .none: break
                 case .skip: continue
                 case .precede(let missing):
-                    table[name].plan.prepend([.deliver(missing, nil), step])
+                    table[slot].plan.prepend([.deliver(missing, nil), step])
                     continue
                 }
                 guard app.canMessage else {
@@ -100,7 +102,7 @@ extension Supervisor {
                 return
             case .deliverScene(let callback, let scene):
                 guard app.state != .suspended else { return }
-                table[name].plan.removeFirst()
+                table[slot].plan.removeFirst()
                 // Discarded meanwhile: skipped (a focus claim it belonged to still ends at its endFocusClaim step).
                 guard let index = app.sessionIndex(scene) else { continue }
                 // Focus is only ever taken through a claim, or moved inside an app that holds it. A move queued while
@@ -125,7 +127,7 @@ extension Supervisor {
                 return
             case .configureScene(let scene):
                 guard app.state != .suspended else { return }
-                table[name].plan.removeFirst()
+                table[slot].plan.removeFirst()
                 guard let session = app.sessions.first(where: { $0.id == scene }) else { continue }
                 guard app.canMessage else {
                     chooseConfiguration(name, scene: scene, answer: nil)
@@ -137,13 +139,13 @@ extension Supervisor {
                 return
             case .discardSessions(let scenes):
                 guard app.state != .suspended else { return }
-                table[name].plan.removeFirst()
+                table[slot].plan.removeFirst()
                 let forgotten = scenes.filter { app.sessionIndex($0) != nil }
-                table[name].sessions.removeAll { scenes.contains($0.id) }
+                table[slot].sessions.removeAll { scenes.contains($0.id) }
                 if !forgotten.isEmpty { emit(.note(app: name, .scenesDiscarded(forgotten))) }
                 guard app.canMessage else {
                     // Nobody to tell now: told at the next launch.
-                    table[name].discardedUntold += scenes
+                    table[slot].discardedUntold += scenes
                     continue
                 }
                 deliver(name, .didDiscardSceneSessions(scenes), deadline: app.policy.ackTimeout)
@@ -152,29 +154,29 @@ extension Supervisor {
                 // Only a process in the background is stopped. One still in the foreground (its scenes were moved
                 // otherwise than planned) first goes through the callbacks that take it there.
                 if app.state == .inactive || app.state == .active {
-                    let rest = table[name].plan.removeAll()
+                    let rest = table[slot].plan.removeAll()
                     move(name, to: .background, origin: reason)
-                    table[name].plan.append(contentsOf: rest)
+                    table[slot].plan.append(contentsOf: rest)
                     continue
                 }
-                table[name].plan.removeFirst()
+                table[slot].plan.removeFirst()
                 guard app.state == .background else { continue }  // already stopped
                 setState(name, .suspended, reason: reason)
                 emit(.stopProcess(app: name))
             case .resume:
-                table[name].plan.removeFirst()
+                table[slot].plan.removeFirst()
                 guard app.state == .suspended else { continue }  // continued meanwhile by someone else
                 setState(name, .background, reason: "resumed")
                 emit(.continueProcess(app: name))
                 // First the process runs again, then it hears what it missed, then the lifecycle goes on.
                 flushNotifications(name)
-                if !table[name].discardedUntold.isEmpty {
-                    table[name].plan.prepend([.discardSessions(table[name].discardedUntold)])
-                    table[name].discardedUntold = []
+                if !table[slot].discardedUntold.isEmpty {
+                    table[slot].plan.prepend([.discardSessions(table[slot].discardedUntold)])
+                    table[slot].discardedUntold = []
                 }
             case .terminate:
-                table[name].plan.removeFirst()
-                table[name].run.termination = .signalled
+                table[slot].plan.removeFirst()
+                table[slot].run.termination = .signalled
                 emit(.signal(app: name, .terminate))
                 if app.state == .suspended { emit(.continueProcess(app: name)) }
                 emit(.armTimer(app: name, .kill, after: app.policy.stopTimeout))
@@ -194,11 +196,11 @@ extension Supervisor {
             lastHead = head
         }
         for name in touched {
-            guard let app = table.record(name), app.isSettled else { continue }
+            guard let slot = table.slotIfPresent(name), table[slot].isSettled else { continue }
             // Sitting in the background with nothing to do: the grace time runs.
-            if app.state == .background, app.grace == .idle, app.policy.backgroundModes.isEmpty,
-               let grace = app.policy.backgroundTime {
-                table[name].grace = .armed
+            if table[slot].state == .background, table[slot].grace == .idle, table[slot].policy.backgroundModes.isEmpty,
+               let grace = table[slot].policy.backgroundTime {
+                table[slot].grace = .armed
                 emit(.armTimer(app: name, .grace, after: grace))
             }
             emit(.settled(app: name))
@@ -216,36 +218,39 @@ extension Supervisor {
     static let messageIDBlock = 100
 
     mutating func deliver(_ name: String, _ message: Delivery.Message, deadline: Duration) {
-        let delivery = Delivery(id: table[name].nextMessageID, message: message, deadline: deadline)
-        table[name].nextMessageID += 1
-        if table[name].nextMessageID > table[name].messageIDBound {
-            table[name].messageIDBound = table[name].nextMessageID + Self.messageIDBlock
+        let slot = table.slot(name)
+        let delivery = Delivery(id: table[slot].nextMessageID, message: message, deadline: deadline)
+        table[slot].nextMessageID += 1
+        if table[slot].nextMessageID > table[slot].messageIDBound {
+            table[slot].messageIDBound = table[slot].nextMessageID + Self.messageIDBlock
             changedSavedState(name)
         }
-        table[name].awaiting = delivery
+        table[slot].awaiting = delivery
         emit(.send(app: name, delivery))
         emit(.armTimer(app: name, .ack, after: deadline))
     }
 
     mutating func setState(_ name: String, _ state: AppState, reason: String) {
-        let from = table[name].state
+        // The slot is found once: a transition reads and writes the record a dozen times.
+        let slot = table.slot(name)
+        let from = table[slot].state
         guard from != state else { return }
-        table[name].state = state
-        table[name].stateSince = now
-        if from == .background, table[name].grace == .armed {
-            table[name].grace = .idle
+        table[slot].state = state
+        table[slot].stateSince = now
+        if from == .background, table[slot].grace == .armed {
+            table[slot].grace = .idle
             emit(.cancelTimer(app: name, .grace))
         }
         if from == .background { cancelTaskTimers(name) }
-        if from.isForeground && !state.isForeground { table[name].lastForeground = now }
+        if from.isForeground && !state.isForeground { table[slot].lastForeground = now }
         if state == .background {
-            table[name].enteredBackgroundAt = now
-            if table[name].grace == .over { table[name].grace = .idle }
+            table[slot].enteredBackgroundAt = now
+            if table[slot].grace == .over { table[slot].grace = .idle }
             armTaskTimers(name)
         }
-        if state == .suspended, !table[name].tasks.isEmpty {
-            emit(.note(app: name, .tasksAbandoned(table[name].tasks.map(\.name))))
-            table[name].tasks = []
+        if state == .suspended, !table[slot].tasks.isEmpty {
+            emit(.note(app: name, .tasksAbandoned(table[slot].tasks.map(\.name))))
+            table[slot].tasks = []
         }
         if state == .active { activeApp = name } else if activeApp == name { activeApp = nil }
         if state.isForeground { foregroundApps.insert(name) } else { foregroundApps.remove(name) }

@@ -4,9 +4,9 @@ import Glibc
 @testable import LifecycleModel
 import Testing
 
-/// StateStore's files: each save writes NAME.json.tmp afresh and renames it over NAME.json, in a state directory
-/// the store made and checked. Real files in a temporary directory.
-@Suite("State files: temporary file and rename")
+/// StateStore's files: each save writes the spare NAME.json.tmp and exchanges it with NAME.json (a rename for the
+/// first), in a state directory the store made and checked. Real files in a temporary directory.
+@Suite("State files: spare file and exchange")
 struct StateStoreTests {
     /// A runtime directory of this test's own, and a store on it, prepared (its state directory made and checked).
     private func makeStore() throws -> (StateStore, runtime: String, state: String) {
@@ -44,19 +44,22 @@ struct StateStoreTests {
         let (store, runtime, state) = try makeStore()
         defer { try? FileManager.default.removeItem(atPath: runtime) }
         let path = state + "/notes.json"
+        var previous: [UInt8]?
         for version in 1...6 {
-            let app = app("notes", version, extra: version * 700)
-            // A descriptor opened on the file before the save keeps the old file: the save made a new one.
+            let app = app("notes", version, extra: (version % 3) * 1500)  // longer and shorter than the spare's bytes
+            // A descriptor opened on the file before the save keeps the old bytes: the save wrote another file.
             let before = open(path, O_RDONLY)
             defer { if before >= 0 { close(before) } }
             #expect(try store.save(app))
             #expect(try bytes(path) == store.encode(app), "save \(version): the file holds exactly the encoding")
-            #expect(try names(state) == ["notes.json"], "no temporary file left")
+            let expectedNames = version == 1 ? ["notes.json"] : ["notes.json", "notes.json.tmp"]
+            #expect(try names(state) == expectedNames, "save \(version): the live file and, after the first, its spare")
             #expect(lstatus(path).map { $0.st_mode & 0o7777 } == 0o600)
-            if before >= 0 {
-                var info = stat()
-                #expect(fstat(before, &info) == 0 && info.st_nlink == 0, "save \(version): the earlier file was replaced, not rewritten")
+            if before >= 0, let previous {
+                let held = try FileHandle(fileDescriptor: before, closeOnDealloc: false).readToEnd().map { [UInt8]($0) }
+                #expect(held == previous, "save \(version): the earlier file was replaced, not rewritten")
             }
+            previous = store.encode(app)
         }
         #expect(store.loadAll().apps.map(\.snapshot.launches) == [6])
     }
@@ -71,23 +74,26 @@ struct StateStoreTests {
         #expect(try store.save(app("notes", 2)))
     }
 
-    /// A temporary file left behind (a save cut short), even a symlink planted under its name, is not written
-    /// through: `O_EXCL` refuses it, the name is unlinked (the link, not its target) and the file made afresh.
+    /// A spare left behind (a save cut short) is overwritten whole; a symlink planted under its name is not written
+    /// through: the name is unlinked (the link, not its target) and the spare made afresh.
     @Test func aStaleTemporaryIsReplacedAndASymlinkedOneIsNotFollowed() throws {
         let (store, runtime, state) = try makeStore()
         defer { try? FileManager.default.removeItem(atPath: runtime) }
         let target = runtime + "/elsewhere"
         try Data("untouched".utf8).write(to: URL(fileURLWithPath: target))
         #expect(symlink(target, state + "/notes.json.tmp") == 0)
-        try Data("stale".utf8).write(to: URL(fileURLWithPath: state + "/other.json.tmp"))
+        try Data(String(repeating: "stale", count: 1000).utf8).write(to: URL(fileURLWithPath: state + "/other.json.tmp"))
+        #expect(mkfifo(state + "/piped.json.tmp", 0o600) == 0)
 
         #expect(try store.save(app("notes", 1)))
         #expect(try store.save(app("other", 1)))
+        #expect(try store.save(app("piped", 1)), "a FIFO under the spare's name neither blocks nor is written")
+        #expect(try bytes(state + "/piped.json") == store.encode(app("piped", 1)))
 
         #expect(String(decoding: try bytes(target), as: UTF8.self) == "untouched")
         #expect(try bytes(state + "/notes.json") == store.encode(app("notes", 1)))
         #expect(try bytes(state + "/other.json") == store.encode(app("other", 1)))
-        #expect(try names(state) == ["notes.json", "other.json"])
+        #expect(try names(state) == ["notes.json", "other.json", "piped.json"])
     }
 
     /// A symlink at NAME.json is never followed: a save replaces the link itself, and the loader reports it

@@ -1,3 +1,4 @@
+import CSupport
 import Glibc
 import LifecycleModel
 import LifecycleProtocol
@@ -35,11 +36,16 @@ extension PersistedApp {
 
 /// RUNTIME_DIR/state/NAME.json, one file per app, for the next daemon to read after this one's restart or crash.
 ///
-/// A save writes NAME.json.tmp (created afresh: `O_EXCL|O_NOFOLLOW`, mode 0600) and renames it over NAME.json, so
-/// the name always names a whole file, for a concurrent reader as for a daemon killed mid-save (docs/PLATFORM.md,
-/// "rename"). The directory is one the daemon made and checked: its own, mode 0700, not a symlink; files are
-/// opened relative to it, and read with `O_NOFOLLOW`. The state names processes the next daemon signals, so a
-/// directory or file another user could have placed is refused.
+/// A save writes the whole file into the spare NAME.json.tmp and swaps the two names in one step (`renameat2`
+/// with `RENAME_EXCHANGE`), so NAME.json always names a whole file, even for a daemon killed mid-save
+/// (docs/PLATFORM.md, "Files"). The spare then holds the previous save and takes the next one: no inode is created
+/// or freed per save, which is what makes a rename over a fresh file slow. Where the file system cannot exchange,
+/// or NAME.json does not exist yet, a plain rename replaces it. The only reader is the next daemon, which starts
+/// when this one is gone.
+///
+/// The directory is one the daemon made and checked: its own, mode 0700, not a symlink; files are opened relative
+/// to it with `O_NOFOLLOW`, and created 0600. The state names processes the next daemon signals, so a directory or
+/// file another user could have placed is refused.
 ///
 /// No fsync: the file outlives the daemon, not the machine. A daemon crash loses nothing the kernel has accepted
 /// with write(); a machine crash ends every process the file describes, and /run is a tmpfs.
@@ -122,16 +128,15 @@ final class StateStore {
         // Whatever happens below, the file may no longer hold what was last saved.
         saved[app.name]?.digest = nil
         let directory = try checkedDirectory()
-        let temporary = app.name + ".json.tmp"
-        let file = try createTemporary(temporary, in: directory)
+        let spare = app.name + ".json.tmp", live = app.name + ".json"
+        let file = try openSpare(spare, in: directory)
         do {
             try file.write(bytes)
+            try retryingEINTR("truncate \(file.path)") { ftruncate(file.rawValue, off_t(bytes.count)) }
             try file.close()
-            try retryingEINTR("rename \(file.path)") {
-                renameat(directory.rawValue, temporary, directory.rawValue, app.name + ".json")
-            }
+            try swap(spare, live, in: directory)
         } catch {
-            unlinkat(directory.rawValue, temporary, 0)
+            unlinkat(directory.rawValue, spare, 0)
             throw error
         }
         let identity = app.pid.flatMap { pid in app.startTime.map { (pid: pid, startTime: $0) } }
@@ -139,16 +144,34 @@ final class StateStore {
         return true
     }
 
-    /// Creates NAME.json.tmp afresh. One left by a save cut short is removed first (unlink removes a symlink, never
-    /// what it points to), and the creation tried once more.
-    private func createTemporary(_ name: String, in directory: FileDescriptor) throws(SystemError) -> FileDescriptor {
-        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
+    /// Opens the spare NAME.json.tmp for writing from its start. When there is none, or the name holds anything but a
+    /// file this daemon can write (a symlink, a FIFO), the name is unlinked (a link, never its target) and the spare
+    /// created afresh, 0600.
+    private func openSpare(_ name: String, in directory: FileDescriptor) throws(SystemError) -> FileDescriptor {
         let shown = "\(self.directory)/\(name)"
+        if let existing = try? FileDescriptor.open(name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, relativeTo: directory,
+                                                   describedAs: shown),
+           let info = try? existing.status(), info.st_mode & S_IFMT == S_IFREG {
+            return existing
+        }
+        if unlinkat(directory.rawValue, name, 0) != 0 && errno != ENOENT {
+            throw SystemError(operation: "remove \(shown)", errno: errno)
+        }
+        return try FileDescriptor.open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600,
+                                       relativeTo: directory, describedAs: shown)
+    }
+
+    /// Puts the spare's bytes under the live name: an exchange keeps the old file as the next spare; a rename, where
+    /// the live name does not exist yet or the file system cannot exchange, consumes the spare.
+    private func swap(_ spare: String, _ live: String, in directory: FileDescriptor) throws(SystemError) {
         do {
-            return try FileDescriptor.open(name, flags, mode: 0o600, relativeTo: directory, describedAs: shown)
-        } catch where error.errno == EEXIST {
-            try retryingEINTR("remove \(shown)") { unlinkat(directory.rawValue, name, 0) }
-            return try FileDescriptor.open(name, flags, mode: 0o600, relativeTo: directory, describedAs: shown)
+            try retryingEINTR("exchange \(self.directory)/\(spare) with \(live)") {
+                cs_rename_exchange(directory.rawValue, spare, live)
+            }
+            return
+        } catch where error.errno == ENOENT || error.errno == EINVAL || error.errno == ENOSYS {}
+        try retryingEINTR("rename \(self.directory)/\(spare)") {
+            renameat(directory.rawValue, spare, directory.rawValue, live)
         }
     }
 
