@@ -255,7 +255,7 @@ public final class Daemon {
     }
 
     func daemonStatus() -> DaemonStatus {
-        StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: configuration.config.diagnostics.map(\.description),
+        StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: configuration.problems,
                             uptime: loop.now - startedAt, sources: configuration.sources?.descriptions ?? [], catalog: model.catalog)
     }
 
