@@ -111,6 +111,45 @@ struct ConfigReloadTests {
         }
     }
 
+    @Test("a daemon restarted while app files are broken keeps their saved state: fixed, the app takes it back; deleted, it goes")
+    func restartWithBrokenFilesKeepsTheirState() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("fixed", sceneApp)
+        try harness.app("deleted", sceneApp)
+        try harness.start()
+        for name in ["fixed", "deleted"] {
+            try harness.control("focus", name)
+            try harness.control("scene", "close", name, "s1")
+        }
+        let scenes = try harness.status("fixed").scenes
+        #expect(scenes?.first?.savedState != nil)
+        let good = try String(contentsOf: harness.configDirectory.appendingPathComponent("apps/fixed.conf"), encoding: .utf8)
+        for name in ["fixed", "deleted"] {
+            try good.replacingOccurrences(of: "Exec=", with: "Exec=\"")
+                .write(to: harness.configDirectory.appendingPathComponent("apps/\(name).conf"), atomically: true, encoding: .utf8)
+        }
+
+        try harness.crash()
+        try harness.start(keepLog: true)
+        #expect(try harness.list().isEmpty, "at start a broken file leaves its app out")
+        let errors = try configErrors(harness)
+        #expect(errors.contains("apps/fixed.conf: not loaded: app 'fixed' is left out until its file loads"), "\(errors)")
+        #expect(FileManager.default.fileExists(atPath: stateFile(harness, "fixed")), "the saved state is kept")
+        #expect(FileManager.default.fileExists(atPath: stateFile(harness, "deleted")))
+
+        try good.write(to: harness.configDirectory.appendingPathComponent("apps/fixed.conf"), atomically: true, encoding: .utf8)
+        try harness.removeApp("deleted")
+        let reloaded = try harness.lifectl("reload")
+        #expect(reloaded.status == 0, "\(reloaded)")
+        #expect(try harness.list().map(\.name) == ["fixed"])
+        let back = try harness.status("fixed")
+        #expect(back.scenes?.map(\.scene) == scenes?.map(\.scene), "the scene sessions are back")
+        #expect(back.scenes?.first?.savedState == scenes?.first?.savedState)
+        #expect(!FileManager.default.fileExists(atPath: stateFile(harness, "deleted")), "the app whose file is gone is removed for good")
+        try harness.control("focus", "fixed")
+    }
+
     @Test("lifectl reload: 0 when every file applies; 1 with the errors when one does not; a broken lifecycled.conf applies nothing")
     func lifectlReloadReportsErrors() throws {
         try DaemonHarness.running(["a": sceneApp]) { daemon in

@@ -10,6 +10,9 @@ final class ConfigReload {
     private(set) var config = LoadedConfig(daemon: DaemonConfig(), apps: [:], diagnostics: [])
     /// The files the last load did not apply, with what was done instead.
     private(set) var rejected: [ReloadPlan.RejectedFile] = []
+    /// Apps whose file is there but has not loaded: a state file a previous daemon left for one is kept until the
+    /// file loads (the app takes its state back) or is gone (the file is deleted).
+    private(set) var unloadedApps: Set<String> = []
     /// The settings the running sources were started with: they start anew only when these change.
     private var sourcesConfig: SourcesConfig?
     /// The real system sources of notifications (clock, time zone, locale, battery, memory pressure, preferences).
@@ -30,6 +33,7 @@ final class ConfigReload {
         config = fresh
         applyDaemonConfig()
         for appConfig in plan.added { add(appConfig) }
+        unloadedApps = Set(plan.rejected.compactMap { ReloadPlan.appName(of: $0.file) })
         Log.info("\(daemon.apps.count) apps configured: \(daemon.apps.keys.sorted().joined(separator: ", "))")
     }
 
@@ -62,10 +66,16 @@ final class ConfigReload {
             for appConfig in plan.added {
                 add(appConfig)
                 Log.info("\(appConfig.name): added")
+                if unloadedApps.contains(appConfig.name), let app = daemon.runtime(appConfig.name) {
+                    daemon.persistence.restoreKept(app)
+                }
                 autoLaunch(appConfig.name)
             }
         }
         for name in plan.removed { remove(name) }
+        let stillUnloaded = Set(plan.rejected.compactMap { ReloadPlan.appName(of: $0.file) }).filter { daemon.apps[$0] == nil }
+        for name in unloadedApps.subtracting(stillUnloaded) where fresh.apps[name] == nil { daemon.persistence.removeKept(name) }
+        unloadedApps = stillUnloaded
         config = LoadedConfig(daemon: daemonConfig, apps: daemon.apps.mapValues(\.config), diagnostics: fresh.diagnostics)
         applyDaemonConfig()
         let changed = (plan.changed.map(\.name) + plan.added.map(\.name) + plan.removed).sorted()

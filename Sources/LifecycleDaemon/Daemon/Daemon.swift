@@ -131,7 +131,7 @@ public final class Daemon {
         } catch {
             Log.error("Failed to prepare the state directory: \(error); a restart of lifecycled will not find its apps")
         }
-        persistence.restorePreviousRun()
+        persistence.restorePreviousRun(keepingStateOf: configuration.unloadedApps)
         fdStore.dropUnusedPidfds()
         sessions.attachStored(fdStore.takeConnections())
         processes.launchingTogether {
