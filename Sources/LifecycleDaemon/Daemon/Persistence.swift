@@ -104,6 +104,7 @@ final class Persistence {
     /// Take back what a previous daemon left: apps whose process is still there and the same one (pid and
     /// start time) resume their state; anything else it left running is continued and terminated, so that no
     /// process stays stopped without a daemon that knows it.
+    ///
     /// `keepingStateOf`: apps whose file is there but did not load; their processes are released like those of an
     /// app no longer configured, but their state file stays until the file loads (`restoreKept`) or is gone.
     func restorePreviousRun(keepingStateOf unloaded: Set<String> = []) {
