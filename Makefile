@@ -29,7 +29,7 @@ test: build
 
 # Installation, with the usual PREFIX (default /usr/local) and DESTDIR (a staging root for packages and tests):
 #   $(PREFIX)/bin                                lifecycled, lifectl
-#   $(UNITDIR)                                   lifecycled.service (ExecStart= set to $(PREFIX)/bin), .socket
+#   $(UNITDIR)                                   lifecycled.service (ExecStart=, ExecReload= set to $(PREFIX)/bin), .socket
 #   $(PREFIX)/share/man/man{1,5,8}               lifectl(1), lifecycled.conf(5), lifecycled(8)
 #   $(PREFIX)/share/bash-completion/completions  lifectl
 #   /etc/lifecycled/lifecycled.conf, apps/       only if there is no lifecycled.conf yet (no demo apps)
@@ -69,10 +69,12 @@ endif
 	install -D -m 0755 "$$binaries/lifecycled" "$(DESTDIR)$(BINDIR)/lifecycled" && \
 	install -D -m 0755 "$$lifectl_binaries/lifectl" "$(DESTDIR)$(BINDIR)/lifectl"
 	install -d "$(DESTDIR)$(UNITDIR)"
-	sed 's|^ExecStart=/usr/local/bin/lifecycled |ExecStart=$(BINDIR)/lifecycled |' systemd/lifecycled.service \
+	sed -e 's|^ExecStart=/usr/local/bin/lifecycled |ExecStart=$(BINDIR)/lifecycled |' \
+		-e 's|^ExecReload=/usr/local/bin/lifectl |ExecReload=$(BINDIR)/lifectl |' systemd/lifecycled.service \
 		> "$(DESTDIR)$(UNITDIR)/lifecycled.service"
 	grep -q '^ExecStart=$(BINDIR)/lifecycled ' "$(DESTDIR)$(UNITDIR)/lifecycled.service" \
-		|| { echo "make install: could not set ExecStart= in lifecycled.service" >&2; exit 1; }
+		&& grep -q '^ExecReload=$(BINDIR)/lifectl ' "$(DESTDIR)$(UNITDIR)/lifecycled.service" \
+		|| { echo "make install: could not set ExecStart= and ExecReload= in lifecycled.service" >&2; exit 1; }
 	chmod 0644 "$(DESTDIR)$(UNITDIR)/lifecycled.service"
 	install -m 0644 systemd/lifecycled.socket "$(DESTDIR)$(UNITDIR)/lifecycled.socket"
 	install -D -m 0644 docs/man/lifectl.1 "$(DESTDIR)$(MANDIR)/man1/lifectl.1"

@@ -764,7 +764,9 @@ class Soak:
             self.workers.append(subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--worker", str(i), "--spec", spec_path, "--result", result],
                 stdin=subprocess.DEVNULL))
+        reloads = self.start_reload_storm(seconds)
         monitor = self.monitor(time.monotonic() + seconds)
+        self.figures["reload_storm"] = self.finish_reload_storm(reloads)
         for w in self.workers:
             try:
                 w.wait(timeout=REQUEST_TIMEOUT + 60)
@@ -782,6 +784,29 @@ class Soak:
         self.workers = []
         self.mark("storm over: quiet period")
         return monitor, results
+
+    def start_reload_storm(self, seconds):
+        """soak/reload_storm.py beside the controllers: reloads, some with a broken file, for the storm's length."""
+        spec = {"seed": self.seed, "lifectl": self.lifectl, "runtime": self.runtime, "config": self.config,
+                "apps": [a["name"] for a in self.apps], "seconds": max(1.0, seconds - 5), "daemon_pid": self.daemon.pid}
+        spec_path = os.path.join(self.tmp, "reload-storm.json")
+        with open(spec_path, "w") as f:
+            json.dump(spec, f)
+        result = os.path.join(self.tmp, "reload-storm-result.json")
+        return result, subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reload_storm.py"),
+                                         "--spec", spec_path, "--result", result], stdin=subprocess.DEVNULL)
+
+    def finish_reload_storm(self, started):
+        result, process = started
+        try:
+            process.wait(timeout=REQUEST_TIMEOUT + 60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.returncode != 0 or not os.path.exists(result):
+            return {"counts": {}, "failures": [f"the reload storm failed (exit {process.returncode})"]}
+        with open(result) as f:
+            return json.load(f)
 
     def restore(self):
         """After the storm: every app running again, held notifications delivered (so that the daemon holds what
@@ -1202,6 +1227,9 @@ def main_run(args):
               f"{sum(a.get('memoryTerminations') for a in apps)} memory terminations, "
               f"{sum(a.get('queuedNotifications') for a in apps)} notifications still held", flush=True)
         soak.check_invariants(apps, baseline, after, monitor)
+        reloads = soak.figures.get("reload_storm", {"counts": {}, "failures": ["no result"]})
+        soak.check.add("8. reloads keep every app", not reloads["failures"],
+                       ", ".join(f"{n} {kind}" for kind, n in reloads["counts"].items()), reloads["failures"])
     except KeyboardInterrupt:
         log("interrupted")
         soak.check.add("run completed", False, "interrupted")

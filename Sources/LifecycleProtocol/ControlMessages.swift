@@ -5,7 +5,7 @@ import LifecycleModel
 
 /// A request from lifectl.
 public struct ControlRequest: Codable, Sendable, Equatable {
-    /// `list`, `status`, or a lifecycle verb: `launch`, `focus`, `deactivate`, `background`,
+    /// `list`, `status`, `reload`, or a lifecycle verb: `launch`, `focus`, `deactivate`, `background`,
     /// `suspend`, `resume`, `terminate`.
     public var verb: String
     public var app: String?
@@ -53,7 +53,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     public static let lifecycleVerbs = ["launch", "focus", "deactivate", "background", "suspend", "resume", "terminate",
                                         "scene-open", "scene-focus", "scene-background", "scene-close", "scene-discard"]
     /// Verbs that change something but are not lifecycle requests.
-    public static let otherVerbs = ["post", "simulate-memory-pressure"]
+    public static let otherVerbs = ["post", "simulate-memory-pressure", "reload"]
     /// Verbs that change nothing; anyone who can reach the socket may use them.
     public static let queryVerbs = ["list", "status", "scenes"]
 }

@@ -27,6 +27,10 @@ let usage = """
       simulate-memory-pressure      act as if the memory-pressure trigger fired (first event: warnings;
                                     later ones: terminate suspended apps), for kernels without PSI
                                     triggers and for testing the policy
+    Configuration (as lifecycle verbs):
+      reload                        read the config directory again and wait until it is applied; a file
+                                    with an error is not applied (its app keeps its configuration): the
+                                    errors are printed and the exit status is 1
     \(sceneUsage)
     Logs (needs the systemd journal):
       logs [APP] [-f|--follow]      journalctl -u lifecycled [LIFECYCLE_APP=APP] [-f]
@@ -34,7 +38,7 @@ let usage = """
     Options:
       --json                        data as JSON: an array of apps (list, lifecycle verbs), an object
                                     {"daemon", "apps"} (status), {"delivered", "queued"} (post), {}
-                                    (simulate-memory-pressure); for logs, journalctl -o json
+                                    (simulate-memory-pressure, reload); for logs, journalctl -o json
       -q, --quiet                   nothing on stdout when a changing verb succeeds (errors still go to
                                     stderr); queries print as usual
       --no-pager                    accepted, as systemctl does; lifectl never pages (logs passes it on)
@@ -184,7 +188,7 @@ case "post":
         }
     }
     request = ControlRequest(verb: verb, app: targetApp, name: type, data: payload)
-case "simulate-memory-pressure":
+case "simulate-memory-pressure", "reload":
     guard app == nil else { fail("\(verb) takes no app", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb)
 case _ where ControlRequest.lifecycleVerbs.contains(verb) && !verb.hasPrefix("scene-"):
@@ -237,8 +241,9 @@ do {
 }
 guard reply.ok else {
     let message = reply.error ?? "failed"
-    // The daemon's refusals for an unknown app all say "no such app" (status, lifecycle verbs, post --app).
-    fail(message, status: message.contains("no such app") ? ExitStatus.noSuchApp : ExitStatus.refused)
+    // The daemon's refusals for an unknown app all say "no such app" (status, lifecycle verbs, post --app); a
+    // reload's config errors name no app to look for.
+    fail(message, status: verb != "reload" && message.contains("no such app") ? ExitStatus.noSuchApp : ExitStatus.refused)
 }
 
 // MARK: Output
@@ -329,6 +334,11 @@ if verb == "scenes" {
 if verb == "simulate-memory-pressure" {
     // No data to show; with --json still one JSON document, so that `| jq` never sees an empty stdout.
     output(json ? "{}" : "memory pressure event delivered")
+    exit(0)
+}
+
+if verb == "reload" {
+    output(json ? "{}" : "configuration reloaded")
     exit(0)
 }
 

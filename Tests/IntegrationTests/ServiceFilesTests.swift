@@ -23,12 +23,16 @@ struct ServiceFilesTests {
     func unitsPassSystemdAnalyzeVerify() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        // verify insists that ExecStart= exists: point a copy at the daemon this test run built.
+        // verify insists that ExecStart= and ExecReload= exist: point a copy at the programs this test run built.
         let daemon = DaemonHarness.products.appendingPathComponent("lifecycled").path
         let service = try String(contentsOf: Self.repository.appendingPathComponent("systemd/lifecycled.service"), encoding: .utf8)
         let execStart = "ExecStart=/usr/local/bin/lifecycled "
         #expect(service.contains("\n" + execStart), "make install rewrites this line; it must stay as it is")
+        let execReload = "ExecReload=/usr/local/bin/lifectl "
+        #expect(service.contains("\n" + execReload), "make install rewrites this line; it must stay as it is")
+        let lifectl = DaemonHarness.products.appendingPathComponent("lifectl").path
         try service.replacingOccurrences(of: "\n" + execStart, with: "\nExecStart=\(daemon) ")
+            .replacingOccurrences(of: "\n" + execReload, with: "\nExecReload=\(lifectl) ")
             .write(to: directory.url.appendingPathComponent("lifecycled.service"), atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(at: Self.repository.appendingPathComponent("systemd/lifecycled.socket"),
                                          to: directory.url.appendingPathComponent("lifecycled.socket"))
@@ -48,7 +52,7 @@ struct ServiceFilesTests {
         #expect(result.stderr.isEmpty, "systemd-analyze verify warned: \(result.stderr)")
     }
 
-    @Test("the service is a notify service with watchdog, delegation, process kill mode with an fd store, reload by SIGHUP; the socket passes 'control'")
+    @Test("the service is a notify service with watchdog, delegation, process kill mode with an fd store, reload by lifectl reload; the socket passes 'control'")
     func unitsSayWhatTheDaemonNeeds() throws {
         let service = try keys(of: "systemd/lifecycled.service")
         #expect(service["Type"] == ["notify"])
@@ -58,7 +62,7 @@ struct ServiceFilesTests {
         #expect(service["KillMode"] == ["process"], "a crashed daemon's apps live on, to be re-adopted")
         #expect(service["FileDescriptorStoreMax"].map { $0.compactMap(Int.init) }?.first ?? 0 >= 1024,
                 "the clients' connections are kept in the fd store")
-        #expect(service["ExecReload"] == ["/bin/sh -c 'kill -HUP $MAINPID'"], "kill is the shell's builtin: minimal images have no /bin/kill")
+        #expect(service["ExecReload"] == ["/usr/local/bin/lifectl reload"], "systemctl reload waits for the reload and fails with its errors")
         #expect(service["RuntimeDirectory"] == ["lifecycled"])
         #expect(service["RuntimeDirectoryPreserve"] == ["yes"], "the socket unit's file lives in the runtime directory")
         // The daemon writes its app cgroups and every app inherits the sandbox: these must not be on.
@@ -73,6 +77,28 @@ struct ServiceFilesTests {
         #expect(socket["SocketMode"] == ["0666"])
         #expect(socket["Service"] == ["lifecycled.service"])
         #expect(socket["WantedBy"] == ["sockets.target"])
+    }
+
+    @Test("the unit's ExecReload= waits for the reload: exit 0 once applied, 1 with the errors when a file has one")
+    func execReloadWaitsAndFails() throws {
+        let command = try #require(try keys(of: "systemd/lifecycled.service")["ExecReload"]?.first)
+        let words = command.split(separator: " ").map(String.init)
+        #expect(words.first == "/usr/local/bin/lifectl")
+        let lifectl = DaemonHarness.products.appendingPathComponent("lifectl").path
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("sleeper", "[App]\nExec=sleep 100000\nProtocol=none\n")
+        try harness.start()
+
+        try harness.app("second", "[App]\nExec=sleep 100000\nProtocol=none\n")
+        let good = try Tool.run(lifectl, Array(words.dropFirst()), environment: harness.environment)
+        #expect(good.status == 0, "\(good)")
+        #expect(try harness.list().map(\.name) == ["second", "sleeper"], "applied before lifectl returns")
+
+        try harness.app("third", "[App]\nExec=\"sleep 100000\nProtocol=none\n")
+        let broken = try Tool.run(lifectl, Array(words.dropFirst()), environment: harness.environment)
+        #expect(broken.status == 1, "\(broken)")
+        #expect(broken.stderr.contains("apps/third.conf:") && broken.stderr.contains("not applied"), "\(broken)")
     }
 
     // MARK: Man pages
@@ -180,6 +206,7 @@ struct ServiceFilesTests {
         #expect(isDirectory(root + "/etc/lifecycled/apps"))
         let service = try String(contentsOfFile: root + "/usr/local/lib/systemd/system/lifecycled.service", encoding: .utf8)
         #expect(service.contains("\nExecStart=/usr/local/bin/lifecycled --config /etc/lifecycled\n"))
+        #expect(service.contains("\nExecReload=/usr/local/bin/lifectl reload\n"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: root + "/etc/lifecycled/lifecycled.conf"))
             == Data(contentsOf: Self.repository.appendingPathComponent("Config/lifecycled.conf")))
         #expect(try Data(contentsOf: URL(fileURLWithPath: root + "/usr/local/bin/lifectl"))
@@ -197,7 +224,7 @@ struct ServiceFilesTests {
         #expect(isDirectory(root + "/etc/lifecycled/apps"))
     }
 
-    @Test("another PREFIX: ExecStart= follows it",
+    @Test("another PREFIX: ExecStart= and ExecReload= follow it",
           .enabled(if: ServiceFilesTests.make != nil, "make is not installed (Debian package make), so the install targets cannot run here"))
     func installFollowsThePrefix() throws {
         let destination = try TemporaryDirectory()
@@ -206,6 +233,7 @@ struct ServiceFilesTests {
         try runMake(["install", "DESTDIR=\(root)", "PREFIX=/opt/lifecycled", "BINDIR_SOURCE=\(DaemonHarness.products.path)"])
         let service = try String(contentsOfFile: root + "/opt/lifecycled/lib/systemd/system/lifecycled.service", encoding: .utf8)
         #expect(service.contains("\nExecStart=/opt/lifecycled/bin/lifecycled --config /etc/lifecycled\n"))
+        #expect(service.contains("\nExecReload=/opt/lifecycled/bin/lifectl reload\n"))
         #expect(FileManager.default.isExecutableFile(atPath: root + "/opt/lifecycled/bin/lifecycled"))
     }
 

@@ -229,6 +229,9 @@ final class ControlServer {
                 daemon.memoryPressure(reading: ["simulated": true])
                 return client.reply(ControlReply(ok: true))
             }
+            if request.verb == "reload" {
+                return client.reply(daemon.configuration.reloadRequested(by: client.uid, pid: client.pid))
+            }
             if request.verb == "post" {
                 guard let type = request.name, !type.isEmpty else { return client.reply(.failure("post needs a notification type")) }
                 return client.reply(daemon.requests.post(type, payload: request.data ?? .object([:]), to: request.app))

@@ -131,7 +131,7 @@ public final class Daemon {
         } catch {
             Log.error("Failed to prepare the state directory: \(error); a restart of lifecycled will not find its apps")
         }
-        persistence.restorePreviousRun()
+        persistence.restorePreviousRun(keepingStateOf: configuration.unloadedApps)
         fdStore.dropUnusedPidfds()
         sessions.attachStored(fdStore.takeConnections())
         processes.launchingTogether {
@@ -255,7 +255,7 @@ public final class Daemon {
     }
 
     func daemonStatus() -> DaemonStatus {
-        StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: configuration.config.diagnostics.map(\.description),
+        StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: configuration.problems,
                             uptime: loop.now - startedAt, sources: configuration.sources?.descriptions ?? [], catalog: model.catalog)
     }
 

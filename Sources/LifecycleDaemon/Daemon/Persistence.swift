@@ -56,6 +56,20 @@ final class Persistence {
         store.remove(app.name)
     }
 
+    /// An app whose file loads again after its state was kept (`restorePreviousRun(keepingStateOf:)`): the model
+    /// takes back its saved state, not running (its processes were released), before anything launches it.
+    func restoreKept(_ app: AppRuntime) {
+        guard let persisted = store.loadAll().apps.first(where: { $0.name == app.name }) else { return }
+        Log.info("\(app.name): took back the saved state kept while its file did not load")
+        host.adopt(app.name, persisted.snapshot, running: false, processesStopped: nil)
+    }
+
+    /// The file of an app whose state was kept is gone: the app is removed for good.
+    func removeKept(_ name: String) {
+        guard host.runtime(name) == nil else { return }
+        store.remove(name)
+    }
+
     /// Puts `app` on the list of apps to save, once; false if it was there.
     private func flag(_ app: AppRuntime) -> Bool {
         guard !app.dirty else { return false }
@@ -90,7 +104,10 @@ final class Persistence {
     /// Take back what a previous daemon left: apps whose process is still there and the same one (pid and
     /// start time) resume their state; anything else it left running is continued and terminated, so that no
     /// process stays stopped without a daemon that knows it.
-    func restorePreviousRun() {
+    ///
+    /// `keepingStateOf`: apps whose file is there but did not load; their processes are released like those of an
+    /// app no longer configured, but their state file stays until the file loads (`restoreKept`) or is gone.
+    func restorePreviousRun(keepingStateOf unloaded: Set<String> = []) {
         let (saved, problems) = store.loadAll()
         for problem in problems { Log.warning("Ignoring an unreadable state file: \(problem)") }
         for persisted in saved {
@@ -98,11 +115,16 @@ final class Persistence {
                 persisted.startTime != nil && ProcessTable.startTime(of: pid) == persisted.startTime ? pid : nil
             }
             guard let app = host.runtime(persisted.name) else {
+                let broken = unloaded.contains(persisted.name)
                 if let pid {
                     release(app: persisted.name, pids: [pid], processGroup: pid, cgroup: placement.leftover(persisted.name),
-                            reason: "it is no longer in the configuration")
+                            reason: broken ? "its file did not load" : "it is no longer in the configuration")
                 }
-                store.remove(persisted.name)
+                if broken {
+                    Log.notice("\(persisted.name): its file did not load; its saved state is kept until the file loads or is gone")
+                } else {
+                    store.remove(persisted.name)
+                }
                 continue
             }
             guard let pid, persisted.snapshot.state.isRunning else {
