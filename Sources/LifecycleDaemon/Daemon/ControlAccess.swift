@@ -12,6 +12,8 @@ struct ControlAccess {
     let daemonUID: uid_t
     /// `[Control] Group=`: a name or a number; nil for none.
     let group: String?
+    /// Says that the group cannot be looked up; called at each request it fails for.
+    var warn: (String) -> Void = { Log.warning($0) }
 
     enum Decision: Equatable {
         /// Allowed, and why ("root", "the daemon's user", "member of group 'x' (its gid)"…), for the log.
@@ -35,7 +37,7 @@ struct ControlAccess {
             guard let credentials = try lookupCredentials(user: nil, group: group) else { return refusal }
             groupID = credentials.gid
         } catch {
-            Log.warning("[Control] Group=\(group): \(error); only root and uid \(daemonUID) may change states")
+            warn("[Control] Group=\(group): \(error); only root and uid \(daemonUID) may change states")
             return refusal
         }
         if gid == groupID { return .allowed("its group is '\(group)'") }

@@ -44,6 +44,8 @@ final class ControlServer {
     /// sd-event's priority for strangers' connections: after every source at the default priority (0).
     static let strangerPriority: Int64 = 10
     private let refusals: RefusalLog
+    /// The last failure to look up `[Control] Group=`, logged once.
+    private var lastGroupWarning: String?
     private unowned let daemon: Daemon
     private let path: String
     private let fd: FileDescriptor
@@ -151,20 +153,27 @@ final class ControlServer {
     }
 
     private var access: ControlAccess {
-        ControlAccess(daemonUID: daemonUID, group: daemon.configuration.config.daemon.controlGroup)
+        ControlAccess(daemonUID: daemonUID, group: daemon.configuration.config.daemon.controlGroup) { [unowned self] warning in
+            // Each stranger's connection and request asks again: the same problem is logged once, not per request.
+            guard warning != self.lastGroupWarning else { return }
+            self.lastGroupWarning = warning
+            Log.warning(warning)
+        }
     }
 
     /// `statuses` as `client` may see them: an app's saved scene state only for those who may change states
     /// and for the app's own user (`ControlAccess.seesSavedState`); the others get the rest of each status.
     private func shown(_ statuses: [AppStatus], to client: ControlClient) -> [AppStatus] {
-        guard statuses.contains(where: { $0.scenes?.contains { $0.savedState != nil } == true }),
-              !access.mayChange(uid: client.uid, gid: client.gid, verb: "").isAllowed else { return statuses }
+        func hasSavedState(_ status: AppStatus) -> Bool { status.scenes?.contains { $0.savedState != nil } == true }
+        // Most answers hold no saved state: no group lookup for them.
+        guard statuses.contains(where: hasSavedState) else { return statuses }
+        let privileged = access.mayChange(uid: client.uid, gid: client.gid, verb: "").isAllowed
         return statuses.map { status in
-            guard status.scenes?.contains(where: { $0.savedState != nil }) == true else { return status }
+            guard hasSavedState(status) else { return status }
             let appUID = daemon.runtime(status.name).flatMap { app in
                 app.config.user == nil ? daemonUID : (try? lookupCredentials(user: app.config.user, group: nil))?.uid
             }
-            return ControlAccess.seesSavedState(peerUID: client.uid, privileged: false, appUID: appUID)
+            return ControlAccess.seesSavedState(peerUID: client.uid, privileged: privileged, appUID: appUID)
                 ? status : StatusReport.hidingSavedState(status)
         }
     }
