@@ -9,16 +9,13 @@ final class ControlClient {
     let uid: uid_t
     let gid: gid_t
     let pid: pid_t
-    /// Root, the daemon's user or `[Control] Group=` at connect time: served before the others.
-    let privileged: Bool
     var connection: Connection?
     private let coder: LineCoder
 
-    init(uid: uid_t, gid: gid_t, pid: pid_t, privileged: Bool, coder: LineCoder) {
+    init(uid: uid_t, gid: gid_t, pid: pid_t, coder: LineCoder) {
         self.uid = uid
         self.gid = gid
         self.pid = pid
-        self.privileged = privileged
         self.coder = coder
     }
 
@@ -127,8 +124,9 @@ final class ControlServer {
                 _ = reply.withUnsafeBytes { Glibc.send(clientFD.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
                 continue
             }
-            let privileged = uid == 0 || uid == daemonUID || access.mayChange(uid: uid, gid: gid, verb: "").isAllowed
-            let client = ControlClient(uid: uid, gid: gid, pid: pid, privileged: privileged, coder: daemon.coder)
+            // Decided once, at connect time: a membership change applies to the next connection.
+            let privileged = access.mayChange(uid: uid, gid: gid, verb: "").isAllowed
+            let client = ControlClient(uid: uid, gid: gid, pid: pid, coder: daemon.coder)
             let key = ObjectIdentifier(client)
             do {
                 let connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self] event in
