@@ -33,6 +33,13 @@ public struct NotificationCatalog: Sendable, Equatable {
     }
 
     public func coalescing(of type: String) -> Coalescing? { types[type] }
+
+    /// Whether an app's client may post `type`: the types declared in `[NotificationTypes]` that are not the
+    /// system's (a system type listed there only changes its coalescing; it stays the daemon's alone).
+    public func clientMayPost(_ type: String) -> Bool { types[type] != nil && Self.systemTypes[type] == nil }
+
+    /// The types clients may post, sorted.
+    public var clientTypes: [String] { types.keys.filter(clientMayPost).sorted() }
 }
 
 /// One notification as the client receives it.

@@ -5,11 +5,15 @@
 extension Supervisor {
     /// Post a notification: delivered at once to apps that can receive it, queued (coalesced) for the ones
     /// that are suspended or not connected yet, dropped for the others (not running, not observing the type,
-    /// or not speaking the protocol). `app` nil: every app.
-    public mutating func post(_ type: String, payload: JSONValue, to app: String?,
+    /// or not speaking the protocol). `app` nil: every app. An app's client (`origin` `.client`) may post only
+    /// the types declared for client posts (`NotificationCatalog.clientMayPost`).
+    public mutating func post(_ type: String, payload: JSONValue, to app: String?, from origin: PostOrigin = .daemon,
                               now: MonotonicTime) throws(PostError) -> PostOutcome {
         guard let coalescing = catalog.coalescing(of: type) else {
             throw PostError(type: type, reason: .unknownType(known: catalog.types.keys.sorted()))
+        }
+        if case .client = origin, !catalog.clientMayPost(type) {
+            throw PostError(type: type, reason: .systemType(clientTypes: catalog.clientTypes))
         }
         if let app, !table.contains(app) { throw PostError(type: type, reason: .unknownApp(app)) }
         // Whatever is queued must still fit in one protocol line when it is delivered.
@@ -75,6 +79,16 @@ extension Supervisor {
 /// The notification type of memory warnings, which every app gets without observing it.
 public let memoryWarningType = "didReceiveMemoryWarning"
 
+/// Who posts a notification.
+public enum PostOrigin: Sendable, Equatable {
+    /// The daemon's own sources, and lifectl (whose posts need root or `[Control] Group=`): any declared type.
+    case daemon
+    /// The client of the named app, over its own connection: only the types declared for client posts. A system
+    /// type delivered to an app therefore always comes from the daemon, and one app cannot make another believe
+    /// that the battery, the memory or its preferences changed.
+    case client(String)
+}
+
 /// What a post did.
 public struct PostOutcome: Sendable, Equatable {
     public var delivered = 0
@@ -89,6 +103,8 @@ public struct PostError: Error, Sendable, Equatable, CustomStringConvertible {
         case unknownType(known: [String])
         case unknownApp(String)
         case payloadTooLarge(size: Int, limit: Int)
+        /// A client posted one of the daemon's own types.
+        case systemType(clientTypes: [String])
     }
     public var type: String
     public var reason: Reason
@@ -99,6 +115,10 @@ public struct PostError: Error, Sendable, Equatable, CustomStringConvertible {
             "cannot post '\(type)': no such notification type (declare it in lifecycled.conf [NotificationTypes]; known: \(known.joined(separator: ", ")))"
         case .unknownApp(let app):
             "cannot post '\(type)' to '\(app)': no such app"
+        case .systemType(let clientTypes):
+            "cannot post '\(type)': it is a system notification, posted only by lifecycled; apps may post the types "
+                + "declared in lifecycled.conf [NotificationTypes] "
+                + (clientTypes.isEmpty ? "(none is declared)" : "(\(clientTypes.joined(separator: ", ")))")
         case .payloadTooLarge(let size, let limit):
             "cannot post '\(type)': its payload is about \(size) bytes of JSON, over the \(limit) bytes one notification may carry"
         }

@@ -123,12 +123,17 @@ public struct SceneStatus: Codable, Sendable, Equatable {
     public var state: String
     /// The state the client saved at its last sceneDidEnterBackground (given back at reconnection).
     public var savedState: JSONValue?
-    public init(scene: String, role: String, configuration: String, state: String, savedState: JSONValue?) {
+    /// True when the session has a saved state that the asker may not see (it holds the app's data: only root,
+    /// the daemon's user, `[Control] Group=` and the app's own user see it); `savedState` is then left out.
+    public var savedStateHidden: Bool?
+    public init(scene: String, role: String, configuration: String, state: String, savedState: JSONValue?,
+                savedStateHidden: Bool? = nil) {
         self.scene = scene
         self.role = role
         self.configuration = configuration
         self.state = state
         self.savedState = savedState
+        self.savedStateHidden = savedStateHidden
     }
 }
 

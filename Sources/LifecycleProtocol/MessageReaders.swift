@@ -257,6 +257,7 @@ extension SceneStatus {
     init?(parsed value: ParsedValue) {
         guard case .object(let keys, let values) = value else { return nil }
         var scene: String?, role: String?, configuration: String?, state: String?, savedState: JSONValue?
+        var savedStateHidden: Bool?
         for (key, value) in zip(keys, values) {
             switch key {
             case "scene": scene = value.plainString
@@ -267,11 +268,15 @@ extension SceneStatus {
             case "savedState":
                 guard !value.isNull else { continue }
                 savedState = value.jsonValue
+            case "savedStateHidden":
+                guard case .bool(let hidden) = value else { return nil }
+                savedStateHidden = hidden
             default: return nil
             }
         }
         guard let scene, let role, let configuration, let state else { return nil }
-        self.init(scene: scene, role: role, configuration: configuration, state: state, savedState: savedState)
+        self.init(scene: scene, role: role, configuration: configuration, state: state, savedState: savedState,
+                  savedStateHidden: savedStateHidden)
     }
 }
 

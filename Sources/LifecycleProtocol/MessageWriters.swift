@@ -148,6 +148,10 @@ extension SceneStatus {
             writer.raw(#","savedState":"#)
             try writer.value(savedState)
         }
+        if let savedStateHidden {
+            writer.raw(#","savedStateHidden":"#)
+            writer.bool(savedStateHidden)
+        }
         writer.raw(#","scene":"#)
         writer.string(scene)
         writer.raw(#","state":"#)

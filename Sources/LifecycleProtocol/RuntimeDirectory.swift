@@ -15,6 +15,17 @@ public enum RuntimeDirectory {
         return "/tmp/lifecycled-\(uid)"
     }
 
+    /// The system daemon's directory, where a user's lifectl looks when its own directory has no daemon.
+    public static let system = "/run/lifecycled"
+
+    /// Where lifectl looks for the daemon, in order: the directory `path` gives, then, for a user other than
+    /// root who named no directory (no `LIFECYCLED_RUNTIME_DIR`, no `--runtime-dir`), the system daemon's.
+    public static func candidates(lifecycledRuntimeDir: String?, xdgRuntimeDir: String?, uid: UInt32) -> [String] {
+        let own = path(lifecycledRuntimeDir: lifecycledRuntimeDir, xdgRuntimeDir: xdgRuntimeDir, uid: uid)
+        let named = lifecycledRuntimeDir.map { !$0.isEmpty } ?? false
+        return named || own == system ? [own] : [own, system]
+    }
+
     public static func controlSocket(in directory: String) -> String { directory + "/control.sock" }
     /// Where a client reconnects after a restart of the daemon (LIFECYCLE_SOCKET).
     public static func appSocket(in directory: String) -> String { directory + "/app.sock" }

@@ -45,13 +45,15 @@ struct SceneRow: Encodable {
     var configuration: String
     var state: String
     var savedState: JSONValue?
+    /// The session has a saved state this user may not see (root, [Control] Group= and the app's own user may).
+    var savedStateHidden: Bool?
 }
 
 func sceneRows(_ apps: [AppStatus]) -> [SceneRow] {
     apps.flatMap { app in
         (app.scenes ?? []).map {
             SceneRow(app: app.name, scene: $0.scene, role: $0.role, configuration: $0.configuration, state: $0.state,
-                     savedState: $0.savedState)
+                     savedState: $0.savedState, savedStateHidden: $0.savedStateHidden)
         }
     }
 }
@@ -69,7 +71,7 @@ func sceneTable(_ apps: [AppStatus]) {
         return
     }
     let header = ["APP", "SCENE", "ROLE", "CONFIGURATION", "STATE", "SAVED STATE"]
-    let cells = rows.map { [$0.app, $0.scene, $0.role, $0.configuration, $0.state, $0.savedState.map(\.description) ?? "-"] }
+    let cells = rows.map { [$0.app, $0.scene, $0.role, $0.configuration, $0.state, $0.savedState.map(\.description) ?? ($0.savedStateHidden == true ? "(hidden)" : "-")] }
     let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
     for row in [header] + cells {
         var text = row.indices.map { $0 == row.count - 1 ? row[$0] : pad(row[$0], widths[$0]) }.joined(separator: "  ")

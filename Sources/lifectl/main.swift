@@ -76,8 +76,8 @@ func output(_ text: String) {
 
 // Only the variables lifectl reads, one by one: a dictionary of the environment, even of these four, is a
 // noticeable share of a command whose time is mostly its start-up.
-var runtimeDirectory = RuntimeDirectory.path(lifecycledRuntimeDir: ProcessEnvironment.get("LIFECYCLED_RUNTIME_DIR"),
-                                             xdgRuntimeDir: ProcessEnvironment.get("XDG_RUNTIME_DIR"), uid: getuid())
+var runtimeDirectories = RuntimeDirectory.candidates(lifecycledRuntimeDir: ProcessEnvironment.get("LIFECYCLED_RUNTIME_DIR"),
+                                                     xdgRuntimeDir: ProcessEnvironment.get("XDG_RUNTIME_DIR"), uid: getuid())
 var timeoutSeconds = 120.0
 var json = false
 var quiet = false
@@ -107,7 +107,7 @@ while let argument = arguments.popFirst() {
     case "--data": data = optionValue(argument, needs: "a JSON value")
     case "--role": sceneRole = optionValue(argument, needs: "a scene role")
     case "--config": sceneConfiguration = optionValue(argument, needs: "a scene configuration name")
-    case "--runtime-dir": runtimeDirectory = optionValue(argument, needs: "a directory")
+    case "--runtime-dir": runtimeDirectories = [optionValue(argument, needs: "a directory")]
     case "--timeout":
         guard let value = arguments.popFirst(), let seconds = Double(value), seconds > 0 else {
             fail("--timeout needs a number of seconds", status: ExitStatus.usage)
@@ -202,10 +202,18 @@ default:
 // MARK: One request, one reply
 
 let coder = LineCoder()
-let socketPath = RuntimeDirectory.controlSocket(in: runtimeDirectory)
-let fd = cs_unix_connect(socketPath)
+// A user's own daemon first, then the system's: the first socket that accepts the connection is the daemon.
+var fd: Int32 = -1
+var tried: [String] = []
+for directory in runtimeDirectories {
+    let socketPath = RuntimeDirectory.controlSocket(in: directory)
+    fd = cs_unix_connect(socketPath)
+    if fd >= 0 { break }
+    tried.append("\(socketPath) (\(String(cString: strerror(-fd))))")
+}
 guard fd >= 0 else {
-    fail("cannot reach lifecycled at \(socketPath): \(String(cString: strerror(-fd))) (is it running? is LIFECYCLED_RUNTIME_DIR right?)", status: ExitStatus.unreachable)
+    fail("cannot reach lifecycled: tried \(tried.joined(separator: " and ")). Is it running? Name its directory with "
+         + "--runtime-dir or LIFECYCLED_RUNTIME_DIR", status: ExitStatus.unreachable)
 }
 var bytes = coder.encode(request)
 var sent = 0
@@ -315,7 +323,7 @@ func details(_ app: AppStatus) {
     if app.terminatedInBackground { output("  last run:        terminated in the background") }
     for scene in app.scenes ?? [] {
         output("  scene \(scene.scene):        \(scene.state) (\(scene.role), \(scene.configuration))"
-               + (scene.savedState == nil ? "" : ", state saved"))
+               + (scene.savedState != nil || scene.savedStateHidden == true ? ", state saved" : ""))
     }
 }
 

@@ -95,8 +95,9 @@ struct NotificationIntegrationTests {
 
     @Test("a client posts over the protocol to the apps that observe the type")
     func clientPostsReachObservers() throws {
-        try withDaemon(["sender": client("--post-on-active currentLocaleDidChange"),
-                        "receiver": client("--observe currentLocaleDidChange")]) { daemon in
+        // A type declared for client posts: the system types are the daemon's alone (ControlPrivilegeTests).
+        try withDaemon(["sender": client("--post-on-active chatMessage"), "receiver": client("--observe chatMessage")],
+                       daemonConfig: "[NotificationTypes]\nchatMessage=latest\n") { daemon in
             try daemon.control("launch", "receiver")
             try daemon.control("focus", "sender")
             try daemon.waitUntil("receiver got the post") { daemon.records("receiver").contains { $0.type == "notification" } }

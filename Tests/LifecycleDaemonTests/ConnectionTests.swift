@@ -35,6 +35,37 @@ import Testing
         return received
     }
 
+    @Test("a connection limited to one line per wakeup at a lower priority yields to the others between its lines, and still hands over every line it read")
+    func limitedConnectionYieldsBetweenLines() throws {
+        let loop = try EventLoop()
+        let (strangerEnd, strangerPeer) = try socketPair()
+        let (rootEnd, rootPeer) = try socketPair()
+        defer {
+            close(strangerPeer)
+            close(rootPeer)
+        }
+        var order: [String] = []
+        func handler(_ event: Connection.Event) {
+            guard case .line(let line) = event else { return }
+            order.append(String(decoding: line, as: UTF8.self))
+            // Root asks again while the stranger's next lines wait.
+            if order.last == "s1" { _ = Array("r2\n".utf8).withUnsafeBytes { write(rootPeer, $0.baseAddress, $0.count) } }
+            if order.count == 6 { loop.exit() }
+        }
+        let stranger = try Connection(fd: FileDescriptor(owning: strangerEnd, path: "the stranger's end"), loop: loop, handler: handler)
+        let root = try Connection(fd: FileDescriptor(owning: rootEnd, path: "root's end"), loop: loop, handler: handler)
+        stranger.limitLines(to: 1, priority: 10)
+        // All of the stranger's lines arrive in one read; the socket is empty after it.
+        _ = Array("s1\ns2\ns3\ns4\n".utf8).withUnsafeBytes { write(strangerPeer, $0.baseAddress, $0.count) }
+        _ = Array("r1\n".utf8).withUnsafeBytes { write(rootPeer, $0.baseAddress, $0.count) }
+        let timeout = try loop.timer { loop.exit() }
+        timeout.arm(after: .seconds(10))
+        _ = loop.run()
+        #expect(order == ["r1", "s1", "r2", "s2", "s3", "s4"], "\(order)")
+        stranger.closeQuietly()
+        root.closeQuietly()
+    }
+
     @Test("a single reply larger than maxOutgoing reaches a peer that reads it")
     func replyLargerThanTheBoundIsDelivered() throws {
         let loop = try EventLoop()

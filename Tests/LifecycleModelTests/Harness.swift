@@ -186,8 +186,9 @@ struct Harness {
 
     /// Post a notification; its effects are logged (and answered, when cooperating) like any other input's.
     @discardableResult
-    mutating func post(_ type: String, _ payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome {
-        var outcome = try model.post(type, payload: payload, to: app, now: now)
+    mutating func post(_ type: String, _ payload: JSONValue, to app: String?,
+                       from origin: PostOrigin = .daemon) throws(PostError) -> PostOutcome {
+        var outcome = try model.post(type, payload: payload, to: app, from: origin, now: now)
         outcome.effects = record(outcome.effects)
         return outcome
     }

@@ -35,6 +35,37 @@ struct NotificationDeliveryTests {
         #expect(error?.description == "cannot post 'batteryLevelDidChange' to 'ghost': no such app")
     }
 
+    @Test("a client may post only the types declared for client posts: every system type is refused, even one re-declared to change its coalescing",
+          arguments: NotificationCatalog.systemTypes.keys.sorted())
+    func clientsCannotPostSystemTypes(_ type: String) throws {
+        var h = Harness("a", "b")
+        try h.bring("a", to: .active)
+        try h.bring("b", to: .background)
+        h.observe("b", type)
+        var p = h.handedOver(declaring: ["chat": .none, "batteryLevelDidChange": .count])
+
+        let error = #expect(throws: PostError.self) { try p.post(type, ["level": 1], to: "b", from: .client("a")) }
+
+        #expect(error == PostError(type: type, reason: .systemType(clientTypes: ["chat"])))
+        #expect(error?.description.contains("system notification") == true)
+        #expect(p.log.isEmpty, "nothing is delivered or queued")
+        let outcome = try p.post(type, ["level": 1], to: "b")
+        #expect(outcome.delivered + outcome.queued == 1, "the daemon's own post of the same type goes through")
+    }
+
+    @Test("a client's post of a declared client type goes through")
+    func clientsPostDeclaredTypes() throws {
+        var h = Harness("a", "b")
+        try h.bring("a", to: .active)
+        try h.bring("b", to: .background)
+        h.observe("b", "chat")
+        var p = h.handedOver(declaring: ["chat": .none])
+
+        let outcome = try p.post("chat", ["text": "hi"], to: nil, from: .client("a"))
+
+        #expect(outcome.delivered == 1)
+    }
+
     // MARK: Running apps
 
     @Test("a running, connected app that observes the type gets it at once",

@@ -182,7 +182,8 @@ struct ControlReplyJSONTests {
         var status = LineCoderTests.status("a")
         status.backgroundTimeRemaining = 4.5
         status.backgroundTasks = [TaskStatus(task: 3, name: "upload")]
-        status.scenes = [SceneStatus(scene: "s1", role: "window", configuration: "Default", state: "background", savedState: ["k": 1])]
+        status.scenes = [SceneStatus(scene: "s1", role: "window", configuration: "Default", state: "background", savedState: ["k": 1],
+                                     savedStateHidden: true)]
         var daemon = DaemonStatus(pid: 1, version: "0.1.0", configDirectory: "/etc/lifecycled", runtimeDirectory: "/run/lifecycled",
                                   cgroupLayout: "hybrid", mechanisms: ["m"], configErrors: ["e"], uptimeSeconds: 1)
         daemon.sources = ["s"]

@@ -170,4 +170,14 @@ struct RuntimeDirectoryTests {
         #expect(RuntimeDirectory.path(environment: [:], uid: 1000) == "/tmp/lifecycled-1000")
         #expect(RuntimeDirectory.controlSocket(in: "/x") == "/x/control.sock")
     }
+
+    @Test("lifectl of a user who names no directory tries its own, then the system daemon's; a named one alone")
+    func candidatesFallBackToTheSystemDaemon() {
+        #expect(RuntimeDirectory.candidates(lifecycledRuntimeDir: nil, xdgRuntimeDir: "/run/user/1000", uid: 1000)
+                == ["/run/user/1000/lifecycled", "/run/lifecycled"])
+        #expect(RuntimeDirectory.candidates(lifecycledRuntimeDir: "", xdgRuntimeDir: nil, uid: 1000)
+                == ["/tmp/lifecycled-1000", "/run/lifecycled"])
+        #expect(RuntimeDirectory.candidates(lifecycledRuntimeDir: "/x", xdgRuntimeDir: "/run/user/1000", uid: 1000) == ["/x"])
+        #expect(RuntimeDirectory.candidates(lifecycledRuntimeDir: nil, xdgRuntimeDir: "/run/user/0", uid: 0) == ["/run/lifecycled"])
+    }
 }

@@ -99,7 +99,8 @@ struct MessageJSONTests {
             status.scenes = (0..<generator.next() % 3).map { _ in
                 SceneStatus(scene: randomString(&generator), role: randomString(&generator), configuration: randomString(&generator),
                             state: randomString(&generator),
-                            savedState: chance(&generator) ? LineCoderTests.randomValue(&generator, depth: 0) : nil)
+                            savedState: chance(&generator) ? LineCoderTests.randomValue(&generator, depth: 0) : nil,
+                            savedStateHidden: chance(&generator) ? chance(&generator) : nil)
             }
         }
         return status
@@ -324,7 +325,8 @@ struct MessageJSONTests {
     @Test("every stored property of a hand-written type is written")
     func noPropertyIsLeftOut() throws {
         var status = LineCoderTests.status("a")
-        status.scenes = [SceneStatus(scene: "s1", role: "window", configuration: "Default", state: "background", savedState: ["k": 1])]
+        status.scenes = [SceneStatus(scene: "s1", role: "window", configuration: "Default", state: "background", savedState: ["k": 1],
+                                     savedStateHidden: true)]
         let statusBytes = try #require(Self.handWritten(ControlReply(ok: true, apps: [status])))
         guard case .object(let reply) = try JSONDecoder().decode(JSONValue.self, from: Data(statusBytes)),
               case .array(let apps) = reply["apps"], case .object(let app) = apps.first,

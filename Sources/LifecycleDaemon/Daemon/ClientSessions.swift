@@ -96,7 +96,7 @@ final class ClientSessions {
             host.dispatch(.observe(app: name, names: Set(names)))
         case .post(let type, let payload, let target):
             do {
-                let outcome = try host.post(type, payload: payload ?? .object([:]), to: target)
+                let outcome = try host.post(type, payload: payload ?? .object([:]), to: target, from: .client(name))
                 Log.debug("\(name) posted \(type): \(outcome.delivered) delivered, \(outcome.queued) queued")
             } catch {
                 connection.send(coder.encode(ServerMessage.postFailed(name: type, message: error.description)))

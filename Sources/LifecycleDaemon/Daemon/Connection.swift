@@ -11,7 +11,10 @@ import LifecycleProtocol
 ///   this one again (sd-event dispatches one source per iteration, the longest pending first, and its I/O
 ///   sources are level-triggered), so a flood slows nobody but the flooder, whose writes block on its full socket;
 /// - what is held for a peer is one line in progress (at most the framer's limit) and its outgoing bytes, and
-///   both are released the moment the connection closes.
+///   both are released the moment the connection closes;
+/// - an owner may bound the lines handed over per wakeup (`limitLines`) and lower the connection's priority, for
+///   peers whose every request is costly to answer: their lines wait in the framer, and the socket is not read
+///   again until they are handed over, so what is held stays one read's worth.
 final class Connection {
     enum Event {
         case line([UInt8])
@@ -27,6 +30,13 @@ final class Connection {
     private var framer = LineFramer()
     private var outgoing: [UInt8] = []
     private var source: EventSource?
+    private let loop: EventLoop
+    /// Lines handed to the owner per wakeup; past it the rest wait for `continuation`.
+    private var linesPerWakeup = Int.max
+    private var priority: Int64 = 0
+    /// Hands over the lines still in the framer at the next iteration, as the socket may be empty by then and
+    /// its level-triggered source would not fire for them.
+    private var continuation: EventSource?
     /// Dropped on close: owners' handlers capture the connection (or the object that holds it), and that
     /// cycle would keep the object and its buffers alive for the rest of the daemon's life.
     private var handler: ((Event) -> Void)?
@@ -42,6 +52,7 @@ final class Connection {
         self.fd = fd
         self.label = "fd \(fd.rawValue)"
         self.handler = handler
+        self.loop = loop
         _ = cs_set_nonblocking(fd.rawValue)
         source = try loop.watch(fd: fd.rawValue, events: IOEvents.readable) { [unowned self] revents in
             self.ready(revents)
@@ -49,6 +60,14 @@ final class Connection {
     }
 
     deinit { closeQuietly() }
+
+    /// At most `lines` requests per wakeup, dispatched at sd-event `priority` (a larger value waits for every
+    /// pending source of a smaller one).
+    func limitLines(to lines: Int, priority: Int64) {
+        linesPerWakeup = max(1, lines)
+        self.priority = priority
+        source?.setPriority(priority)
+    }
 
     /// Queue bytes and write what the socket takes now.
     ///
@@ -81,6 +100,8 @@ final class Connection {
         isOpen = false
         source?.cancel()
         source = nil
+        continuation?.cancel()
+        continuation = nil
         try? fd.close()
         handler = nil
         outgoing = []
@@ -93,6 +114,9 @@ final class Connection {
     }
 
     private func readAvailable() {
+        var lines = linesPerWakeup
+        // Lines left from the previous wakeup go first; the socket is read only once none is left.
+        guard deliverLines(budget: &lines) else { return continueLater() }
         // Uninitialized stack memory, not a zero-filled array: a zero fill per readable event would cost more than
         // the read; only the bytes read(2) wrote are used.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.readChunk) { buffer in
@@ -112,7 +136,7 @@ final class Connection {
                 if count > 0 {
                     budget -= count
                     framer.append(UnsafeBufferPointer(rebasing: buffer[..<count]))
-                    deliverLines()
+                    guard deliverLines(budget: &lines) else { return continueLater() }
                     // A short read emptied the socket: no second read to be told EAGAIN (one system call per
                     // message). The source is level-triggered, so whatever arrives meanwhile, an end of file
                     // included, fires it again.
@@ -125,16 +149,29 @@ final class Connection {
         }
     }
 
-    private func deliverLines() {
+    /// Hands over complete lines until none is left (true) or `budget` is spent (false: some may be left).
+    private func deliverLines(budget: inout Int) -> Bool {
         while isOpen {
+            guard budget > 0 else { return false }
             do {
-                guard let line = try framer.nextLine() else { return }
+                guard let line = try framer.nextLine() else { return true }
+                budget -= 1
                 handler?(.line(line))
             } catch {
                 handler?(.framingError(error.description))
-                return
+                return true
             }
         }
+        return true
+    }
+
+    private func continueLater() {
+        guard isOpen, continuation == nil else { return }
+        continuation = try? loop.deferred { [unowned self] in
+            self.continuation = nil
+            self.readAvailable()
+        }
+        continuation?.setPriority(priority)
     }
 
     private func flush() {

@@ -54,7 +54,7 @@ final class ControlRequests {
     /// lifectl post: deliver or queue, and say how many of each.
     func post(_ type: String, payload: JSONValue, to app: String?) -> ControlReply {
         do {
-            let outcome = try host.post(type, payload: payload, to: app)
+            let outcome = try host.post(type, payload: payload, to: app, from: .daemon)
             host.drain()
             Log.info("posted \(type)\(app.map { " to \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
             return ControlReply(ok: true, posted: PostSummary(delivered: outcome.delivered, queued: outcome.queued))

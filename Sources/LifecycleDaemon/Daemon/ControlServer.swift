@@ -24,61 +24,25 @@ final class ControlClient {
     }
 }
 
-/// Who may use the changing verbs of the control socket: root, the daemon's own user, and the members of
-/// `[Control] Group=`. Decided from the peer's credentials as the kernel reports them (SO_PEERCRED: its
-/// effective uid and gid at connect time) and the group database's memberships of that uid (getgrouplist),
-/// never from anything the client sends. The group is looked up at each request, so that a membership
-/// change, or a group created after the daemon started, applies to the next request.
-struct ControlAccess {
-    let daemonUID: uid_t
-    /// `[Control] Group=`: a name or a number; nil for none.
-    let group: String?
-
-    enum Decision: Equatable {
-        /// Allowed, and why ("root", "the daemon's user", "member of group 'x' (its gid)"…), for the log.
-        case allowed(String)
-        /// Refused; the sentence names who may.
-        case refused(String)
-    }
-
-    func mayChange(uid: uid_t, gid: gid_t, verb: String) -> Decision {
-        if uid == 0 { return .allowed("root") }
-        if uid == daemonUID { return .allowed("the daemon's user") }
-        let refusal = Decision.refused("permission denied: \(verb) is for \(whoMay) (you are uid \(uid))")
-        guard let group else { return refusal }
-        let groupID: gid_t
-        do {
-            guard let credentials = try lookupCredentials(user: nil, group: group) else { return refusal }
-            groupID = credentials.gid
-        } catch {
-            Log.warning("[Control] Group=\(group): \(error); only root and uid \(daemonUID) may change states")
-            return refusal
-        }
-        if gid == groupID { return .allowed("its group is '\(group)'") }
-        // A uid with no passwd entry has no memberships (lookupCredentials would make its number its group).
-        if let user = try? lookupCredentials(user: String(uid), group: nil), user.userName != nil,
-           user.groups.contains(groupID) {
-            return .allowed("member of group '\(group)'")
-        }
-        return refusal
-    }
-
-    /// "root or uid 1000 (the daemon's user) or members of group 'lifecycle'".
-    var whoMay: String {
-        var who = ["root"]
-        if daemonUID != 0 { who.append("uid \(daemonUID) (the daemon's user)") }
-        if let group { who.append("members of group '\(group)'") }
-        return who.joined(separator: " or ")
-    }
-}
-
 /// The control socket, RUNTIME_DIR/control.sock, mode 0666 in a directory only its owner can write to. Anyone who
 /// can reach it may query (`ControlRequest.queryVerbs`: list, status, scenes); every other verb needs
 /// `ControlAccess`. A user other than root and the daemon's holds at most `maxConnectionsPerUser` connections,
 /// so that nobody can take all of the daemon's descriptors.
+///
+/// A query can cost a walk over every app, and anyone may send them as fast as they like: so the connections of
+/// those `ControlAccess` does not allow to change states (strangers) are served one request per wakeup and at a
+/// lower priority than every other source of the loop. A request of root, the daemon's user or the control
+/// group then waits for at most the one stranger's request in progress, never for a queue of them, and the
+/// strangers share what is left round-robin. Their refusals are logged once per interval with a count
+/// (`RefusalLog`).
 final class ControlServer {
     /// Enough for any script's parallel lifectl calls; few enough that one user cannot exhaust the daemon's fds.
     static let maxConnectionsPerUser = 32
+    /// sd-event's priority for strangers' connections: after every source at the default priority (0).
+    static let strangerPriority: Int64 = 10
+    private let refusals: RefusalLog
+    /// The last failure to look up `[Control] Group=`, logged once.
+    private var lastGroupWarning: String?
     private unowned let daemon: Daemon
     private let path: String
     private let fd: FileDescriptor
@@ -94,6 +58,7 @@ final class ControlServer {
     init(daemon: Daemon, path: String, passedFD: Int32? = nil) throws(SystemError) {
         self.daemon = daemon
         self.path = path
+        refusals = RefusalLog(loop: daemon.loop)
         if let passedFD {
             fd = FileDescriptor(owning: passedFD, path: "the passed control socket")
             _ = cs_set_nonblocking(passedFD)
@@ -134,6 +99,7 @@ final class ControlServer {
     }
 
     func close() {
+        refusals.flush()
         source?.cancel()
         source = nil
         try? fd.close()
@@ -152,12 +118,14 @@ final class ControlServer {
             guard cs_peer_credentials(clientFD.rawValue, &pid, &uid, &gid) == 0 else { continue }
             if uid != 0 && uid != daemonUID
                 && clients.values.count(where: { $0.uid == uid && $0.connection?.isOpen == true }) >= Self.maxConnectionsPerUser {
-                Log.notice("Refused a control connection from uid \(uid) (pid \(pid)): it holds \(Self.maxConnectionsPerUser) already")
+                refusals.refused(uid: uid, "Refused a control connection from uid \(uid) (pid \(pid)): it holds \(Self.maxConnectionsPerUser) already")
                 // The socket is new and its buffer empty: the short reply fits; the peer may be gone, ignore errors.
                 let reply = daemon.coder.encode(ControlReply.failure("too many connections from uid \(uid) (at most \(Self.maxConnectionsPerUser))"))
                 _ = reply.withUnsafeBytes { Glibc.send(clientFD.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
                 continue
             }
+            // Decided once, at connect time: a membership change applies to the next connection.
+            let privileged = access.mayChange(uid: uid, gid: gid, verb: "").isAllowed
             let client = ControlClient(uid: uid, gid: gid, pid: pid, coder: daemon.coder)
             let key = ObjectIdentifier(client)
             do {
@@ -173,11 +141,38 @@ final class ControlServer {
                     }
                 }
                 connection.label = "control pid \(pid) uid \(uid)"
+                if !privileged { connection.limitLines(to: 1, priority: Self.strangerPriority) }
                 client.connection = connection
                 clients[key] = client
             } catch {
                 Log.warning("Failed to watch a control connection: \(error)")
             }
+        }
+    }
+
+    private var access: ControlAccess {
+        ControlAccess(daemonUID: daemonUID, group: daemon.configuration.config.daemon.controlGroup) { [unowned self] warning in
+            // Each stranger's connection and request asks again: the same problem is logged once, not per request.
+            guard warning != self.lastGroupWarning else { return }
+            self.lastGroupWarning = warning
+            Log.warning(warning)
+        }
+    }
+
+    /// `statuses` as `client` may see them: an app's saved scene state only for those who may change states
+    /// and for the app's own user (`ControlAccess.seesSavedState`); the others get the rest of each status.
+    private func shown(_ statuses: [AppStatus], to client: ControlClient) -> [AppStatus] {
+        func hasSavedState(_ status: AppStatus) -> Bool { status.scenes?.contains { $0.savedState != nil } == true }
+        // Most answers hold no saved state: no group lookup for them.
+        guard statuses.contains(where: hasSavedState) else { return statuses }
+        let privileged = access.mayChange(uid: client.uid, gid: client.gid, verb: "").isAllowed
+        return statuses.map { status in
+            guard hasSavedState(status) else { return status }
+            let appUID = daemon.runtime(status.name).flatMap { app in
+                app.config.user == nil ? daemonUID : (try? lookupCredentials(user: app.config.user, group: nil))?.uid
+            }
+            return ControlAccess.seesSavedState(peerUID: client.uid, privileged: privileged, appUID: appUID)
+                ? status : StatusReport.hidingSavedState(status)
         }
     }
 
@@ -190,33 +185,33 @@ final class ControlServer {
         }
         switch request.verb {
         case "list":
-            client.reply(ControlReply(ok: true, apps: daemon.requests.allStatuses()))
+            client.reply(ControlReply(ok: true, apps: shown(daemon.requests.allStatuses(), to: client)))
         case "scenes":
             // The scene sessions ride on the apps' statuses; `lifectl scenes` prints them.
             if let name = request.app {
                 guard let status = daemon.requests.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
-                client.reply(ControlReply(ok: true, apps: [status]))
+                client.reply(ControlReply(ok: true, apps: shown([status], to: client)))
             } else {
-                client.reply(ControlReply(ok: true, apps: daemon.requests.allStatuses().filter { $0.scenes != nil }))
+                client.reply(ControlReply(ok: true, apps: shown(daemon.requests.allStatuses().filter { $0.scenes != nil }, to: client)))
             }
         case "status":
             if let name = request.app {
                 guard let status = daemon.requests.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
                 // No daemon block for one app: lifectl shows only the app (human and --json output, lifectl(1)),
                 // and building it (sources, sorted notification types, mechanisms) would be most of the query's cost.
-                client.reply(ControlReply(ok: true, apps: [status]))
+                client.reply(ControlReply(ok: true, apps: shown([status], to: client)))
             } else {
-                client.reply(ControlReply(ok: true, apps: daemon.requests.allStatuses(), daemon: daemon.daemonStatus()))
+                client.reply(ControlReply(ok: true, apps: shown(daemon.requests.allStatuses(), to: client), daemon: daemon.daemonStatus()))
             }
         default:
             let verbs = ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs + ControlRequest.otherVerbs
             guard verbs.contains(request.verb) else {
                 return client.reply(.failure("unknown verb '\(ProtocolError.clipped(request.verb, to: 80))' (expected one of: \(verbs.joined(separator: ", ")))"))
             }
-            let access = ControlAccess(daemonUID: daemonUID, group: daemon.configuration.config.daemon.controlGroup)
+            let access = self.access
             switch access.mayChange(uid: client.uid, gid: client.gid, verb: request.verb) {
             case .refused(let message):
-                Log.notice("Refused \(request.verb)\(request.app.map { " \($0)" } ?? "") from uid \(client.uid) gid \(client.gid) (pid \(client.pid)): not \(access.whoMay)")
+                refusals.refused(uid: client.uid, "Refused \(request.verb)\(request.app.map { " \($0)" } ?? "") from uid \(client.uid) gid \(client.gid) (pid \(client.pid)): not \(access.whoMay)")
                 return client.reply(.failure(message))
             case .allowed(let why) where client.uid != 0 && client.uid != daemonUID:
                 Log.info("Allowed \(request.verb)\(request.app.map { " \($0)" } ?? "") for uid \(client.uid) (pid \(client.pid)): \(why)")

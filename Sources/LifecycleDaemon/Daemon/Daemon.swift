@@ -280,8 +280,8 @@ extension Daemon: DaemonHost {
         try model.handle(request, for: name, origin: origin, now: loop.now)
     }
 
-    func post(_ type: String, payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome {
-        let outcome = try model.post(type, payload: payload, to: app, now: loop.now)
+    func post(_ type: String, payload: JSONValue, to app: String?, from origin: PostOrigin = .daemon) throws(PostError) -> PostOutcome {
+        let outcome = try model.post(type, payload: payload, to: app, from: origin, now: loop.now)
         perform(outcome.effects)
         return outcome
     }

@@ -32,7 +32,7 @@ protocol DaemonHost: AnyObject {
     func request(_ request: Request, for name: String, origin: String) throws(RequestError) -> [Effect]
     /// A notification posted by a client, a source or lifectl: delivered now or queued (the effects performed,
     /// the queues marked for saving; not drained).
-    func post(_ type: String, payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome
+    func post(_ type: String, payload: JSONValue, to app: String?, from origin: PostOrigin) throws(PostError) -> PostOutcome
     /// The client connection of `app` on `fd`, its events going to the app's session.
     func openConnection(_ app: String, fd: FileDescriptor) throws(SystemError) -> Connection
     /// An external process becomes the app: the model launches it.

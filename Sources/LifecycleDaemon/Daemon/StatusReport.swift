@@ -56,6 +56,19 @@ enum StatusReport {
         return status
     }
 
+    /// `status` without its scenes' saved states, each marked `savedStateHidden` where it had one.
+    static func hidingSavedState(_ status: AppStatus) -> AppStatus {
+        var status = status
+        status.scenes = status.scenes?.map { scene in
+            guard scene.savedState != nil else { return scene }
+            var hidden = scene
+            hidden.savedState = nil
+            hidden.savedStateHidden = true
+            return hidden
+        }
+        return status
+    }
+
     /// The daemon's own part of `lifectl status --daemon`.
     static func daemon(pid: pid_t, options: DaemonOptions, cgroups: CgroupSupport, configErrors: [String],
                        uptime: Duration, sources: [String], catalog: NotificationCatalog) -> DaemonStatus {

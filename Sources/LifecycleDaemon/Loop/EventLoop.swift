@@ -298,6 +298,13 @@ public final class EventSource {
         _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_OFF))
     }
 
+    /// sd-event dispatches the pending source of the lowest priority value first (0, `SD_EVENT_PRIORITY_NORMAL`,
+    /// for every source unless set); among equals, the one pending longest.
+    public func setPriority(_ priority: Int64) {
+        guard let pointer else { return }
+        _ = sd_event_source_set_priority(pointer, priority)
+    }
+
     /// For I/O sources: change the events waited for (EPOLLIN, EPOLLOUT…).
     public func setEvents(_ events: UInt32) {
         guard let pointer else { return }
