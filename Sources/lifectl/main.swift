@@ -29,7 +29,7 @@ let usage = """
                                     triggers and for testing the policy
     \(sceneUsage)
     Logs (needs the systemd journal):
-      logs [APP] [-f|--follow]      journalctl -u lifecycled [LIFECYCLE_APP=APP] [-f]
+      logs [APP] [-f|--follow]      journalctl -u lifecycled [LIFECYCLE_APP=APP + SYSLOG_IDENTIFIER=APP] [-f]
 
     Options:
       --json                        data as JSON: an array of apps (list, lifecycle verbs), an object
@@ -152,7 +152,9 @@ if verb == "logs" {
              status: ExitStatus.refused)
     }
     var words = ["journalctl", "-u", "lifecycled"]
-    if let app { words.append("LIFECYCLE_APP=\(app)") }
+    // The daemon's records about the app carry LIFECYCLE_APP=; the app's own output comes through the stream the
+    // daemon opened under the app's name (SYSLOG_IDENTIFIER=). journalctl ANDs the unit with the disjunction.
+    if let app { words += ["LIFECYCLE_APP=\(app)", "+", "SYSLOG_IDENTIFIER=\(app)"] }
     if follow { words.append("-f") }
     if noPager { words.append("--no-pager") }
     if quiet { words.append("-q") }
