@@ -97,6 +97,15 @@ import Testing
         _ = limit.admit(size: 1, at: .milliseconds(1))
         _ = limit.admit(size: 1, at: .milliseconds(2))
         #expect(limit.admit(size: 1, at: .seconds(2)) == .init(write: true, endedWithDrops: 2))
-        #expect(limit.expire(at: .seconds(5), force: true) == 0)
+        #expect(limit.takeDropped() == 0)
+    }
+
+    @Test func takingTheCountLeavesTheBurstSpent() {
+        var limit = OutputRateLimit(interval: .seconds(30), burstLines: 2, burstBytes: 1 << 20)
+        for step in 0..<5 { _ = limit.admit(size: 1, at: .milliseconds(step)) }
+        #expect(limit.takeDropped() == 3)
+        #expect(limit.admit(size: 1, at: .seconds(1)) == .init(write: false, armTimer: true), "the interval goes on")
+        #expect(limit.expire(at: .seconds(30)) == 1)
+        #expect(limit.admit(size: 1, at: .seconds(31)).write)
     }
 }

@@ -118,10 +118,17 @@ struct OutputRateLimit {
     /// When the interval that began at the first line is over (nil when no line was written or dropped yet).
     var intervalEnd: Duration? { windowStart.map { $0 + interval } }
 
-    /// Ends the current interval if it is over at `now` (or at once with `force`), returning the lines it dropped.
-    mutating func expire(at now: Duration, force: Bool = false) -> Int {
-        guard let windowStart, force || now - windowStart >= interval else { return 0 }
+    /// Ends the current interval if it is over at `now`, returning the lines it dropped.
+    mutating func expire(at now: Duration) -> Int {
+        guard let windowStart, now - windowStart >= interval else { return 0 }
         return endInterval()
+    }
+
+    /// The lines dropped so far, counted as reported; the interval goes on (its burst stays spent), so that an
+    /// app's end, which reports its count at once, gives its next launch no new burst.
+    mutating func takeDropped() -> Int {
+        defer { dropped = 0 }
+        return dropped
     }
 
     private mutating func endInterval() -> Int {

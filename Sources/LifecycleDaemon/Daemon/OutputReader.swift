@@ -8,30 +8,23 @@ import Glibc
 /// - it is read `readBudget` bytes per wakeup, then the loop serves every other source before this one again (its
 ///   source is level-triggered, as `Connection`'s), so an app that writes without pause never holds the loop;
 /// - it is cut into lines in linear time, and what is held is one unfinished line of at most `maxLine` bytes;
-/// - what reaches the log is rate-limited per app (`OutputRateLimit.standard`); the rest is dropped and counted,
-///   and the count is logged once when the interval ends.
+/// - what reaches the log is rate-limited per app (`AppOutputLog`); the rest is dropped and counted, and the
+///   count is logged once.
 final class OutputReader {
     private let fd: FileDescriptor
-    private let app: String
-    private let prefix: [UInt8]
-    private unowned let loop: EventLoop
+    private let log: AppOutputLog
     private var splitter = OutputLineSplitter(maxLine: OutputReader.maxLine)
-    private var limit: OutputRateLimit
     private var source: EventSource?
-    private var reportTimer: LoopTimer?
     /// A line longer than this is written in pieces rather than held.
     static let maxLine = 4096
     /// Read at most this much per wakeup, then yield to the loop (fairness under a flood).
     static let readBudget = 64 * 1024
     private static let readChunk = 16 * 1024
 
-    /// Owns `fd`, the pipe's reading end: it closes with the reader.
-    init(fd: FileDescriptor, app: String, loop: EventLoop, limit: OutputRateLimit = .standard) throws(SystemError) {
+    /// Owns `fd`, the pipe's reading end: it closes with the reader. The lines go to `log`, the app's.
+    init(fd: FileDescriptor, log: AppOutputLog, loop: EventLoop) throws(SystemError) {
         self.fd = fd
-        self.app = app
-        prefix = Array((app + ": ").utf8)
-        self.loop = loop
-        self.limit = limit
+        self.log = log
         _ = cs_set_nonblocking(fd.rawValue)
         source = try loop.watch(fd: fd.rawValue, events: IOEvents.readable) { [unowned self] _ in self.readAvailable() }
     }
@@ -55,12 +48,12 @@ final class OutputReader {
                 }
                 guard count > 0 else {
                     // End of file or a hard error: the app closed its output.
-                    splitter.finish { write($0) }
+                    splitter.finish { log.write($0) }
                     close()
                     return
                 }
                 budget -= count
-                splitter.feed(UnsafeBufferPointer(rebasing: buffer[..<count])) { write($0) }
+                splitter.feed(UnsafeBufferPointer(rebasing: buffer[..<count])) { log.write($0) }
                 // A short read emptied the pipe; whatever arrives meanwhile, an end of file included, fires the
                 // level-triggered source again.
                 if count < buffer.count { return }
@@ -68,35 +61,11 @@ final class OutputReader {
         }
     }
 
-    private func write(_ line: UnsafeBufferPointer<UInt8>) {
-        let verdict = limit.admit(size: line.count, at: loop.now)
-        if verdict.endedWithDrops > 0 { reportDropped(verdict.endedWithDrops) }
-        if verdict.write { Log.writeOutput(prefix: prefix, line) }
-        if verdict.armTimer, let end = limit.intervalEnd { armReport(at: end) }
-    }
-
-    private func armReport(at end: Duration) {
-        if reportTimer == nil {
-            reportTimer = try? LoopTimer(loop: loop) { [unowned self] in
-                self.reportDropped(self.limit.expire(at: self.loop.now))
-            }
-        }
-        reportTimer?.arm(after: max(.zero, end - loop.now))
-    }
-
-    private func reportDropped(_ count: Int) {
-        guard count > 0 else { return }
-        Log.warning("\(app): \(count) line\(count == 1 ? "" : "s") of output dropped (more than \(limit.burstLines) lines or \(limit.burstBytes / 1024) KiB within \(describe(limit.interval)))")
-    }
-
     func close() {
         guard let source else { return }
         source.cancel()
         self.source = nil
         try? fd.close()
-        // An app that ended mid-flood: its count is not left to a timer that outlives the reader.
-        reportTimer?.cancel()
-        reportTimer = nil
-        reportDropped(limit.expire(at: loop.now, force: true))
+        log.outputClosed()
     }
 }
