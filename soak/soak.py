@@ -207,8 +207,9 @@ def make_apps(n, rng):
                 observed.append("batteryLevelDidChange")
             app["args"] = ["--observe", ",".join(observed)] + app["args"]
         if i == 20:
-            app["kind"] = "flood"    # `yes`: writes its output without pause for as long as it runs
+            app["kind"] = "flood"    # `yes`: writes its output without pause until a request suspends it
             app["args"] = []
+            app["grace"] = "infinity"
         elif i == 21:
             app["kind"] = "burst"    # 15 MB of output at start, then quiet
             app["args"] = []
@@ -247,8 +248,7 @@ def write_config(directory, apps, marker):
         else:
             lines.append("Exec=" + " ".join([python, CLIENT] + app["args"]))
         lines += [f"Environment=SOAK_RUN={marker}", f"AutoLaunch={app['autolaunch']}"] + app["extra"]
-        # The flood goes on in the background until someone suspends it.
-        lines += ["", "[Lifecycle]", f"BackgroundTimeSec={'infinity' if app['kind'] == 'flood' else app['grace']}"]
+        lines += ["", "[Lifecycle]", f"BackgroundTimeSec={app['grace']}"]
         if app["freezer"]:
             lines.append("SuspendMethod=freezer")
         if app["kind"] == "audio":
