@@ -88,3 +88,35 @@ import Testing
         return hash
     }
 }
+
+extension SourceTests {
+    /// Inside `SourceTests`, whose suites never overlap: this one counts the inotify watcher's wakeups.
+    @Suite struct PreferencesEventFlood {
+        /// A user who makes events without pause in the directory of its preferences file: the watcher reads
+        /// them on a budget per wakeup, so other sources are served between its reads, and the change is seen.
+        @Test func aFloodOfEventsIsReadOverSeveralWakeups() throws {
+            let harness = try SourceHarness(prepare: { directory in
+                SourceFixture.rewrite(directory + "/notes.json", "{}")
+            }) { _ in
+                var config = SourceFixture.sourcesOff()
+                config.userDefaults = true
+                return config
+            }
+            let notes = harness.directory + "/notes.json"
+            harness.sources.watchPreferences(app: "notes", path: notes)
+            let name = String(repeating: "n", count: 200)
+            let completed = try harness.run([
+                .act {
+                    // Every file is a create and a close-write of about 230 bytes each: well over the budget,
+                    // all queued before the loop looks.
+                    for index in 0..<1500 { SourceFixture.rewrite(harness.directory + "/\(name)\(index)", "") }
+                    SourceFixture.rewrite(notes, "{\"font\":14}")
+                },
+                .waitFor { !$0.isEmpty },
+            ])
+            #expect(completed)
+            #expect(harness.posts == [SourcePost(type: "userDefaultsDidChange", payload: ["path": .string(notes)], app: "notes")])
+            #expect((harness.sources.wakeups["inotify"] ?? 0) >= 2, "\(harness.sources.wakeups)")
+        }
+    }
+}
