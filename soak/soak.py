@@ -206,6 +206,13 @@ def make_apps(n, rng):
             if rng.random() < 0.2:
                 observed.append("batteryLevelDidChange")
             app["args"] = ["--observe", ",".join(observed)] + app["args"]
+        if i == 20:
+            app["kind"] = "flood"    # `yes`: writes its output without pause until a request suspends it
+            app["args"] = []
+            app["grace"] = "infinity"
+        elif i == 21:
+            app["kind"] = "burst"    # 15 MB of output at start, then quiet
+            app["args"] = []
         if slot in (13, 14, 15, 16, 17):
             app["autolaunch"] = "yes"
         elif slot in (18, 19):
@@ -226,10 +233,18 @@ def write_config(directory, apps, marker):
                 "TimeoutStopSec=5\nBackgroundTaskTimeSec=8\nExpirationWarningSec=2\nQueueLimit=16\n\n"
                 "[NotificationTypes]\n" + "".join(f"{name}={how}\n" for name, how in TYPES.items()))
     python = sys.executable or "/usr/bin/python3"
+    burst = os.path.join(directory, "burst.py")
+    with open(burst, "w") as f:
+        f.write("import sys, time\nsys.stdout.write(('soak-burst ' * 9 + '\\n') * 150000)\nsys.stdout.flush()\n"
+                "time.sleep(1000000)\n")
     for app in apps:
         lines = ["[App]", f"Description=soak {app['kind']}"]
         if app["kind"] == "none":
             lines += ["Exec=sleep 1000000", "Protocol=none"]
+        elif app["kind"] == "flood":
+            lines += ["Exec=yes soak-flood", "Protocol=none"]
+        elif app["kind"] == "burst":
+            lines += [f"Exec={python} {burst}", "Protocol=none"]
         else:
             lines.append("Exec=" + " ".join([python, CLIENT] + app["args"]))
         lines += [f"Environment=SOAK_RUN={marker}", f"AutoLaunch={app['autolaunch']}"] + app["extra"]
@@ -587,6 +602,7 @@ class Soak:
         self.apps = make_apps(args.apps, self.rng)
         self.by_name = {a["name"]: a for a in self.apps}
         self.daemon = None
+        self.started = time.monotonic()
         self.workers = []
         self.check = Check()
         self.figures = {}
@@ -991,6 +1007,32 @@ class Soak:
                        f"{unanswered} request(s) of the storm unanswered (connection error or timeout)",
                        self.figures.get("error_samples", []) + ([answer.stderr.strip()] if answer.returncode else []))
 
+        # 9. Apps' output floods are rate-limited: each flooding app wrote at most its burst per interval begun
+        # since the daemon started, and the rest was counted.
+        flooders = [a["name"] for a in self.apps if a["kind"] in ("flood", "burst")]
+        if flooders:
+            written, dropped = collections.Counter(), collections.Counter()
+            with open(self.log_path, errors="replace") as f:
+                for line in f:
+                    name, _, rest = line.partition(": ")
+                    if name in flooders:
+                        if rest.startswith("soak-"):
+                            written[name] += 1
+                        else:
+                            m = re.match(r"(\d+) lines? of output dropped", rest)
+                            if m:
+                                dropped[name] += int(m.group(1))
+            intervals = 1 + int((time.monotonic() - self.started) // 30)
+            bound = OUTPUT_BURST_LINES * intervals
+            over = [f"{n}: {written[n]} lines written, more than {bound}" for n in flooders if written[n] > bound]
+            flood = [n for n in flooders if self.by_name[n]["kind"] == "flood"]
+            # The flood writes for as long as it is not suspended: at most one interval into the run, it has gone over.
+            silent = [f"{n}: no drop reported" for n in flood if dropped[n] == 0 and written[n] >= OUTPUT_BURST_LINES]
+            self.check.add("9. output floods are rate-limited", not over and not silent,
+                           "; ".join(f"{n}: {written[n]} lines written, {dropped[n]} dropped (reported so far)"
+                                     for n in flooders) + f"; at most {bound} each in {intervals} interval(s)",
+                           over + silent)
+
     # Cleanup.
 
     def stop(self):
@@ -1134,6 +1176,9 @@ def interrupted(signum, frame):
     raise KeyboardInterrupt()
 
 
+# The daemon's rate limit on an app's output (docs/JOURNAL.md): lines per 30 s interval.
+OUTPUT_BURST_LINES = 10_000
+
 LOG_EVENTS = [
     ("launches", r"→ inactive \(launched by"),
     ("suspensions by the grace timer", r"→ suspended \(background time over\)"),
@@ -1147,6 +1192,8 @@ LOG_EVENTS = [
     ("SIGKILLs", r": sent SIGKILL"),
     ("memory-pressure terminations", r"jetsam"),
     ("notification deliveries to running apps", r"^a\d+: \[a\d+\] notification "),
+    ("flood lines written", r"^a\d+: soak-(flood|burst)"),
+    ("reports of dropped output", r": \d+ lines? of output dropped"),
 ]
 PROBLEMS = re.compile(r"Failed|was not acknowledged|did not exit within|Dropping connection|still open when|"
                       r"Ignoring|persists|error", re.IGNORECASE)

@@ -33,7 +33,7 @@ let usage = """
                                     errors are printed and the exit status is 1
     \(sceneUsage)
     Logs (needs the systemd journal):
-      logs [APP] [-f|--follow]      journalctl -u lifecycled [LIFECYCLE_APP=APP] [-f]
+      logs [APP] [-f|--follow]      journalctl -u lifecycled [LIFECYCLE_APP=APP + SYSLOG_IDENTIFIER=APP] [-f]
 
     Options:
       --json                        data as JSON: an array of apps (list, lifecycle verbs), an object
@@ -156,7 +156,9 @@ if verb == "logs" {
              status: ExitStatus.refused)
     }
     var words = ["journalctl", "-u", "lifecycled"]
-    if let app { words.append("LIFECYCLE_APP=\(app)") }
+    // The daemon's records about the app carry LIFECYCLE_APP=; the app's own output comes through the stream the
+    // daemon opened under the app's name (SYSLOG_IDENTIFIER=). journalctl ANDs the unit with the disjunction.
+    if let app { words += ["LIFECYCLE_APP=\(app)", "+", "SYSLOG_IDENTIFIER=\(app)"] }
     if follow { words.append("-f") }
     if noPager { words.append("--no-pager") }
     if quiet { words.append("-q") }

@@ -89,7 +89,7 @@ private final class TemporaryConfigDirectory {
         ])
         #expect(loaded.diagnostics.allSatisfy { $0.severity == .error })
         #expect(loaded.diagnostics[1].line == 3)
-        #expect(loaded.diagnostics[3].description == "apps/unreadable.conf: Failed to read: read: Is a directory, app 'unreadable' not loaded")
+        #expect(loaded.diagnostics[3].description == "apps/unreadable.conf: Failed to read: not a regular file (a directory), app 'unreadable' not loaded")
     }
 
     @Test func unreadableDaemonFileIsReportedAndDefaultsApply() throws {
@@ -100,7 +100,7 @@ private final class TemporaryConfigDirectory {
 
         #expect(loaded.daemon == DaemonConfig())
         #expect(loaded.apps.isEmpty)
-        #expect(loaded.diagnostics.map(\.description) == ["lifecycled.conf: Failed to read: read: Is a directory, using the defaults"])
+        #expect(loaded.diagnostics.map(\.description) == ["lifecycled.conf: Failed to read: not a regular file (a directory), using the defaults"])
     }
 
     @Test func missingDirectoryIsOneErrorAndNoApps() {

@@ -20,6 +20,8 @@ final class AppRuntime {
     var connection: Connection?
     /// The app's stdout and stderr, when they come through the daemon (no journal).
     var output: OutputReader?
+    /// Where that output is written, rate-limited: kept across launches, so a relaunch starts no new burst.
+    var outputLog: AppOutputLog?
     var helloed = false
     /// The secret a client presents to reconnect on the app socket after a restart of the daemon.
     var token: String?

@@ -63,10 +63,22 @@ public enum Log {
         }
     }
 
-    /// Raw output lines (an app's own output, prefixed), on stderr.
-    static func writeLine(_ line: String) {
-        let text = line + "\n"
-        _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
+    /// One line of an app's own output, after `prefix`, on stderr: its bytes as the app wrote them (no UTF-8
+    /// repair, a NUL byte included), in one write(2) so that lines from the daemon and its apps never interleave.
+    static func writeOutput(prefix: [UInt8], _ line: UnsafeBufferPointer<UInt8>) {
+        var text = prefix
+        text.reserveCapacity(prefix.count + line.count + 1)
+        text.append(contentsOf: line)
+        text.append(UInt8(ascii: "\n"))
+        text.withUnsafeBytes { bytes in
+            var done = 0
+            while done < bytes.count {
+                let count = Glibc.write(2, bytes.baseAddress! + done, bytes.count - done)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return }
+                done += count
+            }
+        }
     }
 
     private static func writeToStderr(_ level: Level, _ message: String) {

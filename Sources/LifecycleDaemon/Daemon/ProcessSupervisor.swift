@@ -127,7 +127,11 @@ final class ProcessSupervisor {
         try? pair?.child.close()
         if let output {
             try? output.child.close()
-            if let reader = output.reader { app.output = try? OutputReader(fd: reader, app: name, loop: loop) }
+            if let reader = output.reader {
+                let log = app.outputLog ?? AppOutputLog(app: name, loop: loop)
+                app.outputLog = log
+                app.output = try? OutputReader(fd: reader, log: log, loop: loop)
+            }
         }
         app.began(pid: pid, token: makeToken())
         do {

@@ -37,6 +37,8 @@ final class DirectoryWatcher {
     private var nextID = 1
     /// How many times the loop woke this watcher (for the no-polling test).
     private(set) var wakeups = 0
+    /// Read at most this much of events per wakeup (fairness under a flood of events).
+    static let readBudget = 256 * 1024
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -85,11 +87,15 @@ final class DirectoryWatcher {
         let headerSize = cs_inotify_event_header_size()
         // Room for many events; a single one is at most 16 + NAME_MAX + 1 bytes.
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        while fd >= 0 {
+        // Watched directories include apps' own (`PreferencesFile=`): events a user makes without pause are read
+        // `readBudget` bytes per wakeup, then the loop serves the others; the level-triggered source fires again.
+        var budget = Self.readBudget
+        while fd >= 0 && budget > 0 {
             // EAGAIN: all read. Any other error cannot be acted upon here; the next event retries.
             guard let count = try? buffer.withUnsafeMutableBytes({ (raw) throws(SystemError) -> Int in
                 try retryingEINTR("read inotify events") { read(fd, raw.baseAddress, raw.count) }
             }), count > 0 else { break }
+            budget -= count
             buffer.withUnsafeBytes { raw in
                 var offset = 0
                 while offset + headerSize <= count {

@@ -5,7 +5,9 @@ import LifecycleModel
 /// (`PreferencesFile=`) changed on disk. Posted to that app only, with `{"path": …}`. The file is watched
 /// through its directory, by name, so that a rewrite in place (`IN_CLOSE_WRITE`) and an atomic replace by
 /// rename (`IN_MOVED_TO`) are both seen; its removal counts too. A write that leaves the bytes as they were
-/// posts nothing.
+/// posts nothing. The app's own user controls the file, so what one event costs is bounded: no symlink is
+/// followed, only a regular file is read, and only its first `preferencesReadLimit` bytes
+/// (`FileFingerprint(regularFileAt:limit:)`).
 final class PreferencesSource {
     static let type = "userDefaultsDidChange"
 
@@ -39,7 +41,7 @@ final class PreferencesSource {
     /// Watches `path` for `app`, replacing what was watched for it before.
     func watch(app: String, path: String) {
         unwatch(app: app)
-        var watch = Watch(path: path, content: FileFingerprint(path: path))
+        var watch = Watch(path: path, content: FileFingerprint(regularFileAt: path, limit: preferencesReadLimit))
         guard path.hasPrefix("/") else {
             watch.problem = "not an absolute path"
             watches[app] = watch
@@ -72,7 +74,7 @@ final class PreferencesSource {
             watch.subscription = nil
             watch.problem = "its directory was removed"
         }
-        let now = FileFingerprint(path: watch.path)
+        let now = FileFingerprint(regularFileAt: watch.path, limit: preferencesReadLimit)
         let different = now != watch.content
         watch.content = now
         watches[app] = watch
