@@ -64,8 +64,12 @@ final class AppSocketServer {
         pending = [:]
     }
 
+    /// Connections taken per wakeup: the listening socket stays readable while more wait, so a burst of connects is
+    /// served between the loop's other sources instead of before them.
+    static let acceptsPerWakeup = 64
+
     private func acceptAll() {
-        while true {
+        for _ in 0..<Self.acceptsPerWakeup {
             let accepted = cs_accept_cloexec_nonblock(fd.rawValue)
             guard accepted >= 0 else { return }
             // Closed when this iteration ends unless a connection takes it.
