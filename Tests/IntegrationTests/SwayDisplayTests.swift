@@ -136,3 +136,40 @@ struct SwayDisplayTests {
         }
     }
 }
+
+/// A display server that sends what sway never would: the daemon logs it, reconnects, and carries on.
+@Suite("Display: broken input from the display server", .serialized)
+struct SwayBrokenInputTests {
+    @Test("garbage and a truncated reply: each is a clear log line and a reconnect; the daemon keeps serving")
+    func garbageAndTruncationReconnect() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let socketPath = harness.root.appendingPathComponent("fake-sway.sock").path
+        let fake = Process()
+        fake.executableURL = URL(fileURLWithPath: DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_sway.py").path)
+        fake.arguments = [socketPath, "garbage", "truncated", "good"]
+        let scenarios = Pipe()
+        fake.standardOutput = scenarios
+        try fake.run()
+        defer {
+            kill(fake.processIdentifier, SIGKILL)
+            fake.waitUntilExit()
+        }
+        try harness.waitUntil("the fake sway listens") { access(socketPath, F_OK) == 0 }
+        try harness.app("a", "[App]\nExec=\(DaemonHarness.pythonClient)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n")
+        try harness.daemonConfig("[Display]\nSource=sway\nSwaySocket=\(socketPath)\n")
+        try harness.start()
+
+        try harness.waitUntil("the daemon follows the fake sway after two bad connections") {
+            harness.log.contains("display: following sway")
+        }
+        #expect(harness.log.contains("sway sent input lifecycled cannot read (the message does not start with \"i3-ipc\""))
+        #expect(harness.log.contains("sway closed the connection"))
+        // The daemon is unaffected: it serves requests, and a window nobody owns changes nothing.
+        try harness.control("launch", "a")
+        #expect(try harness.status("a").state.rawValue == "inactive")
+        let status = try harness.lifectl("status")
+        #expect(status.stdout.contains("display: sway at \(socketPath), connected"))
+        #expect(harness.isDaemonRunning)
+    }
+}

@@ -80,12 +80,13 @@ final class SwaySource: DisplaySource {
         connected = false
     }
 
-    /// Close, log once, and try again after a delay that doubles up to its cap: no polling while sway is away.
+    /// Close, log, and try again after a delay that doubles up to its cap: no polling while sway is away. Every
+    /// loss of an open connection is logged; of the failed attempts to connect while sway is away, only the first.
     private func lost(_ reason: String) {
-        let wasConnected = connected
+        let wasOpen = socket != nil
         disconnect()
         guard !stopped else { return }
-        if wasConnected || retryDelay == Self.firstRetryDelay {
+        if wasOpen || retryDelay == Self.firstRetryDelay {
             Log.warning("display: \(reason); the apps keep their states, reconnecting")
         }
         if retry == nil {
