@@ -23,10 +23,11 @@ public struct DisplayFacts: Sendable, Equatable {
     }
 }
 
-/// The display's last facts, and which running apps have shown a window (only those follow the display).
+/// The display's last facts, and which running apps have shown a window (only those follow the display), each
+/// with the launch it showed it in: a relaunched app is inactive until its new process shows a window.
 struct DisplayState: Sendable, Equatable {
     var facts = DisplayFacts()
-    var shown: Set<String> = []
+    var shownInLaunch: [String: Int] = [:]
 }
 
 extension Supervisor {
@@ -50,7 +51,9 @@ extension Supervisor {
         let facts = DisplayFacts(visible: reported.visible.intersection(running),
                                  windowed: reported.windowed.intersection(running), focused: focused)
         display.facts = facts
-        display.shown = display.shown.intersection(running).union(facts.windowed)
+        for name in facts.windowed { display.shownInLaunch[name] = table[name].launches }
+        let shown = Set(display.shownInLaunch.filter { running.contains($0.key) && table[$0.key].launches == $0.value }.keys)
+        display.shownInLaunch = display.shownInLaunch.filter { shown.contains($0.key) }
 
         var moved: [String] = []
         for name in facts.visible.sorted() where table[name].projectedState == .suspended {
@@ -61,12 +64,12 @@ extension Supervisor {
             perform(.takeFocus, for: focused, origin: "display")
             moved.append(focused)
         } else if focused == nil, let active = table.records.first(where: { $0.projectedState == .active })?.name,
-                  display.shown.contains(active) {
+                  shown.contains(active) {
             // The focus went to a window that is none of ours (or to nothing): the active app resigns.
             move(active, to: demotionTarget(of: active), origin: "display")
             moved.append(active)
         }
-        for name in display.shown.sorted() where name != focused {
+        for name in shown.sorted() where name != focused {
             let projected = table[name].projectedState
             if facts.visible.contains(name), projected == .background {
                 move(name, to: .inactive, origin: "display")

@@ -173,3 +173,19 @@ struct DisplayTests {
         #expect(h.state("a") == .notRunning)
     }
 }
+
+extension DisplayTests {
+    @Test("a relaunched app is inactive until its new process shows a window, even if the old one's window was seen last")
+    func relaunchedAppWaitsForItsNewWindow() throws {
+        var h = try Self.twoWindows()
+        h.cooperating { h in
+            h.exit("b")
+            _ = try? h.request(.launch(background: false), "b")
+        }
+        try #require(h.state("b") == .inactive)
+
+        h.cooperating { h in h.display(visible: ["a"], focused: "a") }
+
+        #expect(h.state("b") == .inactive)
+    }
+}
