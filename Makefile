@@ -4,7 +4,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all demo test deps build install uninstall bench clean test-systemd soak soak-smoke bench-smoke
+.PHONY: all demo test test-deps deps build install uninstall bench clean test-systemd soak soak-smoke bench-smoke
 
 all: build
 
@@ -18,12 +18,19 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# The display tests' headless sway and its terminal (foot), through apt, only when missing.
+test-deps:
+	@if ! command -v sway >/dev/null 2>&1 || ! command -v foot >/dev/null 2>&1; then \
+		echo "Installing sway and foot through apt (the display tests run a headless sway)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sway foot >/dev/null; \
+	fi
+
 # The main job: the daemon on the shipped demo config (Config/), with a tour of the states.
 demo: build
 	./Examples/tour.sh
 
 # Unit tests (model, protocol, config, kernel layer) and integration tests (the real daemon, real clients).
-test: build
+test: build test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 

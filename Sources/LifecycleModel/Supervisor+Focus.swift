@@ -4,9 +4,15 @@
 
 extension Supervisor {
     /// Every other app in (or on its way to) the foreground leaves it: an active one resigns, then
-    /// enters the background; an inactive one enters the background.
+    /// enters the background; an inactive one enters the background. One with a window the display server shows
+    /// stays inactive (Supervisor+Display.swift).
     mutating func demoteOthers(than name: String) {
         for other in Set(focusQueue).union(foregroundApps).sorted() where other != name {
+            if demotionTarget(of: other) == .inactive {
+                move(other, to: .inactive, origin: "display")
+                advance(other)
+                continue
+            }
             if table[other].usesScenes {
                 sendScenesToBackground(other)
                 advance(other)

@@ -36,6 +36,8 @@ public struct Supervisor: Sendable {
     /// Apps in the foreground (inactive or active). One focus domain is one screen: when an app takes
     /// focus, every other foreground app goes to the background.
     var foregroundApps: Set<String> = []
+    /// What the display server shows (Supervisor+Display.swift); empty without a display source.
+    var display = DisplayState()
     /// The notification types that can be posted, with their coalescing.
     public var catalog = NotificationCatalog()
     /// Memory pressure that persists this long after the warnings terminates suspended apps.

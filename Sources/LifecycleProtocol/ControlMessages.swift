@@ -172,6 +172,9 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var sources: [String] = []
     /// The notification types that can be posted, with their coalescing ("batteryLevelDidChange: latest").
     public var notificationTypes: [String] = []
+    /// The display server the states follow and whether it is connected ("sway at /run/user/1000/sway-ipc.sock,
+    /// connected"), or why none is; nil from a daemon that predates it.
+    public var display: String?
 
     public init(pid: Int32, version: String, configDirectory: String, runtimeDirectory: String, cgroupLayout: String,
                 mechanisms: [String], configErrors: [String], uptimeSeconds: Double) {

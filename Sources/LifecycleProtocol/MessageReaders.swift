@@ -317,7 +317,7 @@ extension DaemonStatus {
         guard case .object(let keys, let values) = value else { return nil }
         var pid: Int32?, version: String?, configDirectory: String?, runtimeDirectory: String?, cgroupLayout: String?
         var mechanisms: [String]?, configErrors: [String]?, uptimeSeconds: Double?, sources: [String]?
-        var notificationTypes: [String]?
+        var notificationTypes: [String]?, display: String?
         for (key, value) in zip(keys, values) {
             switch key {
             case "pid": pid = value.plainInt32
@@ -330,6 +330,9 @@ extension DaemonStatus {
             case "uptimeSeconds": uptimeSeconds = value.plainDouble
             case "sources": sources = value.plainStrings
             case "notificationTypes": notificationTypes = value.plainStrings
+            case "display":
+                guard let text = value.plainString else { return nil }
+                display = text
             default: return nil
             }
         }
@@ -340,5 +343,6 @@ extension DaemonStatus {
                   cgroupLayout: cgroupLayout, mechanisms: mechanisms, configErrors: configErrors, uptimeSeconds: uptimeSeconds)
         self.sources = sources
         self.notificationTypes = notificationTypes
+        self.display = display
     }
 }

@@ -390,6 +390,7 @@ case "status":
         output("  runtime: \(daemon.runtimeDirectory)")
         output("  cgroups: \(daemon.cgroupLayout)")
         for mechanism in daemon.mechanisms { output("    \(mechanism)") }
+        if let display = daemon.display { output("  display: \(display)") }
         if !daemon.sources.isEmpty {
             output("  notification sources:")
             for source in daemon.sources { output("    \(source)") }

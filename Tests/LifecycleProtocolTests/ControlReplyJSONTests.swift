@@ -188,6 +188,7 @@ struct ControlReplyJSONTests {
                                   cgroupLayout: "hybrid", mechanisms: ["m"], configErrors: ["e"], uptimeSeconds: 1)
         daemon.sources = ["s"]
         daemon.notificationTypes = ["t"]
+        daemon.display = "sway at /run/user/1000/sway-ipc.sock, connected"
         let reply = ControlReply(ok: true, error: "e", apps: [status], daemon: daemon, posted: PostSummary(delivered: 1, queued: 2), scene: "s1")
 
         #expect(try Self.keys(of: reply) == Self.labels(of: reply))

@@ -73,6 +73,8 @@ public struct AppConfig: Sendable, Equatable {
     public var externalUID: UInt32?
     /// `ExternalFrom=`.
     public var externalFrom: ExternalFrom = .processGroup
+    /// `AppId=`: the Wayland app_id or X11 WM_CLASS of the app's windows, for windows another process opens.
+    public var appID: String?
     /// `External=yes`: the daemon never starts this app; a process someone else started attaches on the app socket.
     public var external: Bool { policy.external }
 
@@ -121,6 +123,8 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `[Control] Group=`: members of this group (a name or a number) may use the changing verbs of the control
     /// socket besides root and the daemon's user; nil: nobody else.
     public var controlGroup: String?
+    /// `[Display]`.
+    public var display = DisplayConfig()
 
     /// All defaults: what an absent `lifecycled.conf` means.
     public init() {

@@ -97,6 +97,14 @@ extension ConfigLoader {
         .value("Memory", "EpisodeGapSec", \.memory.episodeGap, parseFiniteDuration, shown: formatDuration),
     ]
 
+    /// `[Display]` of `lifecycled.conf`: the display server the states follow.
+    static let displayKeys: [Key<DaemonConfig>] = [
+        .value("Display", "Source", \.display.source, parseChoice, shown: { $0.rawValue }),
+        .value("Display", "SwaySocket", \.display.swaySocket, { text throws(ConfigSyntaxError) in try parseAbsolutePath(text) },
+               shown: { $0 ?? "" }),
+        .value("Display", "X11Display", \.display.x11Display, { text throws(ConfigSyntaxError) in text }, shown: { $0 ?? "" }),
+    ]
+
     /// `[Control]` of `lifecycled.conf`: who may change states through the control socket.
     static let controlKeys: [Key<DaemonConfig>] = [
         .value("Control", "Group", \.controlGroup, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) },
@@ -106,7 +114,7 @@ extension ConfigLoader {
     /// `lifecycled.conf`. (`[NotificationTypes]` has free-form keys, the type names: see `parseNotificationTypes`.)
     static let daemonKeys: [Key<DaemonConfig>] =
         (restartKeys(in: "Defaults") + lifecycleKeys(in: "Defaults")).map { $0.lifted(\DaemonConfig.defaults) } + sourcesKeys
-        + memoryKeys + controlKeys
+        + memoryKeys + controlKeys + displayKeys
 
     /// UIKit's background modes (UIBackgroundModes), as words: `audio`, `voip`, `location`…; any word of letters,
     /// digits and `-` is taken, since the daemon treats every mode alike (never suspended for its grace time).
@@ -178,6 +186,7 @@ extension ConfigLoader {
         .value("App", "External", \.policy.external, parseBoolean, shown: formatBoolean),
         .value("App", "ExternalUser", \.externalUser, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) }),
         .value("App", "ExternalFrom", \.externalFrom, parseChoice, shown: { $0.rawValue }),
+        .value("App", "AppId", \.appID, { text throws(ConfigSyntaxError) in text }),
     ] + restartKeys(in: "App") + lifecycleKeys(in: "Lifecycle") + sceneKeys
 
     /// `[Scenes]`: any key here makes the app a scene app (UIKit's scene manifest).

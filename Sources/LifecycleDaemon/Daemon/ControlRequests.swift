@@ -20,6 +20,8 @@ final class ControlRequests {
     func handle(_ request: Request, for name: String, from client: ControlClient) {
         guard !host.stopping else { return client.reply(.failure("lifecycled is shutting down")) }
         host.runtime(name)?.waiters.append(client)
+        // The display server is the one source of truth for what shows: the app settles when it reports the change.
+        if host.throughDisplay(request, for: name) { return }
         do {
             let effects = try host.request(request, for: name, origin: "lifectl")
             for case .sceneOpened(name, let scene) in effects {

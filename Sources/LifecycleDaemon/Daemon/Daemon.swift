@@ -55,13 +55,17 @@ public final class Daemon {
     private(set) lazy var shutdown = Shutdown(
         loop: loop, host: self, serviceManager: serviceManager, environment: options.environment, cgroups: cgroups,
         placement: placement, persistence: persistence, requests: requests,
-        stopSources: { [unowned self] in self.configuration.sources?.stop() },
+        stopSources: { [unowned self] in
+            self.configuration.sources?.stop()
+            self.display.stop()
+        },
         closeSockets: { [unowned self] in
             self.control?.close()
             self.appSocket?.close()
         })
     private(set) lazy var externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
     private(set) lazy var configuration = ConfigReload(daemon: self)
+    private(set) lazy var display = DisplayFollower(loop: loop, host: self, placement: placement)
     private(set) lazy var persistence = Persistence(loop: loop, host: self, store: stateStore, placement: placement,
                                                     processes: processes, externalApps: externalApps, fdStore: fdStore,
                                                     retired: retired)
@@ -126,6 +130,8 @@ public final class Daemon {
         signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in self.configuration.reload() })
 
         configuration.load()
+        display.unanswered = { [unowned self] name in if let app = self.runtime(name) { self.requests.settled(app) } }
+        display.start(configuration.config.daemon.display, environment: options.environment)
         do {
             try stateStore.prepare()
         } catch {
@@ -255,8 +261,11 @@ public final class Daemon {
     }
 
     func daemonStatus() -> DaemonStatus {
-        StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: configuration.problems,
-                            uptime: loop.now - startedAt, sources: configuration.sources?.descriptions ?? [], catalog: model.catalog)
+        var status = StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: configuration.problems,
+                                         uptime: loop.now - startedAt, sources: configuration.sources?.descriptions ?? [],
+                                         catalog: model.catalog)
+        status.display = display.description
+        return status
     }
 
     /// One line for systemd's STATUS=.
@@ -300,6 +309,13 @@ extension Daemon: DaemonHost {
     func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, processesStopped: Bool?) {
         perform(model.adopt(name, snapshot, running: running, processesStopped: processesStopped, now: loop.now))
     }
+
+    func displayChanged(_ facts: DisplayFacts) {
+        perform(model.displayChanged(facts, now: loop.now))
+        drain()
+    }
+
+    func throughDisplay(_ request: Request, for name: String) -> Bool { display.carryOut(request, for: name) }
 
     func markDirty(_ name: String) {
         if let app = runtime(name) { persistence.markDirty(app) }

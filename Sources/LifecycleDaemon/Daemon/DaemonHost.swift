@@ -42,6 +42,11 @@ protocol DaemonHost: AnyObject {
     func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, processesStopped: Bool?)
     /// The daemon stops: every running app is told willTerminate and terminated (the effects performed).
     func terminateAll()
+    /// What the display server shows changed: the model moves the apps (the effects performed, the events drained).
+    func displayChanged(_ facts: DisplayFacts)
+    /// lifectl's focus or background asked of the display server instead of the model; false when it takes the
+    /// usual way (no display source, or no window of the app).
+    func throughDisplay(_ request: Request, for name: String) -> Bool
     /// The app's state file is to be saved once the callback returns.
     func markDirty(_ name: String)
 }

@@ -1,0 +1,110 @@
+import Glibc
+import LifecycleModel
+
+/// The daemon's owner of the display source: it starts the configured source, turns each picture into per-app
+/// facts by the window-to-app rule, feeds them to the model, and carries lifectl's focus and background out through
+/// the display server, which stays the one source of truth (the state changes when it reports the change).
+final class DisplayFollower {
+    private unowned let host: any DaemonHost
+    private let placement: any ProcessPlacement
+    private let loop: EventLoop
+    private(set) var source: (any DisplaySource)?
+    /// What `[Display] Source=` asked for, when no source runs for it (for the status line).
+    private var unavailable: String?
+    private var picture = WindowPicture()
+    /// Called for an app whose request the display server has not answered in time: its waiters get its status.
+    var unanswered: (String) -> Void = { _ in }
+    private var answerTimers: [String: LoopTimer] = [:]
+    /// How long a request asked of the display server waits for it to report the change.
+    static let answerTimeout: Duration = .seconds(3)
+
+    init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement) {
+        self.loop = loop
+        self.host = host
+        self.placement = placement
+    }
+
+    /// Start following the display server `config` names (`auto` resolved against `environment`).
+    func start(_ config: DisplayConfig, environment: [String: String]) {
+        let (choice, address) = config.resolved(environment: environment)
+        switch choice {
+        case .none, .auto:
+            if config.source == .auto { Log.info("display: Source=auto found no display server; focus follows lifectl alone") }
+        case .sway:
+            guard let address else {
+                unavailable = "sway (no socket: set SwaySocket= or SWAYSOCK)"
+                return Log.warning("display: Source=sway but no sway socket is given or found; focus follows lifectl alone")
+            }
+            let source = SwaySource(loop: loop, socketPath: address, locate: { config.resolved(environment: environment).address })
+            self.source = source
+            Log.info("display: Source=\(config.source.rawValue): following sway at \(address)")
+            source.start { [unowned self] picture in self.reported(picture) }
+        case .x11:
+            unavailable = "x11 (not built in; focus follows lifectl alone)"
+            Log.warning("display: Source=x11 is not available in this build; focus follows lifectl alone")
+        }
+    }
+
+    func stop() { source?.stop() }
+
+    /// For `lifectl status`.
+    var description: String {
+        if let source { return "\(source.name) at \(source.address), \(source.connected ? "connected" : "reconnecting")" }
+        return unavailable ?? "none (focus follows lifectl alone)"
+    }
+
+    private func reported(_ picture: WindowPicture) {
+        self.picture = picture
+        host.displayChanged(ownership().facts(of: picture))
+    }
+
+    /// The rule, with each running app's process tree as placement finds it, and its session as a fallback (an
+    /// app's main process leads its own session, so its children that left the process group are still found).
+    func ownership() -> WindowOwnership {
+        var apps: [WindowOwnership.App] = []
+        for name in host.appNames {
+            guard let runtime = host.runtime(name), let leader = runtime.pid,
+                  host.withRecord(name, { $0.state.isRunning }) == true else { continue }
+            let members = Set(placement.members(of: runtime))
+            apps.append(WindowOwnership.App(name: name, appID: runtime.config.appID, holds: { pid in
+                members.contains(pid) || DisplayFollower.session(of: pid) == leader
+            }))
+        }
+        return WindowOwnership(apps: apps)
+    }
+
+    /// The session id of `pid` (field 6 of /proc/PID/stat), nil when it is gone.
+    static func session(of pid: pid_t, procRoot: String = "/proc") -> pid_t? {
+        guard let fields = ProcessTable.statFields(of: pid, procRoot: procRoot), fields.count > 3,
+              let session = Int32(fields[3]) else { return nil }
+        return session
+    }
+
+    /// lifectl's focus or background of an app with a window: asked of the display server. Returns false when the
+    /// request goes the usual way instead (no source connected, or the app shows no window).
+    func carryOut(_ request: Request, for name: String) -> Bool {
+        guard let source, source.connected, let state = host.withRecord(name, { $0.state }) else { return false }
+        switch request {
+        case .focus where state != .active:
+            guard let window = ownership().windows(of: name, in: picture).first else { return false }
+            source.focus(window: window.id)
+        case .background where state.isForeground:
+            let windows = ownership().windows(of: name, in: picture).filter(\.visible)
+            guard !windows.isEmpty else { return false }
+            for window in windows { source.hide(window: window.id) }
+        default:
+            return false
+        }
+        awaitAnswer(name)
+        return true
+    }
+
+    /// A display server may ignore a request (a window rule, a lock screen): the waiting lifectl is answered with
+    /// the app's state as it is after a while rather than never.
+    private func awaitAnswer(_ name: String) {
+        if answerTimers[name] == nil {
+            answerTimers[name] = try? LoopTimer(loop: loop) { [unowned self] in self.unanswered(name) }
+        }
+        answerTimers[name]?.arm(after: Self.answerTimeout)
+    }
+}

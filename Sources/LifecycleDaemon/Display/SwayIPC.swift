@@ -1,0 +1,175 @@
+import LifecycleProtocol
+
+// The i3/sway IPC wire format (sway-ipc(7)): each message is the magic "i3-ipc", a 32-bit payload length and a
+// 32-bit type, both in the host's byte order (little-endian on every machine lifecycled runs on), then the JSON
+// payload. Events carry the type with its high bit set. This file only frames and parses; SwaySource drives it.
+
+/// The message and event types lifecycled uses.
+enum SwayMessageType {
+    static let runCommand: UInt32 = 0
+    static let subscribe: UInt32 = 2
+    static let getTree: UInt32 = 4
+    /// Events: the high bit set on the event's number.
+    static let eventBit: UInt32 = 0x8000_0000
+    static let workspaceEvent: UInt32 = eventBit | 0
+    static let windowEvent: UInt32 = eventBit | 3
+    static let shutdownEvent: UInt32 = eventBit | 6
+}
+
+/// One framed message, without its header.
+struct SwayFrame: Equatable {
+    var type: UInt32
+    var payload: [UInt8]
+
+    var isEvent: Bool { type & SwayMessageType.eventBit != 0 }
+}
+
+/// Input that is not the IPC's framing: the connection cannot be read on, and is dropped and made again.
+enum SwayIPCError: Error, Equatable, CustomStringConvertible {
+    case badMagic([UInt8])
+    case tooLarge(UInt32)
+    case malformedPayload(type: UInt32, reason: String)
+
+    var description: String {
+        switch self {
+        case .badMagic(let bytes):
+            "the message does not start with \"i3-ipc\" (got \(bytes.map { String($0, radix: 16) }.joined(separator: " ")))"
+        case .tooLarge(let length): "a message announces \(length) bytes, more than the \(SwayCodec.maxPayload) taken"
+        case .malformedPayload(let type, let reason): "the payload of message type \(type) is not what sway sends: \(reason)"
+        }
+    }
+}
+
+enum SwayCodec {
+    static let magic = Array("i3-ipc".utf8)
+    static let headerSize = magic.count + 8
+    /// A tree of thousands of windows is well under this; a length beyond it is a broken stream, not a big tree.
+    static let maxPayload: UInt32 = 64 << 20
+
+    /// One message to send.
+    static func encode(type: UInt32, payload: String = "") -> [UInt8] {
+        let body = Array(payload.utf8)
+        var bytes = magic
+        bytes.reserveCapacity(headerSize + body.count)
+        appendLittleEndian(UInt32(body.count), to: &bytes)
+        appendLittleEndian(type, to: &bytes)
+        return bytes + body
+    }
+
+    private static func appendLittleEndian(_ value: UInt32, to bytes: inout [UInt8]) {
+        for shift in stride(from: 0, to: 32, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+    }
+
+    static func littleEndian(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        var value: UInt32 = 0
+        for (index, byte) in bytes.enumerated() { value |= UInt32(byte) << UInt32(8 * index) }
+        return value
+    }
+}
+
+/// Cuts the byte stream of one connection into frames; a frame split across reads waits for its rest.
+struct SwayFrameDecoder {
+    private var buffer: [UInt8] = []
+    private var start = 0
+
+    /// Bytes waiting for the rest of their frame.
+    var pending: Int { buffer.count - start }
+
+    mutating func append(_ bytes: some Sequence<UInt8>) {
+        if start > 0, start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next whole frame, nil when more bytes are needed; throws on input that is not the framing.
+    mutating func next() throws(SwayIPCError) -> SwayFrame? {
+        let available = buffer.count - start
+        let magicCount = SwayCodec.magic.count
+        // A wrong magic is reported as soon as its first bytes are in, not after a header's worth.
+        let checked = min(available, magicCount)
+        guard buffer[start..<start + checked].elementsEqual(SwayCodec.magic[..<checked]) else {
+            throw .badMagic(Array(buffer[start..<start + checked]))
+        }
+        guard available >= SwayCodec.headerSize else { return nil }
+        let length = SwayCodec.littleEndian(buffer[start + magicCount..<start + magicCount + 4])
+        let type = SwayCodec.littleEndian(buffer[start + magicCount + 4..<start + SwayCodec.headerSize])
+        guard length <= SwayCodec.maxPayload else { throw .tooLarge(length) }
+        let end = start + SwayCodec.headerSize + Int(length)
+        guard buffer.count >= end else { return nil }
+        let frame = SwayFrame(type: type, payload: Array(buffer[start + SwayCodec.headerSize..<end]))
+        start = end
+        if start > 1 << 16, start * 2 > buffer.count {
+            buffer.removeFirst(start)
+            start = 0
+        }
+        return frame
+    }
+}
+
+/// What lifecycled reads of sway's tree: every view with its pid, app_id (or X11 class), focus and visibility.
+struct SwayNode: Decodable {
+    var id: Int64
+    var type: String?
+    var pid: Int32?
+    var appID: String?
+    var focused: Bool?
+    var visible: Bool?
+    var windowProperties: WindowProperties?
+    var nodes: [SwayNode]?
+    var floatingNodes: [SwayNode]?
+
+    enum CodingKeys: String, CodingKey {
+        case id, type, pid, focused, visible, nodes
+        case appID = "app_id"
+        case windowProperties = "window_properties"
+        case floatingNodes = "floating_nodes"
+    }
+
+    struct WindowProperties: Decodable {
+        var `class`: String?
+        var instance: String?
+    }
+}
+
+/// A RUN_COMMAND reply: one result per command.
+struct SwayCommandResult: Decodable {
+    var success: Bool
+    var error: String?
+}
+
+enum SwayTree {
+    /// The picture in a GET_TREE reply: every view (a node with a pid), wherever it sits in the tree.
+    static func picture(fromTree payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> WindowPicture {
+        let root: SwayNode
+        do {
+            root = try coder.decode(SwayNode.self, from: payload)
+        } catch {
+            throw .malformedPayload(type: SwayMessageType.getTree, reason: "\(error)")
+        }
+        var windows: [DisplayWindow] = []
+        var stack = [root]
+        while let node = stack.popLast() {
+            if let pid = node.pid, node.type == "con" || node.type == "floating_con" {
+                let appID = node.appID ?? node.windowProperties?.class ?? node.windowProperties?.instance
+                windows.append(DisplayWindow(id: node.id, pid: pid > 0 ? pid : nil, appID: appID,
+                                             visible: node.visible ?? false, focused: node.focused ?? false))
+            }
+            stack.append(contentsOf: (node.nodes ?? []) + (node.floatingNodes ?? []))
+        }
+        windows.sort { $0.id < $1.id }
+        return WindowPicture(windows: windows)
+    }
+
+    /// Whether every command of a RUN_COMMAND reply succeeded, and the first error otherwise.
+    static func commandOutcome(_ payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> String? {
+        let results: [SwayCommandResult]
+        do {
+            results = try coder.decode([SwayCommandResult].self, from: payload)
+        } catch {
+            throw .malformedPayload(type: SwayMessageType.runCommand, reason: "\(error)")
+        }
+        return results.first { !$0.success }.map { $0.error ?? "failed" }
+    }
+}

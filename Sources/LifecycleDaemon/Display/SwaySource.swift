@@ -1,0 +1,198 @@
+import CSupport
+import Glibc
+import LifecycleProtocol
+
+/// sway (or any compositor speaking the i3/sway IPC with pids) as a display source: it subscribes to window,
+/// workspace and shutdown events and reads the whole tree at connect and after each event that may have moved a
+/// window. A lost or garbled connection is logged, closed and made again after a doubling delay; the apps keep
+/// their states meanwhile, and the first tree after the reconnect reconciles them.
+final class SwaySource: DisplaySource {
+    let name = "sway"
+    private(set) var address: String
+    /// Where the socket is now: sway names it after its pid, so a restarted sway is found again by looking anew.
+    private let locate: () -> String?
+    private(set) var connected = false
+    private let loop: EventLoop
+    private let coder = LineCoder()
+    private var report: ((WindowPicture) -> Void)?
+    private var socket: FileDescriptor?
+    private var watch: EventSource?
+    private var decoder = SwayFrameDecoder()
+    private var output: [UInt8] = []
+    /// The replies sway owes, in the order asked (it answers in order; events come in between).
+    private var awaiting: [UInt32] = []
+    /// A tree was asked for while one was on its way: ask again once it arrives, as it may predate the change.
+    private var treeStale = false
+    private var retry: LoopTimer?
+    private var retryDelay = SwaySource.firstRetryDelay
+    private var stopped = false
+    static let firstRetryDelay: Duration = .milliseconds(100)
+    static let maxRetryDelay: Duration = .seconds(5)
+
+    init(loop: EventLoop, socketPath: String, locate: @escaping () -> String? = { nil }) {
+        self.loop = loop
+        self.address = socketPath
+        self.locate = locate
+    }
+
+    func start(report: @escaping (WindowPicture) -> Void) {
+        self.report = report
+        connect()
+    }
+
+    func stop() {
+        stopped = true
+        retry?.cancel()
+        disconnect()
+    }
+
+    func focus(window: Int64) { command("[con_id=\(window)] focus") }
+    func hide(window: Int64) { command("[con_id=\(window)] move scratchpad") }
+
+    // MARK: Connection
+
+    private func connect() {
+        guard !stopped else { return }
+        if let found = locate() { address = found }
+        let fd = cs_unix_connect(address)
+        guard fd >= 0 else { return lost("Failed to connect to sway at \(address): \(String(cString: strerror(-fd)))") }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        let socket = FileDescriptor(owning: fd, path: address)
+        do {
+            watch = try loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] revents in self.ready(revents) }
+        } catch {
+            return lost("Failed to watch the sway socket: \(error)")
+        }
+        self.socket = socket
+        decoder = SwayFrameDecoder()
+        awaiting = []
+        treeStale = false
+        send(SwayMessageType.subscribe, payload: #"["window","workspace","shutdown"]"#)
+        send(SwayMessageType.getTree)
+    }
+
+    private func disconnect() {
+        watch?.cancel()
+        watch = nil
+        socket = nil
+        output = []
+        awaiting = []
+        connected = false
+    }
+
+    /// Close, log, and try again after a delay that doubles up to its cap: no polling while sway is away. Every
+    /// loss of an open connection is logged; of the failed attempts to connect while sway is away, only the first.
+    private func lost(_ reason: String) {
+        let wasOpen = socket != nil
+        disconnect()
+        guard !stopped else { return }
+        if wasOpen || retryDelay == Self.firstRetryDelay {
+            Log.warning("display: \(reason); the apps keep their states, reconnecting")
+        }
+        if retry == nil {
+            do {
+                retry = try LoopTimer(loop: loop) { [unowned self] in self.connect() }
+            } catch {
+                return Log.error("display: Failed to create the reconnect timer: \(error); sway is not followed any more")
+            }
+        }
+        retry?.arm(after: retryDelay)
+        retryDelay = min(retryDelay * 2, Self.maxRetryDelay)
+    }
+
+    // MARK: I/O
+
+    private func send(_ type: UInt32, payload: String = "") {
+        guard socket != nil else { return }
+        if type == SwayMessageType.getTree, awaiting.contains(SwayMessageType.getTree) {
+            treeStale = true
+            return
+        }
+        awaiting.append(type)
+        output += SwayCodec.encode(type: type, payload: payload)
+        flush()
+    }
+
+    private func command(_ text: String) {
+        guard connected else { return Log.warning("display: sway is not connected; '\(text)' not sent") }
+        send(SwayMessageType.runCommand, payload: text)
+    }
+
+    private func flush() {
+        guard let socket else { return }
+        while !output.isEmpty {
+            let count = output.withUnsafeBytes { Glibc.write(socket.rawValue, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count < 0, errno == EAGAIN {
+                watch?.setEvents(IOEvents.readable | IOEvents.writable)
+                return
+            }
+            guard count > 0 else { return lost("Failed to write to sway: \(String(cString: strerror(errno)))") }
+            output.removeFirst(count)
+        }
+        watch?.setEvents(IOEvents.readable)
+    }
+
+    private func ready(_ revents: UInt32) {
+        if revents & IOEvents.writable != 0 { flush() }
+        guard let socket, revents & IOEvents.readable | IOEvents.hangup | IOEvents.error != 0 else { return }
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(socket.rawValue, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count < 0, errno == EAGAIN { break }
+            if count <= 0 {
+                return lost(count == 0 ? "sway closed the connection" : "Failed to read from sway: \(String(cString: strerror(errno)))")
+            }
+            decoder.append(chunk[..<count])
+        }
+        do {
+            while let frame = try decoder.next() {
+                try handle(frame)
+                if self.socket == nil { return }
+            }
+        } catch {
+            lost("sway sent input lifecycled cannot read (\(error))")
+        }
+    }
+
+    private func handle(_ frame: SwayFrame) throws(SwayIPCError) {
+        if frame.isEvent {
+            switch frame.type {
+            case SwayMessageType.shutdownEvent:
+                lost("sway is shutting down")
+            case SwayMessageType.windowEvent, SwayMessageType.workspaceEvent:
+                // Any of them may change which windows show or hold focus: the tree says what is true now.
+                send(SwayMessageType.getTree)
+            default:
+                break
+            }
+            return
+        }
+        guard !awaiting.isEmpty else { throw .malformedPayload(type: frame.type, reason: "a reply nobody asked for") }
+        let expected = awaiting.removeFirst()
+        guard frame.type == expected else {
+            throw .malformedPayload(type: frame.type, reason: "a reply of type \(frame.type) where \(expected) was due")
+        }
+        switch frame.type {
+        case SwayMessageType.getTree:
+            let picture = try SwayTree.picture(fromTree: frame.payload, coder: coder)
+            if !connected {
+                connected = true
+                retryDelay = Self.firstRetryDelay
+                Log.info("display: following sway at \(address)")
+            }
+            if treeStale {
+                treeStale = false
+                send(SwayMessageType.getTree)
+            }
+            report?(picture)
+        case SwayMessageType.runCommand:
+            if let failure = try SwayTree.commandOutcome(frame.payload, coder: coder) {
+                Log.warning("display: sway refused a command: \(failure)")
+            }
+        default:
+            break
+        }
+    }
+}

@@ -1,0 +1,87 @@
+// Focus and visibility from the display server: the states follow what the user sees. An app with a visible window
+// is in the foreground (active when one of its windows has the focus), an app whose windows are all hidden goes to
+// the background, and the grace time and suspension go on from there as for any app. The facts come per app, so
+// the model never knows which display server reported them; apps that never show a window are left to lifectl.
+
+/// What the display server shows, per configured app (windows no configured app owns are not in it).
+public struct DisplayFacts: Sendable, Equatable {
+    /// Apps with at least one visible window.
+    public var visible: Set<String>
+    /// Apps with at least one window, visible or hidden.
+    public var windowed: Set<String>
+    /// The app whose window has the keyboard focus (nil: none of ours).
+    public var focused: String?
+
+    public init(visible: Set<String> = [], windowed: Set<String> = [], focused: String? = nil) {
+        self.visible = visible
+        self.windowed = windowed.union(visible)
+        self.focused = focused
+        if let focused {
+            self.visible.insert(focused)
+            self.windowed.insert(focused)
+        }
+    }
+}
+
+/// The display's last facts, and which running apps have shown a window (only those follow the display), each
+/// with the launch it showed it in: a relaunched app is inactive until its new process shows a window.
+struct DisplayState: Sendable, Equatable {
+    var facts = DisplayFacts()
+    var shownInLaunch: [String: Int] = [:]
+}
+
+extension Supervisor {
+    /// The facts the model last heard from the display server.
+    public var displayFacts: DisplayFacts { display.facts }
+
+    /// An app that another takes focus from stays inactive while a window of it is visible (two windows side by
+    /// side); otherwise it leaves the foreground.
+    func demotionTarget(of name: String) -> AppState {
+        display.facts.visible.contains(name) ? .inactive : .background
+    }
+
+    /// The display server reports a new picture: apps with a visible window are resumed first (their windows must
+    /// redraw), the app losing focus resigns, the one gaining it comes forward, visible apps stand inactive and
+    /// apps whose windows are all hidden or closed go to the background.
+    public mutating func displayChanged(_ reported: DisplayFacts, now: MonotonicTime) -> [Effect] {
+        self.now = now
+        startEvent()
+        let running = Set(table.records.filter { $0.state.isRunning && !$0.run.termination.isUnderway }.map(\.name))
+        let focused = reported.focused.flatMap { running.contains($0) ? $0 : nil }
+        let facts = DisplayFacts(visible: reported.visible.intersection(running),
+                                 windowed: reported.windowed.intersection(running), focused: focused)
+        display.facts = facts
+        for name in facts.windowed { display.shownInLaunch[name] = table[name].launches }
+        let shown = Set(display.shownInLaunch.filter { running.contains($0.key) && table[$0.key].launches == $0.value }.keys)
+        display.shownInLaunch = display.shownInLaunch.filter { shown.contains($0.key) }
+
+        var moved: [String] = []
+        for name in facts.visible.sorted() where table[name].projectedState == .suspended {
+            append(name, .resume)
+            moved.append(name)
+        }
+        if let focused, table[focused].projectedState != .active {
+            perform(.takeFocus, for: focused, origin: "display")
+            moved.append(focused)
+        } else if focused == nil, let active = table.records.first(where: { $0.projectedState == .active })?.name,
+                  shown.contains(active) {
+            // The focus went to a window that is none of ours (or to nothing): the active app resigns.
+            move(active, to: demotionTarget(of: active), origin: "display")
+            moved.append(active)
+        }
+        for name in shown.sorted() where name != focused {
+            let projected = table[name].projectedState
+            if facts.visible.contains(name), projected == .background {
+                move(name, to: .inactive, origin: "display")
+                moved.append(name)
+            } else if !facts.visible.contains(name), projected.isForeground {
+                move(name, to: .background, origin: "display")
+                moved.append(name)
+            }
+        }
+        guard let first = moved.first else { return endEvent() }
+        // In the order queued: the resumes run before any message is sent.
+        for name in moved { advance(name) }
+        return finish(first)
+    }
+}

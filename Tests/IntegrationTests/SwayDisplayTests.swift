@@ -1,0 +1,175 @@
+import Foundation
+import Glibc
+import LifecycleProtocol
+import Testing
+
+/// `[Display] Source=sway` against a real headless sway: the apps' windows (foot, started by the apps lifecycled
+/// launches) drive the states, checked through `lifectl list --json`, /proc and the clients' own records.
+@Suite("Display: states follow a real sway", .serialized)
+struct SwayDisplayTests {
+    let python = DaemonHarness.pythonClient
+
+    /// An app whose main process is the protocol client, with a foot window (app_id `window`) as its child.
+    func windowedApp(_ window: String, sway: HeadlessSway, lifecycle: String = "BackgroundTimeSec=infinity") -> String {
+        "[App]\n\(sway.appEnvironment)Exec=/bin/sh -c \"foot --app-id \(window) sleep 100000 & exec \(python)\"\n\n"
+            + "[Lifecycle]\n\(lifecycle)\nTimeoutStopSec=3\n"
+    }
+
+    func withSway(_ apps: (HeadlessSway, String) -> [String: String], _ body: (DaemonHarness, HeadlessSway, String) throws -> Void) throws {
+        let harness = try DaemonHarness()
+        let sway = try HeadlessSway(tag: harness.tag)
+        defer {
+            harness.stop()
+            sway.stop()
+        }
+        for (name, text) in apps(sway, harness.tag) { try harness.app(name, text) }
+        try harness.daemonConfig("[Display]\nSource=sway\nSwaySocket=\(sway.socketLink)\n")
+        try harness.start()
+        try harness.waitUntil("the daemon follows sway") { harness.log.contains("display: following sway") }
+        try body(harness, sway, harness.tag)
+        #expect(harness.isDaemonRunning, "the daemon must still be running at the end of the test")
+    }
+
+    func state(_ daemon: DaemonHarness, _ app: String) throws -> String { try daemon.status(app).state.rawValue }
+
+    /// The callbacks the app's client received, from record index `start` on.
+    func callbacks(_ daemon: DaemonHarness, _ app: String, from start: Int = 0) -> [String] {
+        Array(daemon.types(app).dropFirst(start)).filter { $0 != "hello" && $0 != "didFinishLaunching" }
+    }
+
+    @Test("focus, workspaces, the scratchpad and closing a window drive the states and callbacks; lifectl focus and background move the real focus")
+    func swayDrivesTheStates() throws {
+        try withSway({ sway, tag in
+            ["a": windowedApp("a-\(tag)", sway: sway), "b": windowedApp("b-\(tag)", sway: sway, lifecycle: "BackgroundTimeSec=1")]
+        }) { daemon, sway, tag in
+            // A launched app is inactive until its window shows; a new window takes the focus in sway.
+            try daemon.control("launch", "a")
+            _ = try sway.waitForView("a-\(tag)")
+            try daemon.waitForState("a", "active")
+            try daemon.control("launch", "b")
+            _ = try sway.waitForView("b-\(tag)")
+            try daemon.waitForState("b", "active")
+            // Two tiled windows side by side: a resigned and stays inactive.
+            try daemon.waitForState("a", "inactive")
+            #expect(callbacks(daemon, "a") == ["didBecomeActive", "willResignActive"])
+
+            // Focus back to a by sway itself.
+            let aView = try #require(try sway.view("a-\(tag)"))
+            let bView = try #require(try sway.view("b-\(tag)"))
+            let bRecords = daemon.types("b").count
+            try sway.msg("[con_id=\(aView.id)] focus")
+            try daemon.waitForState("a", "active")
+            try daemon.waitForState("b", "inactive")
+            #expect(callbacks(daemon, "b", from: bRecords) == ["willResignActive"])
+
+            // b's window moves to another workspace: b goes to the background, then is suspended after its grace.
+            try sway.msg("[con_id=\(bView.id)] move container to workspace 2")
+            try daemon.waitForState("b", "suspended")
+            let bPid = try #require(try daemon.status("b").pid)
+            #expect(Kernel.state(bPid) == "T")
+            #expect(Kernel.state(bView.pid) == "T", "the window's process, a child of the app, is stopped too")
+
+            // Switching to that workspace shows b's window: b is resumed and becomes active, a goes to the background.
+            let bBefore = daemon.types("b").count
+            try sway.msg("workspace 2")
+            try daemon.waitForState("b", "active")
+            try daemon.waitForState("a", "background")
+            #expect(Kernel.state(bPid) != "T")
+            #expect(callbacks(daemon, "b", from: bBefore) == ["didEnterBackground", "willEnterForeground", "didBecomeActive"]
+                    || callbacks(daemon, "b", from: bBefore) == ["willEnterForeground", "didBecomeActive"])
+
+            // lifectl focus asks sway, and the real focus moves.
+            try daemon.control("focus", "a")
+            try daemon.waitForState("a", "active")
+            #expect(try sway.view("a-\(tag)")?.focused == true)
+            #expect(try state(daemon, "b") == "background")
+
+            // lifectl background puts a's window in the scratchpad.
+            try daemon.control("background", "a")
+            try daemon.waitForState("a", "background")
+            #expect(try sway.view("a-\(tag)")?.visible == false)
+
+            // Closing b's last window while its process runs: b goes to the background.
+            try sway.msg("[con_id=\(bView.id)] focus")
+            try daemon.waitForState("b", "active")
+            try sway.msg("[con_id=\(bView.id)] kill")
+            try daemon.waitUntil("b leaves the foreground") { ["background", "suspended"].contains(try self.state(daemon, "b")) }
+            #expect(Kernel.exists(bPid))
+        }
+    }
+
+    @Test("sway killed and restarted: the daemon keeps every state, reconnects, and follows the new sway")
+    func swayRestartLosesNothing() throws {
+        try withSway({ sway, tag in
+            ["a": windowedApp("a-\(tag)", sway: sway), "b": windowedApp("b-\(tag)", sway: sway, lifecycle: "BackgroundTimeSec=1")]
+        }) { daemon, sway, tag in
+            try daemon.control("launch", "b")
+            let bView = try sway.waitForView("b-\(tag)")
+            try daemon.waitForState("b", "active")
+            try sway.msg("[con_id=\(bView.id)] move container to workspace 2")
+            try daemon.waitForState("b", "suspended")
+            try daemon.control("launch", "a")
+            _ = try sway.waitForView("a-\(tag)")
+            try daemon.waitForState("a", "active")
+
+            try sway.kill()
+            try daemon.waitUntil("the daemon notices") { daemon.log.contains("the apps keep their states, reconnecting") }
+            #expect(try state(daemon, "a") == "active")
+            #expect(try state(daemon, "b") == "suspended")
+            let status = try daemon.lifectl("status")
+            #expect(status.stdout.contains("display: sway at"))
+
+            try sway.start()
+            try daemon.waitUntil("the daemon follows the new sway") {
+                daemon.log.components(separatedBy: "display: following sway").count > 2
+            }
+            // a's window died with the old sway: a is in the background now; nothing suspended shows a window.
+            try daemon.waitForState("a", "background")
+            #expect(try state(daemon, "b") == "suspended")
+            for view in try sway.views() {
+                #expect(Kernel.state(view.pid) != "T", "a visible window's process is never left stopped")
+            }
+            // The new sway drives the states as the old one did.
+            try daemon.control("focus", "b")
+            try daemon.waitForState("b", "active")
+            #expect(Kernel.state(try #require(try daemon.status("b").pid)) != "T")
+        }
+    }
+}
+
+/// A display server that sends what sway never would: the daemon logs it, reconnects, and carries on.
+@Suite("Display: broken input from the display server", .serialized)
+struct SwayBrokenInputTests {
+    @Test("garbage and a truncated reply: each is a clear log line and a reconnect; the daemon keeps serving")
+    func garbageAndTruncationReconnect() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let socketPath = harness.root.appendingPathComponent("fake-sway.sock").path
+        let fake = Process()
+        fake.executableURL = URL(fileURLWithPath: DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_sway.py").path)
+        fake.arguments = [socketPath, "garbage", "truncated", "good"]
+        let scenarios = Pipe()
+        fake.standardOutput = scenarios
+        try fake.run()
+        defer {
+            kill(fake.processIdentifier, SIGKILL)
+            fake.waitUntilExit()
+        }
+        try harness.waitUntil("the fake sway listens") { access(socketPath, F_OK) == 0 }
+        try harness.app("a", "[App]\nExec=\(DaemonHarness.pythonClient)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n")
+        try harness.daemonConfig("[Display]\nSource=sway\nSwaySocket=\(socketPath)\n")
+        try harness.start()
+
+        try harness.waitUntil("the daemon follows the fake sway after two bad connections") {
+            harness.log.contains("display: following sway")
+        }
+        #expect(harness.log.contains("sway sent input lifecycled cannot read (the message does not start with \"i3-ipc\""))
+        #expect(harness.log.contains("sway closed the connection"))
+        // The daemon is unaffected: it serves requests, and a window nobody owns changes nothing.
+        try harness.control("launch", "a")
+        #expect(try harness.status("a").state.rawValue == "inactive")
+        let status = try harness.lifectl("status")
+        #expect(status.stdout.contains("display: sway at \(socketPath), connected"))
+        #expect(harness.isDaemonRunning)
+    }
+}
