@@ -13,7 +13,7 @@
 #   2. debootstraps a bookworm tree with systemd, udev and linux-image-cloud-amd64 ONCE into $WORK/root and makes a
 #      root disk image of it ($WORK/root.img, cached); the VM runs it with -snapshot, so the image never changes;
 #   3. puts the binaries, the unit and the check script on a second small disk, mounted at /check in the VM;
-#   4. boots the VM (KVM when /dev/kvm works, else TCG), whose check unit writes PASS/FAIL lines to /check/out
+#   4. boots the VM (KVM when a guest runs under it, else TCG), whose check unit writes PASS/FAIL lines to /check/out
 #      and powers off; the results are read back from the disk image with debugfs.
 #
 # Environment:
@@ -21,6 +21,7 @@
 #   LIFECYCLED_VM_MIRROR     Debian mirror for debootstrap (default http://deb.debian.org/debian)
 #   LIFECYCLED_VM_REBUILD=1  debootstrap the tree and make the image again
 #   LIFECYCLED_VM_TIMEOUT    seconds the VM may run (default 600)
+#   LIFECYCLED_VM_ACCEL      auto (default: KVM if a guest runs under it, else TCG), kvm or tcg
 #   LIFECYCLED_VM_PLACEMENT  "cgroupfs" runs the daemon with LIFECYCLED_PLACEMENT=cgroupfs (its delegated-subtree
 #                            placement, for comparison: that is the run where crash recovery fails)
 #   LIFECYCLED_BIN_DIR       use lifecycled and lifectl from this directory instead of building them
@@ -115,12 +116,27 @@ echo "${PLACEMENT}" >"$CHECK/placement"
 mkfs.ext4 -q -F -L lifecycled-check -d "$CHECK" "$WORK/check.img" 512M >/dev/null 2>&1 || die "mkfs.ext4 of the check disk failed"
 
 # --- 4. boot ------------------------------------------------------------------------------------------------------
-accel="-accel tcg"
-if [ -w /dev/kvm ] && qemu-system-x86_64 -accel kvm -machine none -display none -S -daemonize -pidfile "$WORK/kvm-probe.pid" >/dev/null 2>&1; then
-    kill "$(cat "$WORK/kvm-probe.pid")" 2>/dev/null
-    accel="-accel kvm -cpu host"
-fi
-echo "== booting the VM (${accel% -cpu*}, placement: ${PLACEMENT:-default})"
+# KVM when a guest really runs under it: /dev/kvm can be there and KVM_CREATE_VM succeed while no guest code ever
+# executes (nested in some VMs), so the kernel is started under KVM for at most 10 s and must print something.
+accel="-accel tcg,thread=multi"
+case ${LIFECYCLED_VM_ACCEL:-auto} in
+    tcg) ;;
+    kvm) accel="-accel kvm" ;;
+    auto)
+        if [ -w /dev/kvm ]; then
+            rm -f "$WORK/kvm-probe.log"
+            timeout 10 qemu-system-x86_64 -accel kvm -m 256 -nodefaults -no-reboot -display none -nic none \
+                -serial "file:$WORK/kvm-probe.log" -kernel "$KERNEL" -append "console=ttyS0 earlyprintk=serial panic=-1" \
+                >/dev/null 2>&1 &
+            probe=$!
+            for _ in $(seq 1 100); do [ -s "$WORK/kvm-probe.log" ] && break; sleep 0.1; done
+            [ -s "$WORK/kvm-probe.log" ] && accel="-accel kvm"
+            kill "$probe" 2>/dev/null; wait "$probe" 2>/dev/null
+            [ "$accel" = "-accel kvm" ] || echo "   /dev/kvm is there, but a guest under KVM printed nothing in 10 s: TCG"
+        fi ;;
+    *) die "LIFECYCLED_VM_ACCEL: auto, kvm or tcg" ;;
+esac
+echo "== booting the VM ($accel, placement: ${PLACEMENT:-default})"
 t=$(now)
 timeout --kill-after=10 "$TIMEOUT" qemu-system-x86_64 $accel -m 1536 -smp 2 -nodefaults -no-reboot \
     -display none -serial "file:$OUT/console.log" -nic none \

@@ -90,20 +90,31 @@ final class SystemdManagerBus {
 
     func startTransientUnit(_ unit: String, properties: [UnitProperty], reply: @escaping Reply) {
         call("StartTransientUnit", reply: reply) { (message) throws(SystemdBusError) in
-            try Self.append(message, "s", unit)
-            try Self.append(message, "s", "fail")
-            try Self.append(message, properties: properties)
-            try Self.container(message, "a", "(sa(sv))") { () throws(SystemdBusError) in }
+            try Self.appendStartTransientUnit(message, unit: unit, properties: properties)
         }
     }
 
     func setUnitProperties(_ unit: String, _ properties: [UnitProperty], reply: @escaping Reply) {
         call("SetUnitProperties", reply: reply) { (message) throws(SystemdBusError) in
-            try Self.append(message, "s", unit)
-            var runtime: Int32 = 1
-            try Self.check(sd_bus_message_append_basic(message, Self.type("b"), &runtime), "append runtime")
-            try Self.append(message, properties: properties)
+            try Self.appendSetUnitProperties(message, unit: unit, properties: properties)
         }
+    }
+
+    /// StartTransientUnit's `ssa(sv)a(sa(sv))`: the unit, the job mode ("fail": never replace a job of a scope that
+    /// is already there), its properties, and no auxiliary units.
+    static func appendStartTransientUnit(_ message: OpaquePointer, unit: String, properties: [UnitProperty]) throws(SystemdBusError) {
+        try append(message, "s", unit)
+        try append(message, "s", "fail")
+        try append(message, properties: properties)
+        try container(message, "a", "(sa(sv))") { () throws(SystemdBusError) in }
+    }
+
+    /// SetUnitProperties' `sba(sv)`, for the running unit only (`runtime`): a drop-in of a scope would outlive it.
+    static func appendSetUnitProperties(_ message: OpaquePointer, unit: String, properties: [UnitProperty]) throws(SystemdBusError) {
+        try append(message, "s", unit)
+        var runtime: Int32 = 1
+        try check(sd_bus_message_append_basic(message, type("b"), &runtime), "append runtime")
+        try append(message, properties: properties)
     }
 
     /// FreezeUnit or ThawUnit (systemd 246 and later): systemd writes the unit's cgroup.freeze and answers once
