@@ -25,14 +25,14 @@ esac
 install -m 0755 /check/bin/lifecycled /check/bin/lifectl /usr/local/bin/
 cp /check/lifecycled.service /etc/systemd/system/
 mkdir -p /etc/systemd/system/lifecycled.service.d
-# A short watchdog and abort timeout, so that the watchdog case below takes seconds; no start limit for the test's
-# three crashes in a row.
+# A shorter watchdog and abort timeout, so that the watchdog case below takes seconds (but not so short that a
+# daemon starting under TCG misses its first ping); no start limit for the test's three crashes in a row.
 cat >/etc/systemd/system/lifecycled.service.d/test.conf <<'CONF'
 [Unit]
 StartLimitIntervalSec=0
 [Service]
-WatchdogSec=3s
-TimeoutAbortSec=3s
+WatchdogSec=15s
+TimeoutAbortSec=5s
 RestartSec=500ms
 CONF
 if [ "$(cat /check/placement 2>/dev/null)" = cgroupfs ]; then

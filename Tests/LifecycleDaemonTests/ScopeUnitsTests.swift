@@ -42,6 +42,7 @@ import Testing
         #expect(properties.contains(.pids("PIDs", [4242])))
         #expect(properties.contains(.string("Slice", "lifecycled.slice")))
         #expect(properties.contains(.string("CollectMode", "inactive-or-failed")))
+        #expect(properties.contains(.bool("Delegate", true)), "AttachProcessesToUnit moves processes only into delegated units")
     }
 
     @Test func theWeightsAreTheOnesTheCgroupfsPlacementWrites() {

@@ -132,12 +132,10 @@ final class ScopePlacement: ProcessPlacement {
         sweep(app, leader: leader, tries: tries)
     }
 
+    /// The scope outlived the previous daemon: its cgroup is the app's place. The first `apply` finds the process
+    /// there and starts no new scope.
     func adopt(_ app: AppRuntime) {
-        guard let pid = app.pid else { return }
-        let cgroup = scopeCgroup(app.name)
-        guard cgroup.pids().contains(pid) else { return }
-        app.cgroup = cgroup
-        started[app.name] = pid
+        if let scope = leftover(app.name) { app.cgroup = scope }
     }
 
     /// `ExternalFrom=cgroup` groups are the daemon's own cgroupfs groups, which a scope placement does not make.
@@ -196,7 +194,14 @@ final class ScopePlacement: ProcessPlacement {
     /// The first priority of a new process starts its scope; each change of weights is one SetUnitProperties,
     /// runtime only (a unit file of the scope would outlive it). `oom_score_adj` is per process, as elsewhere.
     func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
-        if started[app.name] != leader && !app.usesProcessGroupAlone { startScope(app, leader: leader) }
+        if started[app.name] != leader && !app.usesProcessGroupAlone {
+            if let scope = app.cgroup, scope.pids().contains(leader) {
+                started[app.name] = leader
+                runtimes[app.name] = app
+            } else {
+                startScope(app, leader: leader)
+            }
+        }
         if app.cgroup != nil && previous?.weightClass != priority.weightClass {
             let name = app.name
             bus.setUnitProperties(ScopeUnits.unitName(app: name), UnitProperty.weights(priority)) { error, _ in

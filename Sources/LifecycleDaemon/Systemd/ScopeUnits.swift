@@ -105,11 +105,14 @@ enum UnitProperty: Equatable {
 
     /// What a new app scope starts with: the app's process (systemd moves it in), the slice, and collection once
     /// the scope is inactive or failed, so that the next launch of the app can take the same name at once (an app
-    /// killed by a signal leaves its scope failed, which would otherwise keep the name).
+    /// killed by a signal leaves its scope failed, which would otherwise keep the name). `Delegate=yes`, because
+    /// systemd moves further processes into a running unit (`AttachProcessesToUnit`: what the app forked before its
+    /// scope existed) only for delegated units; the daemon makes no cgroup below a scope.
     static func scope(app name: String, pid: pid_t) -> [UnitProperty] {
         [.string("Description", "lifecycled app \(name)"),
          .string("Slice", ScopeUnits.slice),
          .pids("PIDs", [UInt32(bitPattern: pid)]),
+         .bool("Delegate", true),
          .string("CollectMode", "inactive-or-failed")]
     }
 
