@@ -19,12 +19,8 @@ final class ScopePlacement: ProcessPlacement {
     private lazy var processGroups = ProcessGroupPlacement(kept: kept)
     /// The leader each app's scope was started for: a new process needs a new scope.
     private var started: [String: pid_t] = [:]
-    /// Apps whose scope systemd has not filled yet: the timer that looks again, and the leader and tries left.
-    private var sweeps: [String: LoopTimer] = [:]
-    private var sweepsLeft: [String: (pid_t, Int)] = [:]
-    /// The app runtimes by name, for the sweep's timer (the placement does not own them).
-    private var runtimes: [String: AppRuntime] = [:]
-    private func runtime(_ name: String) -> AppRuntime? { runtimes[name] }
+    /// Apps whose scope systemd has not filled yet, looked at again until their leader is there.
+    private var sweeps: [String: PendingSweep] = [:]
     /// How often, and how far apart, the sweep looks for the scope's cgroup before it gives up.
     static let sweepTries = 100
     static let sweepInterval: Duration = .milliseconds(20)
@@ -40,12 +36,9 @@ final class ScopePlacement: ProcessPlacement {
     /// has FreezeUnit (246).
     static func make(loop: EventLoop, environment: [String: String], mount: String = "/sys/fs/cgroup") -> (ScopePlacement?, String) {
         if environment["LIFECYCLED_PLACEMENT"] == "cgroupfs" { return (nil, "LIFECYCLED_PLACEMENT=cgroupfs") }
-        let hooked = environment[SystemdJob.busOverrideVariable] != nil && environment["LIFECYCLED_PLACEMENT"] == "scope"
-        if !hooked {
-            guard access("/run/systemd/system", F_OK) == 0 else { return (nil, "systemd is not PID 1") }
-            guard environment["INVOCATION_ID"] != nil else { return (nil, "not started as a systemd service (no INVOCATION_ID)") }
-            guard FilesystemKind(statfsOf: mount) == .cgroup2 else { return (nil, "\(mount) is not a pure cgroup2 hierarchy") }
-        }
+        guard access("/run/systemd/system", F_OK) == 0 else { return (nil, "systemd is not PID 1") }
+        guard environment["INVOCATION_ID"] != nil else { return (nil, "not started as a systemd service (no INVOCATION_ID)") }
+        guard FilesystemKind(statfsOf: mount) == .cgroup2 else { return (nil, "\(mount) is not a pure cgroup2 hierarchy") }
         do {
             let bus = try SystemdManagerBus.connect(loop: loop, environment: environment)
             guard bus.version >= 246 else { return (nil, "systemd \(bus.version) has no FreezeUnit (246 and later)") }
@@ -82,7 +75,6 @@ final class ScopePlacement: ProcessPlacement {
     private func startScope(_ app: AppRuntime, leader: pid_t) {
         let name = app.name, unit = ScopeUnits.unitName(app: name)
         started[name] = leader
-        runtimes[name] = app
         app.cgroup = scopeCgroup(name)
         bus.startTransientUnit(unit, properties: UnitProperty.scope(app: name, pid: leader)) { [weak self] error, errorName in
             guard let self else { return }
@@ -111,25 +103,24 @@ final class ScopePlacement: ProcessPlacement {
         guard inside.contains(leader) else {
             // systemd answers before its job has moved the process: look again shortly.
             guard tries > 0 else { return }
-            if sweeps[name] == nil {
-                sweeps[name] = try? LoopTimer(loop: loop) { [unowned self] in self.sweepAgain(name) }
+            let pending = sweeps[name].flatMap { $0.leader == leader ? $0 : nil } ?? PendingSweep(app: app, leader: leader)
+            pending.tries = tries - 1
+            if pending.timer == nil {
+                pending.timer = try? LoopTimer(loop: loop) { [weak self, weak pending] in
+                    guard let self, let pending, let app = pending.app else { return }
+                    self.sweep(app, leader: pending.leader, tries: pending.tries)
+                }
             }
-            sweepsLeft[name] = (leader, tries - 1)
-            sweeps[name]?.arm(after: Self.sweepInterval)
+            sweeps[name] = pending
+            pending.timer?.arm(after: Self.sweepInterval)
             return
         }
         sweeps[name] = nil
-        sweepsLeft[name] = nil
         let outside = ProcessTable.members(ofProcessGroup: leader).filter { !inside.contains($0) }
         guard !outside.isEmpty else { return }
         bus.attachProcesses(ScopeUnits.unitName(app: name), pids: outside) { error, _ in
             if let error { Log.warning("\(name): Failed to move its processes \(outside) into its scope: \(error)") }
         }
-    }
-
-    private func sweepAgain(_ name: String) {
-        guard let (leader, tries) = sweepsLeft[name], let app = runtime(name) else { return }
-        sweep(app, leader: leader, tries: tries)
     }
 
     /// The scope outlived the previous daemon: its cgroup is the app's place. The first `apply` finds the process
@@ -197,7 +188,6 @@ final class ScopePlacement: ProcessPlacement {
         if started[app.name] != leader && !app.usesProcessGroupAlone {
             if let scope = app.cgroup, scope.pids().contains(leader) {
                 started[app.name] = leader
-                runtimes[app.name] = app
             } else {
                 startScope(app, leader: leader)
             }
@@ -226,9 +216,7 @@ final class ScopePlacement: ProcessPlacement {
     func remove(_ app: AppRuntime) {
         if let path = app.cgroup?.unifiedPath { kept.forget(under: path) }
         started[app.name] = nil
-        runtimes[app.name] = nil
         sweeps[app.name] = nil
-        sweepsLeft[app.name] = nil
     }
 
     func displayPath(of app: AppRuntime) -> String? {
@@ -246,3 +234,17 @@ final class ScopePlacement: ProcessPlacement {
 
     func removeAll() { kept.forget(under: "/") }
 }
+
+/// An app whose scope systemd has not filled yet: its leader, the looks left, and the timer of the next one.
+private final class PendingSweep {
+    weak var app: AppRuntime?
+    let leader: pid_t
+    var tries = 0
+    var timer: LoopTimer?
+
+    init(app: AppRuntime, leader: pid_t) {
+        self.app = app
+        self.leader = leader
+    }
+}
+

@@ -28,7 +28,7 @@ final class SystemdManagerBus {
     deinit { sd_bus_flush_close_unref(bus) }
 
     /// As root, systemd's private socket (a direct connection, as `systemctl` uses: no bus daemon, no Hello);
-    /// `LIFECYCLED_SYSTEMD_BUS` instead where a test sets it. Asks for the manager's version with a call bounded
+    /// `LIFECYCLED_SYSTEMD_BUS` instead where it is set (`SystemdJob.busOverrideVariable`). Asks for the manager's version with a call bounded
     /// by `timeout`, which also proves that systemd answers there.
     static func connect(loop: EventLoop, environment: [String: String], timeout: Duration = .seconds(2)) throws(SystemdBusError) -> SystemdManagerBus {
         let address = environment[SystemdJob.busOverrideVariable].map { $0 } ?? "unix:path=/run/systemd/private"
