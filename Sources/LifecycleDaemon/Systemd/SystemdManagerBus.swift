@@ -67,12 +67,35 @@ final class SystemdManagerBus {
         result = sd_bus_message_append_basic(message, type("s"), managerInterface)
         if result >= 0 { result = sd_bus_message_append_basic(message, type("s"), "Version") }
         guard result >= 0 else { throw SystemdBusError("build the Version call", errno: -result) }
-        var error = sd_bus_error()
-        defer { sd_bus_error_free(&error) }
-        var reply: OpaquePointer?
-        result = sd_bus_call(bus, message, microseconds(timeout), &error, &reply)
-        guard result >= 0, let reply else {
-            throw SystemdBusError("ask systemd for its Version: \(error.name.map { String(cString: $0) } ?? String(cString: strerror(-result)))")
+        // Sent and awaited by hand, as `SystemdJob` does: `sd_bus_call` would wait for the authentication with
+        // sd-bus's own timeout whatever its own says, and the daemon's start would hang that long on a mute socket.
+        var cookie: UInt64 = 0
+        result = sd_bus_send(bus, message, &cookie)
+        guard result >= 0 else { throw SystemdBusError("send the Version call", errno: -result) }
+        let deadline = MonotonicDeadline(after: timeout)
+        var answer: OpaquePointer?
+        while answer == nil {
+            var received: OpaquePointer?
+            result = sd_bus_process(bus, &received)
+            guard result >= 0 else { throw SystemdBusError("wait for systemd's Version", errno: -result) }
+            if let received {
+                var replyCookie: UInt64 = 0
+                if sd_bus_message_get_reply_cookie(received, &replyCookie) >= 0 && replyCookie == cookie {
+                    answer = received
+                } else {
+                    sd_bus_message_unref(received)
+                }
+                continue
+            }
+            if result > 0 { continue }
+            guard deadline.remaining > 0 else { throw SystemdBusError("no answer from systemd within \(timeout)") }
+            result = sd_bus_wait(bus, deadline.remaining)
+            guard result >= 0 || result == -EINTR else { throw SystemdBusError("wait for systemd's Version", errno: -result) }
+        }
+        guard let reply = answer else { throw SystemdBusError("no answer from systemd") }
+        if let error = sd_bus_message_get_error(reply), sd_bus_error_is_set(error) != 0 {
+            defer { sd_bus_message_unref(reply) }
+            throw SystemdBusError("ask systemd for its Version: \(error.pointee.name.map { String(cString: $0) } ?? "an error")")
         }
         defer { sd_bus_message_unref(reply) }
         var text: UnsafePointer<CChar>?
