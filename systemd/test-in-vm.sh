@@ -106,14 +106,16 @@ fi
 echo "== tree: $ROOT; image $IMAGE ($(du -sm "$IMAGE" | cut -f1) MB used); kernel $(basename "$KERNEL")"
 
 # --- 3. the check disk --------------------------------------------------------------------------------------------
-CHECK=$WORK/check
+# One check disk per placement, so that the two runs can go side by side.
+CHECK=$WORK/check${PLACEMENT:+-$PLACEMENT}
+CHECKIMG=$CHECK.img
 OUT=$WORK/out${PLACEMENT:+-$PLACEMENT}
 rm -rf "$CHECK" "$OUT"; mkdir -p "$CHECK/bin" "$CHECK/out" "$OUT"
 cp "$BIN/lifecycled" "$BIN/lifectl" "$CHECK/bin/"
 cp "$here/systemd/lifecycled.service" "$CHECK/"
 cp "$here/systemd/vm-check.sh" "$CHECK/check.sh"
 echo "${PLACEMENT}" >"$CHECK/placement"
-mkfs.ext4 -q -F -L lifecycled-check -d "$CHECK" "$WORK/check.img" 512M >/dev/null 2>&1 || die "mkfs.ext4 of the check disk failed"
+mkfs.ext4 -q -F -L lifecycled-check -d "$CHECK" "$CHECKIMG" 512M >/dev/null 2>&1 || die "mkfs.ext4 of the check disk failed"
 
 # --- 4. boot ------------------------------------------------------------------------------------------------------
 # KVM when a guest really runs under it: /dev/kvm can be there and KVM_CREATE_VM succeed while no guest code ever
@@ -143,11 +145,11 @@ timeout --kill-after=10 "$TIMEOUT" qemu-system-x86_64 $accel -m 1536 -smp 2 -nod
     -kernel "$KERNEL" -initrd "$INITRD" \
     -append "root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 systemd.wants=lifecycled-check.service panic=-1" \
     -drive "file=$IMAGE,if=virtio,format=raw,snapshot=on" \
-    -drive "file=$WORK/check.img,if=virtio,format=raw" >"$OUT/qemu.log" 2>&1
+    -drive "file=$CHECKIMG,if=virtio,format=raw" >"$OUT/qemu.log" 2>&1
 rc=$?
 dt=$(elapsed "$t")
 echo "   VM ran $dt s (boot, checks, poweroff); qemu exit status $rc"
-for f in results details; do debugfs -R "dump /out/$f $OUT/$f" "$WORK/check.img" >/dev/null 2>&1; done
+for f in results details; do debugfs -R "dump /out/$f $OUT/$f" "$CHECKIMG" >/dev/null 2>&1; done
 failed=0
 if [ ! -s "$OUT/results" ]; then
     echo "FAIL VM boots: no results; console:"; tail -40 "$OUT/console.log"; cat "$OUT/qemu.log"
