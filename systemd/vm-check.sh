@@ -113,8 +113,11 @@ pids_before=$(for a in frozen stopped forker plain; do app_field $a 3; done | tr
 
 crash() {  # $1: what, $2: how
     local what=$1 before after restarts
+    wait_for '[ "$(show MainPID)" != 0 ]' 100
     before=$(show MainPID); restarts=$(show NRestarts)
     log "crash: $what (MainPID $before)"
+    # `kill 0` would signal this script's own process group.
+    [ "$before" != 0 ] || { fail "$what: no daemon running to kill" "$(show ActiveState)/$(show SubState)"; return; }
     eval "$2"
     # Bounded in time, not in tries: under TCG one try of three systemctl calls takes most of a second.
     local until=$((SECONDS + 90)) up=1
