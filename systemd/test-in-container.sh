@@ -118,7 +118,9 @@ check() { local name=$1; shift; if "$@" >>"$D" 2>&1; then pass "$name"; else fai
 log() { { echo; echo "### $*"; } >>"$D"; }
 show() { systemctl show -P "$1" lifecycled.service; }
 app_state() { lifectl list 2>/dev/null | awk -v a="$1" '$1 == a { print $2 }'; }
-wait_for() { local i; for i in $(seq 1 100); do "$@" && return 0; sleep 0.1; done; return 1; }
+# The condition is a string evaluated at each try: `wait_for test -n "$(f)"` would expand $(f) once, before the wait,
+# and then wait its whole 10 s on a result that can no longer change.
+wait_for() { local i; for i in $(seq 1 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
 pids_of_comm() { local p; for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = "$1" ] && echo "${p#/proc/}"; done; }
 trap 'systemctl poweroff --no-block' EXIT
 
@@ -159,7 +161,7 @@ echo "$st" | grep -q '^ *Status: "' && pass "systemctl status shows the Status: 
 list=$(lifectl list 2>&1); rc=$?; log "lifectl list (rc $rc)"; echo "$list" >>"$D"
 [ $rc = 0 ] && echo "$list" | grep -q '^sleeper' && pass "lifectl list" "$(echo "$list" | grep '^sleeper' | tr -s ' ')" || fail "lifectl list" "rc $rc: $list"
 lifectl status >>"$D" 2>&1
-wait_for test -n "$(pids_of_comm sleep)"
+wait_for '[ -n "$(pids_of_comm sleep)" ]'
 sleep_pid=$(pids_of_comm sleep | head -1)
 main_pid=$(show MainPID)
 
@@ -170,7 +172,19 @@ if [ -d /sys/fs/cgroup/unified ]; then base=/sys/fs/cgroup/unified; else base=/s
 log "cgroups: ControlGroup=$cg; /proc/$main_pid/cgroup, /proc/$sleep_pid/cgroup"
 cat "/proc/$main_pid/cgroup" "/proc/$sleep_pid/cgroup" >>"$D" 2>&1; ls -la "$base$cg" >>"$D" 2>&1
 layout=$(journalctl -u lifecycled --no-pager -o cat | grep -m1 -E '^cgroup layout: none')
-if [ "$base" != /sys/fs/cgroup ] && [ -n "$layout" ]; then
+scopes=$(journalctl -u lifecycled --no-pager -o cat | grep -m1 -E '^apps in systemd scopes')
+# Where the app's cgroup files are: its scope under systemd's pure cgroup2, else its group in the delegated subtree.
+appcg=$base$cg/app-sleeper
+if [ -n "$scopes" ]; then
+    appcg=/sys/fs/cgroup/lifecycled.slice/app-lifecycled-sleeper.scope
+    procs=$(tr '\n' ' ' <"$base$cg/cgroup.procs" 2>/dev/null)
+    [ "$procs" = "$main_pid " ] && pass "daemon alone in its service cgroup $cg" "$scopes" || fail "daemon alone in its service cgroup $cg" "$procs"
+    if [ -n "$sleep_pid" ] && grep -qx "$sleep_pid" "$appcg/cgroup.procs" 2>/dev/null; then
+        pass "app in its own scope app-lifecycled-sleeper.scope" "$(systemctl is-active app-lifecycled-sleeper.scope)"
+    else
+        fail "app in its own scope app-lifecycled-sleeper.scope" "sleep pid ${sleep_pid:-none}: $(grep '^0::' "/proc/$sleep_pid/cgroup" 2>/dev/null)"
+    fi
+elif [ "$base" != /sys/fs/cgroup ] && [ -n "$layout" ]; then
     echo "SKIP delegated cgroups (supervisor/, app-*) — hybrid container, daemon: '$layout' ($(journalctl -u lifecycled --no-pager -o cat | grep -m1 '^cgroups: '))" | tee -a "$R"
 else
     if grep -qx "$main_pid" "$base$cg/supervisor/cgroup.procs" 2>/dev/null; then
@@ -190,7 +204,7 @@ log "suspend/resume"
 lifectl background sleeper >>"$D" 2>&1
 if lifectl suspend sleeper >>"$D" 2>&1 && [ "$(app_state sleeper)" = suspended ]; then
     how=$(journalctl -u lifecycled --no-pager -o cat 2>/dev/null | grep -i -m1 -E 'freez|suspend.*method|SIGSTOP' )
-    pass "lifectl suspend sleeper" "state: $(awk '{print $3}' "/proc/$sleep_pid/stat" 2>/dev/null) in /proc; $(cat "$base$cg/app-sleeper/cgroup.freeze" 2>/dev/null | sed 's/^/cgroup.freeze=/')"
+    pass "lifectl suspend sleeper" "state: $(awk '{print $3}' "/proc/$sleep_pid/stat" 2>/dev/null) in /proc; $(cat "$appcg/cgroup.freeze" 2>/dev/null | sed 's/^/cgroup.freeze=/')"
 else
     fail "lifectl suspend sleeper" "state $(app_state sleeper)"
 fi
@@ -212,7 +226,7 @@ else
     systemctl kill --kill-who=main --signal=HUP lifecycled >>"$D" 2>&1
     echo "INFO reload continued with: systemctl kill --kill-who=main --signal=HUP lifecycled" | tee -a "$R"
 fi
-if wait_for test -n "$(app_state second)"; then
+if wait_for '[ -n "$(app_state second)" ]'; then
     pass "reload picked up apps/second.conf" "second: $(app_state second)"
 else
     fail "reload picked up apps/second.conf" "$(lifectl list 2>&1 | tr '\n' ';')"
@@ -255,7 +269,7 @@ BackgroundTimeSec=infinity
 CONF
 log "systemctl restart lifecycled"
 systemctl kill --kill-who=main --signal=HUP lifecycled >>"$D" 2>&1
-wait_for test "$(app_state shell)" = background
+wait_for '[ "$(app_state shell)" = background ]'
 shell_pid=$(lifectl list 2>/dev/null | awk '$1 == "shell" { print $3 }')
 lifectl suspend sleeper >>"$D" 2>&1
 main_before=$(show MainPID)
@@ -269,7 +283,7 @@ handover=$(journalctl -u lifecycled --no-pager -o cat | grep -m1 '^Restarting: '
 [ -n "$handover" ] && pass "the daemon saw a restart job and handed over" "$handover" \
     || fail "the daemon saw a restart job and handed over" "$(journalctl -u lifecycled --no-pager -o cat | grep -m1 -E '^(Stopping|Failed to ask)')"
 [ -d "/proc/$sleep_pid" ] && [ "$(lifectl list 2>/dev/null | awk '$1 == "sleeper" { print $2 "/" $3 }')" = "suspended/$sleep_pid" ] \
-    && pass "the suspended app kept its process and stayed suspended" "$(cat "$base$cg/app-sleeper/cgroup.freeze" 2>/dev/null | sed 's/^/cgroup.freeze=/') state $(awk '{print $3}' "/proc/$sleep_pid/stat" 2>/dev/null)" \
+    && pass "the suspended app kept its process and stayed suspended" "$(cat "$appcg/cgroup.freeze" 2>/dev/null | sed 's/^/cgroup.freeze=/') state $(awk '{print $3}' "/proc/$sleep_pid/stat" 2>/dev/null)" \
     || fail "the suspended app kept its process and stayed suspended" "$(lifectl list 2>&1 | tr '\n' ';')"
 [ -n "$shell_pid" ] && [ -d "/proc/$shell_pid" ] && [ "$(lifectl list 2>/dev/null | awk '$1 == "shell" { print $3 }')" = "$shell_pid" ] \
     && pass "the protocol app kept its process" "pid $shell_pid" || fail "the protocol app kept its process" "pid ${shell_pid:-none}: $(lifectl list 2>&1 | tr '\n' ';')"

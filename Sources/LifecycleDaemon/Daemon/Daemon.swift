@@ -44,6 +44,12 @@ public final class Daemon {
     // The owners: each holds its own state, reaches the model and the event queue through this daemon
     // (`DaemonHost`), and the owners it builds on (placement, fd store, processes) through their methods.
     let placement: any ProcessPlacement
+    /// Why apps are, or are not, in systemd scopes (`ScopePlacement.make`), for the log.
+    private let placementReason: String
+    /// The lines that say how apps are placed, weighed and frozen, for the log and `lifectl status`.
+    var mechanisms: [String] {
+        (placement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms + (cgroups.fallbackReason.map { ["fallback: \($0)"] } ?? [])
+    }
     let fdStore: FDStore
     private let retired: RetiredSources
     private let stateStore: StateStore
@@ -86,8 +92,17 @@ public final class Daemon {
         self.options = options
         loop = try EventLoop()
         startedAt = loop.now
-        cgroups = CgroupSupport.detect(groupName: cgroupGroupName(runtimeDirectory: options.runtimeDirectory))
-        placement = cgroups.layout == .none ? ProcessGroupPlacement() : CgroupPlacement(cgroups)
+        // Under systemd the apps are scopes of its own, and the daemon's cgroup is left as systemd made it (no
+        // delegated subtree): the cgroupfs detection, which would take the subtree over, is skipped.
+        let (scopes, scopeReason) = ScopePlacement.make(loop: loop, environment: options.environment)
+        placementReason = scopeReason
+        if let scopes {
+            cgroups = CgroupSupport(layout: .unified)
+            placement = scopes
+        } else {
+            cgroups = CgroupSupport.detect(groupName: cgroupGroupName(runtimeDirectory: options.runtimeDirectory))
+            placement = cgroups.layout == .none ? ProcessGroupPlacement() : CgroupPlacement(cgroups)
+        }
         serviceManager = ServiceManager(environment: options.environment)
         fdStore = FDStore(serviceManager: serviceManager)
         retired = RetiredSources(loop: loop)
@@ -107,9 +122,14 @@ public final class Daemon {
     /// Returns the exit code.
     public func run() throws(SystemError) -> Int32 {
         Log.info("lifecycled \(daemonVersion) starting (pid \(getpid()), config \(options.configDirectory), runtime \(options.runtimeDirectory))")
-        if let reason = cgroups.fallbackReason { Log.notice("cgroups: \(reason)") }
-        Log.info("cgroup layout: \(cgroups.layout.rawValue)")
-        for line in cgroups.mechanisms { Log.info("  \(line)") }
+        if placement is ScopePlacement {
+            Log.info("apps in systemd scopes: \(placementReason)")
+        } else {
+            Log.info("apps not in systemd scopes: \(placementReason)")
+            if let reason = cgroups.fallbackReason { Log.notice("cgroups: \(reason)") }
+            Log.info("cgroup layout: \(cgroups.layout.rawValue)")
+        }
+        for line in (placement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms { Log.info("  \(line)") }
 
         let passed = ServiceManager.passedSockets()
         if passed["control"] == nil { try makeDirectory(options.runtimeDirectory) }
@@ -265,6 +285,7 @@ public final class Daemon {
                                          uptime: loop.now - startedAt, sources: configuration.sources?.descriptions ?? [],
                                          catalog: model.catalog)
         status.display = display.description
+        status.mechanisms = mechanisms
         return status
     }
 

@@ -1,0 +1,250 @@
+import Glibc
+import LifecycleModel
+
+/// Apps in transient scope units of systemd's (`ScopeUnits`), where systemd is PID 1 and the daemon runs as one
+/// of its services. systemd owns each app's cgroup: the daemon asks over the bus to start the scope with the app's
+/// process, to set its weights and to freeze and thaw it, and reads the scope's cgroup.procs and cgroup.events
+/// itself. The daemon's own service cgroup stays a leaf that holds the daemon alone, so systemd can always start
+/// the next daemon there after a crash, and a crash or restart of the daemon never touches an app.
+///
+/// A child is spawned in the daemon's cgroup and its scope started at once with its pid, from the same loop
+/// callback; the child does not wait for that (the spawn path returns once the child has exec'd). Whatever the app
+/// forks before systemd has moved it is moved after it by `AttachProcessesToUnit` (`sweep`); a child that leaves
+/// the process group in that window is outside both and stays in the daemon's cgroup.
+final class ScopePlacement: ProcessPlacement {
+    private let bus: SystemdManagerBus
+    private let loop: EventLoop
+    private let mount: String
+    private let kept = KeptKernelFiles()
+    private lazy var processGroups = ProcessGroupPlacement(kept: kept)
+    /// The leader each app's scope was started for: a new process needs a new scope.
+    private var started: [String: pid_t] = [:]
+    /// Apps whose scope systemd has not filled yet, looked at again until their leader is there.
+    private var sweeps: [String: PendingSweep] = [:]
+    /// How often, and how far apart, the sweep looks for the scope's cgroup before it gives up.
+    static let sweepTries = 100
+    static let sweepInterval: Duration = .milliseconds(20)
+
+    init(bus: SystemdManagerBus, loop: EventLoop, mount: String = "/sys/fs/cgroup") {
+        self.bus = bus
+        self.loop = loop
+        self.mount = mount
+    }
+
+    /// The scope placement where it can serve, else nil and why not (for the log): systemd is PID 1 and the daemon
+    /// one of its services on a pure cgroup2 host, and systemd answers on its private socket with a version that
+    /// has FreezeUnit (246).
+    static func make(loop: EventLoop, environment: [String: String], mount: String = "/sys/fs/cgroup") -> (ScopePlacement?, String) {
+        if environment["LIFECYCLED_PLACEMENT"] == "cgroupfs" { return (nil, "LIFECYCLED_PLACEMENT=cgroupfs") }
+        guard access("/run/systemd/system", F_OK) == 0 else { return (nil, "systemd is not PID 1") }
+        guard environment["INVOCATION_ID"] != nil else { return (nil, "not started as a systemd service (no INVOCATION_ID)") }
+        guard FilesystemKind(statfsOf: mount) == .cgroup2 else { return (nil, "\(mount) is not a pure cgroup2 hierarchy") }
+        do {
+            let bus = try SystemdManagerBus.connect(loop: loop, environment: environment)
+            guard bus.version >= 246 else { return (nil, "systemd \(bus.version) has no FreezeUnit (246 and later)") }
+            return (ScopePlacement(bus: bus, loop: loop, mount: mount), "systemd \(bus.version) on \(bus.name)")
+        } catch {
+            return (nil, "\(error)")
+        }
+    }
+
+    /// Lines for the log and `lifectl status`, in place of the cgroupfs layout's.
+    var mechanisms: [String] {
+        let (fg, bg) = (PriorityClass.foreground, PriorityClass.background)
+        return ["app cgroups: systemd scopes \(ScopeUnits.prefix)NAME\(ScopeUnits.suffix) in \(ScopeUnits.slice) (systemd \(bus.version))",
+                "background priority: CPUWeight= and IOWeight= \(fg.cgroupWeight) → \(bg.cgroupWeight), kept while suspended",
+                "suspend (freezer): FreezeUnit/ThawUnit"]
+    }
+
+    private func scopeCgroup(_ name: String) -> AppCgroup {
+        var files = AppCgroup.Files(unifiedPath: nil, cpuPath: nil)
+        files.hasFreeze = true
+        return AppCgroup(app: name, unifiedPath: ScopeUnits.cgroupPath(app: name, mount: mount), cpuPath: nil, freezerPath: nil,
+                         files: files)
+    }
+
+    // MARK: Launch and adoption
+
+    /// The child starts in the daemon's cgroup (no files to join); its scope is started by the first `apply`, the
+    /// priority of its first state, which the launch applies as soon as it knows the pid.
+    func prepareLaunch(_ app: AppRuntime) -> [String] {
+        thawIfFrozen(app)
+        return []
+    }
+
+    private func startScope(_ app: AppRuntime, leader: pid_t) {
+        let name = app.name, unit = ScopeUnits.unitName(app: name)
+        started[name] = leader
+        app.cgroup = scopeCgroup(name)
+        bus.startTransientUnit(unit, properties: UnitProperty.scope(app: name, pid: leader)) { [weak self] error, errorName in
+            guard let self else { return }
+            if errorName == "org.freedesktop.systemd1.UnitExists" {
+                // The scope of an earlier process of the app still holds something (a child that outlived it).
+                self.bus.attachProcesses(unit, pids: [leader]) { error, _ in
+                    if let error { Log.warning("\(name): Failed to move pid \(leader) into \(unit): \(error)") }
+                }
+            } else if let error {
+                Log.warning("\(name): Failed to start its scope \(unit): \(error); using its process group alone")
+                if self.started[name] == leader {
+                    self.started[name] = nil
+                    app.cgroup = nil
+                }
+                return
+            }
+            self.sweep(app, leader: leader, tries: Self.sweepTries)
+        }
+    }
+
+    /// Moves into the scope what the app forked before systemd moved its leader: the rest of its process group.
+    private func sweep(_ app: AppRuntime, leader: pid_t, tries: Int) {
+        let name = app.name
+        guard started[name] == leader, app.pid == leader, let cgroup = app.cgroup else { return }
+        let inside = Set(cgroup.pids())
+        guard inside.contains(leader) else {
+            // systemd answers before its job has moved the process: look again shortly.
+            guard tries > 0 else { return }
+            let pending = sweeps[name].flatMap { $0.leader == leader ? $0 : nil } ?? PendingSweep(app: app, leader: leader)
+            pending.tries = tries - 1
+            if pending.timer == nil {
+                pending.timer = try? LoopTimer(loop: loop) { [weak self, weak pending] in
+                    guard let self, let pending, let app = pending.app else { return }
+                    self.sweep(app, leader: pending.leader, tries: pending.tries)
+                }
+            }
+            sweeps[name] = pending
+            pending.timer?.arm(after: Self.sweepInterval)
+            return
+        }
+        sweeps[name] = nil
+        let outside = ProcessTable.members(ofProcessGroup: leader).filter { !inside.contains($0) }
+        guard !outside.isEmpty else { return }
+        bus.attachProcesses(ScopeUnits.unitName(app: name), pids: outside) { error, _ in
+            if let error { Log.warning("\(name): Failed to move its processes \(outside) into its scope: \(error)") }
+        }
+    }
+
+    /// The scope outlived the previous daemon: its cgroup is the app's place. The first `apply` finds the process
+    /// there and starts no new scope.
+    func adopt(_ app: AppRuntime) {
+        if let scope = leftover(app.name) { app.cgroup = scope }
+    }
+
+    /// `ExternalFrom=cgroup` groups are the daemon's own cgroupfs groups, which a scope placement does not make.
+    var canPlaceInGroups: Bool { false }
+    func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup? { nil }
+    func gather(_ app: AppRuntime) {}
+    func dropUnused(_ app: AppRuntime) { app.cgroup = nil }
+
+    // MARK: Members
+
+    func members(of app: AppRuntime) -> [pid_t] {
+        if let cgroup = app.cgroup, app.pid != nil {
+            let pids = cgroup.pids(kept: kept)
+            if !pids.isEmpty { return pids }
+        }
+        return processGroups.members(of: app)
+    }
+
+    func processGroup(of app: AppRuntime) -> [pid_t] {
+        guard let pid = app.pid else { return [] }
+        return members(of: app).filter { getpgid($0) == pid }
+    }
+
+    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool { app.cgroup != nil }
+    func contains(_ pid: pid_t, in app: AppRuntime) -> Bool { app.cgroup?.pids().contains(pid) == true }
+
+    // MARK: Freezer and priority
+
+    func freezer(of app: AppRuntime) -> FreezerKind? { app.cgroup == nil ? nil : .cgroup2 }
+    var canFreeze: Bool { true }
+
+    func freeze(_ app: AppRuntime) throws(SystemError) {
+        guard app.cgroup != nil else { return try processGroups.freeze(app) }
+        freezeUnit(app, freeze: true)
+    }
+
+    func thaw(_ app: AppRuntime) throws(SystemError) {
+        guard app.cgroup != nil else { return }
+        freezeUnit(app, freeze: false)
+    }
+
+    private func freezeUnit(_ app: AppRuntime, freeze: Bool) {
+        let name = app.name
+        bus.freezeUnit(ScopeUnits.unitName(app: name), freeze: freeze) { error, _ in
+            if let error { Log.warning("\(name): Failed to \(freeze ? "freeze" : "thaw") its scope: \(error)") }
+        }
+    }
+
+    func thawIfFrozen(_ app: AppRuntime) {
+        guard let cgroup = app.cgroup, cgroup.isFreezing() else { return }
+        freezeUnit(app, freeze: false)
+    }
+
+    func isFrozen(_ app: AppRuntime) -> Bool { app.cgroup?.isFrozen() ?? false }
+
+    /// The first priority of a new process starts its scope; each change of weights is one SetUnitProperties,
+    /// runtime only (a unit file of the scope would outlive it). `oom_score_adj` is per process, as elsewhere.
+    func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
+        if started[app.name] != leader && !app.usesProcessGroupAlone {
+            if let scope = app.cgroup, scope.pids().contains(leader) {
+                started[app.name] = leader
+            } else {
+                startScope(app, leader: leader)
+            }
+        }
+        if app.cgroup != nil && previous?.weightClass != priority.weightClass {
+            let name = app.name
+            bus.setUnitProperties(ScopeUnits.unitName(app: name), UnitProperty.weights(priority)) { error, _ in
+                if let error { Log.debug("\(name): Failed to set its scope's weights: \(error)") }
+            }
+        }
+        let failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members,
+                                             useNice: app.cgroup == nil, kept: kept)
+        for failure in failures { Log.debug("\(app.name): \(failure), ignoring") }
+        return priority
+    }
+
+    // MARK: Ends
+
+    /// cgroup2 kills frozen processes too: no thaw is needed first.
+    func killAll(_ app: AppRuntime, leader: pid_t) {
+        _ = app.cgroup?.killAll()
+        processGroups.killAll(app, leader: leader)
+    }
+
+    /// systemd collects an empty scope itself (`CollectMode=`).
+    func remove(_ app: AppRuntime) {
+        if let path = app.cgroup?.unifiedPath { kept.forget(under: path) }
+        started[app.name] = nil
+        sweeps[app.name] = nil
+    }
+
+    func displayPath(of app: AppRuntime) -> String? {
+        app.cgroup == nil ? nil : ScopeUnits.unitName(app: app.name)
+    }
+
+    func leftoverNames() -> Set<String> {
+        Set(subdirectoryNames(of: mount + "/" + ScopeUnits.slice).compactMap(ScopeUnits.appName(unit:)))
+    }
+
+    func leftover(_ name: String) -> AppCgroup? {
+        let cgroup = scopeCgroup(name)
+        return fileExists(cgroup.unifiedPath! + "/cgroup.procs") ? cgroup : nil
+    }
+
+    func removeAll() { kept.forget(under: "/") }
+}
+
+/// An app whose scope systemd has not filled yet: its leader, the looks left, and the timer of the next one.
+private final class PendingSweep {
+    weak var app: AppRuntime?
+    let leader: pid_t
+    var tries = 0
+    var timer: LoopTimer?
+
+    init(app: AppRuntime, leader: pid_t) {
+        self.app = app
+        self.leader = leader
+    }
+}
+

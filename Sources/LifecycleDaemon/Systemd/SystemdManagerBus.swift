@@ -1,0 +1,270 @@
+import CSystemd
+import Glibc
+
+/// A lasting sd-bus connection to systemd's manager, attached to the daemon's sd-event loop: the scope placement's
+/// calls (StartTransientUnit, SetUnitProperties, FreezeUnit, ThawUnit, AttachProcessesToUnit) are sent without
+/// waiting, and each reply comes back as a callback on the loop. Only `connect` waits, once, at start and bounded.
+final class SystemdManagerBus {
+    private var bus: OpaquePointer
+    private let loop: EventLoop
+    private let address: String
+    /// Where the connection goes, for the log.
+    let name: String
+    /// systemd's version (the number before any dot of its `Version` property), read at start.
+    let version: Int
+    static let managerPath = "/org/freedesktop/systemd1"
+    static let managerInterface = "org.freedesktop.systemd1.Manager"
+    /// How long systemd may take to answer one call before its callback hears a timeout.
+    static let callTimeout: Duration = .seconds(10)
+
+    private init(bus: OpaquePointer, loop: EventLoop, address: String, name: String, version: Int) {
+        self.bus = bus
+        self.loop = loop
+        self.address = address
+        self.name = name
+        self.version = version
+    }
+
+    deinit { sd_bus_flush_close_unref(bus) }
+
+    /// As root, systemd's private socket (a direct connection, as `systemctl` uses: no bus daemon, no Hello);
+    /// `LIFECYCLED_SYSTEMD_BUS` instead where it is set (`SystemdJob.busOverrideVariable`). Asks for the manager's version with a call bounded
+    /// by `timeout`, which also proves that systemd answers there.
+    static func connect(loop: EventLoop, environment: [String: String], timeout: Duration = .seconds(2)) throws(SystemdBusError) -> SystemdManagerBus {
+        let address = environment[SystemdJob.busOverrideVariable].map { $0 } ?? "unix:path=/run/systemd/private"
+        let bus = try open(address)
+        let version: Int
+        do throws(SystemdBusError) {
+            version = try managerVersion(bus, timeout: timeout)
+            let attached = sd_bus_attach_event(bus, loop.event, 0)
+            guard attached >= 0 else { throw SystemdBusError("attach the bus to the event loop", errno: -attached) }
+        } catch {
+            sd_bus_close_unref(bus)
+            throw error
+        }
+        return SystemdManagerBus(bus: bus, loop: loop, address: address, name: address, version: version)
+    }
+
+    private static func open(_ address: String) throws(SystemdBusError) -> OpaquePointer {
+        var created: OpaquePointer?
+        var result = sd_bus_new(&created)
+        guard result >= 0, let bus = created else { throw SystemdBusError("create a bus connection", errno: -result) }
+        result = sd_bus_set_address(bus, address)
+        if result >= 0 { result = sd_bus_start(bus) }
+        guard result >= 0 else {
+            sd_bus_close_unref(bus)
+            throw SystemdBusError("connect to \(address)", errno: -result)
+        }
+        return bus
+    }
+
+    private static func managerVersion(_ bus: OpaquePointer, timeout: Duration) throws(SystemdBusError) -> Int {
+        var created: OpaquePointer?
+        var result = sd_bus_message_new_method_call(bus, &created, "org.freedesktop.systemd1", managerPath,
+                                                    "org.freedesktop.DBus.Properties", "Get")
+        guard result >= 0, let message = created else { throw SystemdBusError("create the Version call", errno: -result) }
+        defer { sd_bus_message_unref(message) }
+        result = sd_bus_message_append_basic(message, type("s"), managerInterface)
+        if result >= 0 { result = sd_bus_message_append_basic(message, type("s"), "Version") }
+        guard result >= 0 else { throw SystemdBusError("build the Version call", errno: -result) }
+        // Sent and awaited by hand, as `SystemdJob` does: `sd_bus_call` would wait for the authentication with
+        // sd-bus's own timeout whatever its own says, and the daemon's start would hang that long on a mute socket.
+        var cookie: UInt64 = 0
+        result = sd_bus_send(bus, message, &cookie)
+        guard result >= 0 else { throw SystemdBusError("send the Version call", errno: -result) }
+        let deadline = MonotonicDeadline(after: timeout)
+        var answer: OpaquePointer?
+        while answer == nil {
+            var received: OpaquePointer?
+            result = sd_bus_process(bus, &received)
+            guard result >= 0 else { throw SystemdBusError("wait for systemd's Version", errno: -result) }
+            if let received {
+                var replyCookie: UInt64 = 0
+                if sd_bus_message_get_reply_cookie(received, &replyCookie) >= 0 && replyCookie == cookie {
+                    answer = received
+                } else {
+                    sd_bus_message_unref(received)
+                }
+                continue
+            }
+            if result > 0 { continue }
+            guard deadline.remaining > 0 else { throw SystemdBusError("no answer from systemd within \(timeout)") }
+            result = sd_bus_wait(bus, deadline.remaining)
+            guard result >= 0 || result == -EINTR else { throw SystemdBusError("wait for systemd's Version", errno: -result) }
+        }
+        guard let reply = answer else { throw SystemdBusError("no answer from systemd") }
+        if let error = sd_bus_message_get_error(reply), sd_bus_error_is_set(error) != 0 {
+            defer { sd_bus_message_unref(reply) }
+            throw SystemdBusError("ask systemd for its Version: \(error.pointee.name.map { String(cString: $0) } ?? "an error")")
+        }
+        defer { sd_bus_message_unref(reply) }
+        var text: UnsafePointer<CChar>?
+        result = sd_bus_message_enter_container(reply, type("v"), "s")
+        if result > 0 { result = sd_bus_message_read_basic(reply, type("s"), &text) }
+        guard result > 0, let text else { throw SystemdBusError("read systemd's Version") }
+        // "252.30-1~deb12u2", "256.7": the major number leads.
+        return Int(String(cString: text).prefix { $0.isNumber }) ?? 0
+    }
+
+    // MARK: Calls
+
+    /// A reply: nil for success, else the error's name and message.
+    typealias Reply = (_ error: String?, _ errorName: String?) -> Void
+
+    func startTransientUnit(_ unit: String, properties: [UnitProperty], reply: @escaping Reply) {
+        call("StartTransientUnit", reply: reply) { (message) throws(SystemdBusError) in
+            try Self.appendStartTransientUnit(message, unit: unit, properties: properties)
+        }
+    }
+
+    func setUnitProperties(_ unit: String, _ properties: [UnitProperty], reply: @escaping Reply) {
+        call("SetUnitProperties", reply: reply) { (message) throws(SystemdBusError) in
+            try Self.appendSetUnitProperties(message, unit: unit, properties: properties)
+        }
+    }
+
+    /// StartTransientUnit's `ssa(sv)a(sa(sv))`: the unit, the job mode ("fail": never replace a job of a scope that
+    /// is already there), its properties, and no auxiliary units.
+    static func appendStartTransientUnit(_ message: OpaquePointer, unit: String, properties: [UnitProperty]) throws(SystemdBusError) {
+        try append(message, "s", unit)
+        try append(message, "s", "fail")
+        try append(message, properties: properties)
+        try container(message, "a", "(sa(sv))") { () throws(SystemdBusError) in }
+    }
+
+    /// SetUnitProperties' `sba(sv)`, for the running unit only (`runtime`): a drop-in of a scope would outlive it.
+    static func appendSetUnitProperties(_ message: OpaquePointer, unit: String, properties: [UnitProperty]) throws(SystemdBusError) {
+        try append(message, "s", unit)
+        var runtime: Int32 = 1
+        try check(sd_bus_message_append_basic(message, type("b"), &runtime), "append runtime")
+        try append(message, properties: properties)
+    }
+
+    /// FreezeUnit or ThawUnit (systemd 246 and later): systemd writes the unit's cgroup.freeze and answers once
+    /// the kernel has finished.
+    func freezeUnit(_ unit: String, freeze: Bool, reply: @escaping Reply) {
+        call(freeze ? "FreezeUnit" : "ThawUnit", reply: reply) { (message) throws(SystemdBusError) in try Self.append(message, "s", unit) }
+    }
+
+    /// Moves `pids` into the running unit `unit` (systemd 238 and later).
+    func attachProcesses(_ unit: String, pids: [pid_t], reply: @escaping Reply) {
+        call("AttachProcessesToUnit", reply: reply) { (message) throws(SystemdBusError) in
+            try Self.append(message, "s", unit)
+            try Self.append(message, "s", "")
+            try Self.container(message, "a", "u") { () throws(SystemdBusError) in
+                for pid in pids {
+                    var value = UInt32(bitPattern: pid)
+                    try Self.check(sd_bus_message_append_basic(message, Self.type("u"), &value), "append a pid")
+                }
+            }
+        }
+    }
+
+    /// Sends a Manager call; `reply` runs on the loop with its outcome. A connection systemd closed (it re-executed)
+    /// is opened again first.
+    private func call(_ member: String, reply: @escaping Reply, arguments: (OpaquePointer) throws(SystemdBusError) -> Void) {
+        do throws(SystemdBusError) {
+            try reconnectIfClosed()
+            var created: OpaquePointer?
+            let result = sd_bus_message_new_method_call(bus, &created, "org.freedesktop.systemd1", Self.managerPath,
+                                                        Self.managerInterface, member)
+            guard result >= 0, let message = created else { throw SystemdBusError("create the \(member) call", errno: -result) }
+            defer { sd_bus_message_unref(message) }
+            try arguments(message)
+            let box = Unmanaged.passRetained(ReplyBox(reply)).toOpaque()
+            let sent = sd_bus_call_async(bus, nil, message, { message, userdata, _ in
+                let box = Unmanaged<ReplyBox>.fromOpaque(userdata!).takeRetainedValue()
+                if let error = sd_bus_message_get_error(message), sd_bus_error_is_set(error) != 0 {
+                    let name = error.pointee.name.map { String(cString: $0) }
+                    let text = error.pointee.message.map { String(cString: $0) } ?? ""
+                    box.reply("\(name ?? "an error")\(text.isEmpty ? "" : ": \(text)")", name)
+                } else {
+                    box.reply(nil, nil)
+                }
+                return 0
+            }, box, Self.microseconds(Self.callTimeout))
+            if sent < 0 {
+                Unmanaged<ReplyBox>.fromOpaque(box).release()
+                throw SystemdBusError("send \(member)", errno: -sent)
+            }
+        } catch {
+            reply("\(error)", nil)
+        }
+    }
+
+    private func reconnectIfClosed() throws(SystemdBusError) {
+        guard sd_bus_is_open(bus) <= 0 else { return }
+        Log.notice("The connection to systemd (\(name)) was closed; connecting again")
+        let fresh = try Self.open(address)
+        let attached = sd_bus_attach_event(fresh, loop.event, 0)
+        guard attached >= 0 else {
+            sd_bus_close_unref(fresh)
+            throw SystemdBusError("attach the bus to the event loop", errno: -attached)
+        }
+        sd_bus_close_unref(bus)
+        bus = fresh
+    }
+
+    // MARK: Encoding
+
+    static func append(_ message: OpaquePointer, _ type: Character, _ value: String) throws(SystemdBusError) {
+        try check(sd_bus_message_append_basic(message, Self.type(type), value), "append \(value)")
+    }
+
+    /// The `a(sv)` of unit properties.
+    static func append(_ message: OpaquePointer, properties: [UnitProperty]) throws(SystemdBusError) {
+        try container(message, "a", "(sv)") { () throws(SystemdBusError) in
+            for property in properties {
+                try container(message, "r", "sv") { () throws(SystemdBusError) in
+                    try append(message, "s", property.name)
+                    try container(message, "v", property.signature) { () throws(SystemdBusError) in
+                        try appendValue(message, property)
+                    }
+                }
+            }
+        }
+    }
+
+    private static func appendValue(_ message: OpaquePointer, _ property: UnitProperty) throws(SystemdBusError) {
+        switch property {
+        case .string(_, let value):
+            try append(message, "s", value)
+        case .uint64(_, var value):
+            try check(sd_bus_message_append_basic(message, type("t"), &value), "append \(property.name)")
+        case .bool(_, let value):
+            var flag: Int32 = value ? 1 : 0
+            try check(sd_bus_message_append_basic(message, type("b"), &flag), "append \(property.name)")
+        case .pids(_, let pids):
+            try container(message, "a", "u") { () throws(SystemdBusError) in
+                for pid in pids {
+                    var value = pid
+                    try check(sd_bus_message_append_basic(message, type("u"), &value), "append \(property.name)")
+                }
+            }
+        }
+    }
+
+    static func container(_ message: OpaquePointer, _ type: Character, _ contents: String,
+                          _ body: () throws(SystemdBusError) -> Void) throws(SystemdBusError) {
+        try check(sd_bus_message_open_container(message, Self.type(type), contents), "open \(type) \(contents)")
+        try body()
+        try check(sd_bus_message_close_container(message), "close \(type) \(contents)")
+    }
+
+    private static func check(_ result: Int32, _ what: String) throws(SystemdBusError) {
+        guard result >= 0 else { throw SystemdBusError(what, errno: -result) }
+    }
+
+    private static func type(_ character: Character) -> CChar { CChar(bitPattern: character.asciiValue!) }
+
+    private static func microseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        return UInt64(seconds) * 1_000_000 + UInt64(attoseconds / 1_000_000_000_000)
+    }
+}
+
+/// A reply handler carried through sd-bus's userdata pointer.
+private final class ReplyBox {
+    let reply: SystemdManagerBus.Reply
+    init(_ reply: @escaping SystemdManagerBus.Reply) { self.reply = reply }
+}

@@ -1,0 +1,88 @@
+import CSystemd
+import Glibc
+import LifecycleModel
+import Testing
+@testable import LifecycleDaemon
+
+/// The names of the apps' scope units and the properties the daemon sends for them (`ScopeUnits`, `UnitProperty`,
+/// `SystemdManagerBus`'s encoders). The scopes themselves need systemd as PID 1: `make test-systemd-vm` runs them.
+@Suite struct ScopeUnitsTests {
+    @Test func anAppNameBecomesAScopeUnitInTheDaemonsSliceEscapedAsSystemdEscapeDoes() {
+        #expect(ScopeUnits.unitName(app: "notes") == "app-lifecycled-notes.scope")
+        // `-` separates slice levels in a unit name, so systemd-escape turns it into \x2d; `.`, `_` and `:` stay.
+        #expect(ScopeUnits.unitName(app: "my-app") == "app-lifecycled-my\\x2dapp.scope")
+        #expect(ScopeUnits.unitName(app: "org.example_1") == "app-lifecycled-org.example_1.scope")
+        #expect(ScopeUnits.escape(".hidden/x y") == "\\x2ehidden-x\\x20y")
+        #expect(ScopeUnits.cgroupPath(app: "my-app", mount: "/m") == "/m/lifecycled.slice/app-lifecycled-my\\x2dapp.scope")
+    }
+
+    @Test func everyValidAppNameComesBackFromItsUnitName() {
+        let alphabet = Array("abcXYZ019_.-")
+        for length in 1...6 {
+            for seed in 0..<50 {
+                var name = String(alphabet[(seed * 7) % 6])  // a letter or digit first, as app names require
+                for index in 1..<length { name.append(alphabet[(seed * 31 + index * 17) % alphabet.count]) }
+                #expect(ConfigLoader.isValidAppName(name))
+                let unit = ScopeUnits.unitName(app: name)
+                #expect(ScopeUnits.appName(unit: unit) == name, "\(unit)")
+                #expect(!unit.dropFirst(ScopeUnits.prefix.count).dropLast(ScopeUnits.suffix.count).contains("-"), "\(unit)")
+            }
+        }
+    }
+
+    @Test func unitsThatAreNotAppScopesHaveNoAppName() {
+        for unit in ["lifecycled.service", "app-lifecycled-.scope", "app-other-x.scope", "app-lifecycled-x.service",
+                     "app-lifecycled-bad\\x2.scope"] {
+            #expect(ScopeUnits.appName(unit: unit) == nil, "\(unit)")
+        }
+    }
+
+    @Test func aNewScopeHoldsTheAppsProcessInTheSliceAndIsCollectedEvenWhenItFailed() {
+        let properties = UnitProperty.scope(app: "notes", pid: 4242)
+        #expect(properties.contains(.pids("PIDs", [4242])))
+        #expect(properties.contains(.string("Slice", "lifecycled.slice")))
+        #expect(properties.contains(.string("CollectMode", "inactive-or-failed")))
+        #expect(properties.contains(.bool("Delegate", true)), "AttachProcessesToUnit moves processes only into delegated units")
+    }
+
+    @Test func theWeightsAreTheOnesTheCgroupfsPlacementWrites() {
+        for priority in [PriorityClass.foreground, .background, .suspended] {
+            let weight = UInt64(priority.cgroupWeight)
+            #expect(UnitProperty.weights(priority) == [.uint64("CPUWeight", weight), .uint64("IOWeight", weight)])
+        }
+        #expect(UnitProperty.weights(.background) == UnitProperty.weights(.suspended))
+    }
+
+    /// A message built on a bus over a socketpair (sd-bus builds messages only for a started bus), sealed and read
+    /// back: the signatures systemd's methods declare, and the properties in order with their values.
+    @Test func theCallsCarryTheSignaturesSystemdDeclares() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        defer { close(fds[1]) }
+        var created: OpaquePointer?
+        #expect(sd_bus_new(&created) >= 0)
+        let bus = try #require(created)
+        defer { sd_bus_close_unref(bus) }
+        #expect(sd_bus_set_fd(bus, fds[0], fds[0]) >= 0)
+        #expect(sd_bus_start(bus) >= 0)
+
+        func message(_ member: String, _ build: (OpaquePointer) throws -> Void) throws -> String {
+            var made: OpaquePointer?
+            #expect(sd_bus_message_new_method_call(bus, &made, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                                   "org.freedesktop.systemd1.Manager", member) >= 0)
+            let message = try #require(made)
+            defer { sd_bus_message_unref(message) }
+            try build(message)
+            #expect(sd_bus_message_seal(message, 1, 0) >= 0)
+            return String(cString: sd_bus_message_get_signature(message, 1))
+        }
+        #expect(try message("StartTransientUnit") { message in
+            try SystemdManagerBus.appendStartTransientUnit(message, unit: "app-lifecycled-a.scope",
+                                                           properties: UnitProperty.scope(app: "a", pid: 7))
+        } == "ssa(sv)a(sa(sv))")
+        #expect(try message("SetUnitProperties") { message in
+            try SystemdManagerBus.appendSetUnitProperties(message, unit: "app-lifecycled-a.scope",
+                                                          properties: UnitProperty.weights(.background))
+        } == "sba(sv)")
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import Glibc
+import Testing
+@testable import LifecycleDaemon
+
+/// The start of the scope placement's connection to systemd: its one synchronous question is bounded, and where
+/// systemd does not answer the daemon places apps itself. (Scopes themselves need systemd as PID 1: the VM mode of
+/// `make test-systemd` runs them.)
+@Suite struct SystemdManagerBusTests {
+    /// A listening socket that never accepts: the kernel completes the connection, and nobody ever answers.
+    func muteSocket() throws -> (path: String, fd: Int32) {
+        let path = NSTemporaryDirectory() + "mute-bus-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(fd >= 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
+            for (index, byte) in path.utf8.enumerated() { bytes[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        #expect(listen(fd, 8) == 0)
+        return (path, fd)
+    }
+
+    @Test func aBusThatNeverAnswersIsGivenUpAfterTheTimeoutNotSdBusesOwn() throws {
+        let (path, fd) = try muteSocket()
+        defer { close(fd); unlink(path) }
+        let loop = try EventLoop()
+        do {
+            _ = try SystemdManagerBus.connect(loop: loop, environment: [SystemdJob.busOverrideVariable: "unix:path=\(path)"],
+                                              timeout: .milliseconds(200))
+            Issue.record("connected to a socket that never answers")
+        } catch {
+            #expect(error.description.contains("no answer from systemd within"), "\(error)")
+        }
+    }
+
+    @Test func withoutAnAnsweringSystemdAppsAreNotPlacedInScopes() throws {
+        let loop = try EventLoop()
+        let (placement, reason) = ScopePlacement.make(loop: loop, environment: ["INVOCATION_ID": "x"])
+        #expect(placement == nil)
+        #expect(!reason.isEmpty)
+        let (forced, why) = ScopePlacement.make(loop: loop, environment: ["LIFECYCLED_PLACEMENT": "cgroupfs"])
+        #expect(forced == nil)
+        #expect(why == "LIFECYCLED_PLACEMENT=cgroupfs")
+    }
+}
