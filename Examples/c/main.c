@@ -32,7 +32,7 @@ static void record(app *a, lifecycle *l, const char *type, const char *extra) {
         printf("%s: %s%s%s\n", lifecycle_get_app(l) ? lifecycle_get_app(l) : "c-example", type, extra ? " " : "", extra ? extra : "");
         fflush(stdout);
         if (a->record_fd < 0) return;
-        char line[1024];
+        char line[2048];
         int n = snprintf(line, sizeof line, "{\"app\":\"%s\",\"type\":\"%s\",\"pid\":%d,\"client\":\"c\"%s%s}\n",
                          lifecycle_get_app(l) ? lifecycle_get_app(l) : "", type, (int)getpid(), extra ? "," : "", extra ? extra : "");
         if (n > 0 && (size_t)n < sizeof line && write(a->record_fd, line, (size_t)n) < 0) perror("record");
@@ -69,9 +69,9 @@ static int on_message(lifecycle_message *m, void *userdata) {
 }
 
 static void on_notification(lifecycle *l, const lifecycle_notification *n, void *userdata) {
-        char extra[700];
-        snprintf(extra, sizeof extra, "\"name\":\"%s\",\"posts\":%llu,\"payload\":%s", n->name,
-                 (unsigned long long)n->posts, n->payload ? n->payload : "null");
+        char extra[900];
+        snprintf(extra, sizeof extra, "\"name\":\"%s\",\"posts\":%llu,\"payload\":%.300s,\"payloads\":%.300s", n->name,
+                 (unsigned long long)n->posts, n->payload ? n->payload : "null", n->payloads ? n->payloads : "null");
         record(userdata, l, "notification", extra);
 }
 
