@@ -38,10 +38,12 @@ extension Supervisor {
     /// The message in flight was acknowledged (or its deadline passed, or the client left: `reply` nil).
     mutating func complete(_ name: String, _ delivery: Delivery, reply: AckReply?, reason: String) {
         let abandoned = table[name].run.inFlight?.abandoned ?? false
+        let caughtUp = table[name].run.inFlight?.catchUp ?? false
         table[name].awaiting = nil
         emit(.cancelTimer(app: name, .ack))
         // Stopped by someone else meanwhile: it stays suspended until continued, and what it was doing is abandoned.
-        let stopped = table[name].state == .suspended || abandoned
+        // A catch-up callback describes a transition already made.
+        let stopped = table[name].state == .suspended || abandoned || caughtUp
         switch delivery.message {
         case .app(let callback, _):
             if !callback.changesStateOnSend, let next = callback.resultingState, !stopped {
@@ -122,6 +124,13 @@ extension Supervisor {
                     setSceneState(name, scene, next, reason: callback.rawValue)
                 }
                 deliver(name, .scene(callback, scene: scene, connection: connection), deadline: app.policy.ackTimeout)
+                return
+            case .tell(let callback):
+                guard app.state != .suspended else { return }
+                table[name].plan.removeFirst()
+                guard app.canMessage else { continue }
+                deliver(name, .app(callback, nil), deadline: app.policy.ackTimeout)
+                table[name].run.inFlight?.catchUp = true
                 return
             case .configureScene(let scene):
                 guard app.state != .suspended else { return }

@@ -108,3 +108,25 @@ def test_the_glib_app_saves_its_state_in_did_enter_background(daemon: Daemon, tm
     daemon.lifectl("focus", "glib")
     daemon.lifectl("background", "glib")
     daemon.wait_until("the saved state", lambda: state.read_text() == "1 1\n")
+
+
+@pytest.mark.parametrize("client", ["c", "python"])
+def test_catch_up_after_kill_9_when_focused_before_the_client_reconnects(daemon: Daemon, client: str) -> None:
+    daemon.app("app", f"[App]\nExec={CLIENTS[client]}\n[Lifecycle]\nBackgroundTimeSec=infinity\n")
+    daemon.start()
+    daemon.lifectl("focus", "app")
+    daemon.lifectl("background", "app")
+    settled(daemon, "app", "background")
+    daemon.wait_until("didEnterBackground", lambda: daemon.types("app")[-1:] == ["didEnterBackground"])
+    pid = daemon.records("app")[0]["pid"]
+    # Stopped, the client cannot notice the crash nor reconnect: the new daemon focuses the app before it does.
+    os.kill(pid, signal.SIGSTOP)
+    daemon.kill9()
+    daemon.start()
+    daemon.lifectl("focus", "app")
+    daemon.wait_until("the catch-up", lambda: daemon.types("app")[-2:] == ["willEnterForeground", "didBecomeActive"])
+    assert daemon.types("app") == ["didFinishLaunching", "didBecomeActive", "willResignActive", "didEnterBackground",
+                                   "willEnterForeground", "didBecomeActive"]
+    events = [r.get("event") or r["type"] for r in daemon.records("app")]
+    assert events[-3:] == ["connected", "willEnterForeground", "didBecomeActive"], events
+    assert daemon.state("app") == "active"
