@@ -4,9 +4,10 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all demo test test-deps deps build install uninstall bench clean test-systemd soak soak-smoke bench-smoke
+.PHONY: all demo test test-deps deps build install uninstall bench clean test-systemd soak soak-smoke bench-smoke \
+	clients test-clients client-deps
 
-all: build
+all: build clients
 
 # libsystemd-dev (sd-daemon, sd-event) and pkg-config, through apt, only when missing.
 deps:
@@ -29,10 +30,35 @@ test-deps:
 demo: build
 	./Examples/tour.sh
 
-# Unit tests (model, protocol, config, kernel layer) and integration tests (the real daemon, real clients).
+# Unit tests (model, protocol, config, kernel layer) and integration tests (the real daemon, real clients),
+# then the C library and the Python package (test-clients).
 test: build test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	$(MAKE) test-clients
+
+# The client libraries (clients/c, clients/python): what they need from apt (a C compiler, GLib for the GLib
+# example, python3-venv), only when missing.
+client-deps:
+	@missing=""; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
+	pkg-config --exists glib-2.0 2>/dev/null || missing="$$missing libglib2.0-dev"; \
+	python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing$$missing through apt"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# liblifecycle (shared, static, pkg-config file) and the C examples.
+clients: client-deps
+	$(MAKE) -C clients/c
+
+# The C library's conformance vectors and unit tests (plain and under AddressSanitizer), then the Python
+# package's pytest suite in a virtual environment it makes (clients/python/.venv), and both libraries' example
+# apps against the real daemon (clients/tests, pytest too: it uses the debug build of `swift build`).
+test-clients: clients deps
+	$(MAKE) -C clients/c check
+	bash clients/test.sh
 
 # Installation, with the usual PREFIX (default /usr/local) and DESTDIR (a staging root for packages and tests):
 #   $(PREFIX)/bin                                lifecycled, lifectl
@@ -40,6 +66,8 @@ test: build test-deps
 #   $(PREFIX)/share/man/man{1,5,8}               lifectl(1), lifecycled.conf(5), lifecycled(8)
 #   $(PREFIX)/share/bash-completion/completions  lifectl
 #   /etc/lifecycled/lifecycled.conf, apps/       only if there is no lifecycled.conf yet (no demo apps)
+#   $(PREFIX)/include, $(PREFIX)/lib, man3       liblifecycle: lifecycle.h, the shared and static libraries,
+#                                                lifecycle.pc (lib/pkgconfig), lifecycle(3) and its pages
 # The units go to systemd's vendor directory under the prefix, not /etc/systemd/system: that one is the
 # administrator's (systemctl edit, drop-ins, masks), which an install must not overwrite nor an uninstall
 # delete. systemd searches /usr/local/lib/systemd/system and /usr/lib/systemd/system; with another PREFIX,
@@ -66,7 +94,7 @@ INSTALLED = $(BINDIR)/lifecycled $(BINDIR)/lifectl \
 	$(MANDIR)/man1/lifectl.1 $(MANDIR)/man5/lifecycled.conf.5 $(MANDIR)/man8/lifecycled.8 \
 	$(COMPLETIONDIR)/lifectl
 
-install: $(if $(BINDIR_SOURCE),,deps)
+install: clients $(if $(BINDIR_SOURCE),,deps)
 ifeq ($(BINDIR_SOURCE),)
 	$(SWIFT) build $(RELEASE) --product lifecycled
 	$(SWIFT) build $(RELEASE_LIFECTL) --product lifectl
@@ -90,6 +118,7 @@ endif
 	install -D -m 0644 completion/lifectl.bash "$(DESTDIR)$(COMPLETIONDIR)/lifectl"
 	[ -e "$(DESTDIR)$(CONFDIR)/lifecycled.conf" ] || install -D -m 0644 Config/lifecycled.conf "$(DESTDIR)$(CONFDIR)/lifecycled.conf"
 	install -d "$(DESTDIR)$(CONFDIR)/apps"
+	$(MAKE) -s -C clients/c install PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)"
 	@if [ "$(UNITDIR)" != /etc/systemd/system ] && [ -e "$(DESTDIR)/etc/systemd/system/lifecycled.service" ]; then \
 		echo "Note: $(DESTDIR)/etc/systemd/system/lifecycled.service (an earlier install?) overrides $(UNITDIR)/lifecycled.service"; \
 	fi
@@ -97,6 +126,7 @@ endif
 
 uninstall:
 	rm -f $(addprefix "$(DESTDIR),$(addsuffix ",$(INSTALLED)))
+	$(MAKE) -s -C clients/c uninstall PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)"
 	@echo "Kept the configuration in $(DESTDIR)$(CONFDIR)"
 
 # lifecycled beside supervisord, s6 and runit (installed from Debian's packages, run in private temp folders)
@@ -136,8 +166,8 @@ soak: deps
 soak-smoke: deps
 	SWIFT="$(SWIFT)" bash soak/run.sh --smoke
 
-# Fuzzing (docs/RELIABILITY.md): libFuzzer on the line framer and the messages of both sockets (fuzz-protocol) and
-# on the config parser (fuzz-config), built with -sanitize=fuzzer,address from Fuzz/, starting from Fuzz/corpus/.
+# Fuzzing (docs/RELIABILITY.md): libFuzzer on the line framer and the messages of both sockets (fuzz-protocol),
+# on the config parser (fuzz-config) and on liblifecycle's line reader and dispatch (fuzz-linereader, C, clang), built with -sanitize=fuzzer,address from Fuzz/, starting from Fuzz/corpus/.
 # `make fuzz` runs each for FUZZ_SECONDS (default 600); `make fuzz-smoke`, the CI version, for FUZZ_SMOKE_SECONDS
 # (default 60). The build (FUZZ_SCRATCH, default .build/fuzz) takes a few minutes the first time, seconds after.
 # A finding stops with the input's path: add it to Fuzz/regressions/ (FuzzRegressionTests replays it) and fix.
@@ -163,3 +193,4 @@ check-sanitizers: deps
 
 clean:
 	rm -rf .build
+	$(MAKE) -C clients/c clean

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds the two libFuzzer targets (fuzz-protocol, fuzz-config) with -sanitize=fuzzer,address and runs each for
+# Builds the libFuzzer targets (fuzz-protocol, fuzz-config, and fuzz-linereader: liblifecycle's reader, in C) with -sanitize=fuzzer,address and runs each for
 # SECONDS (default 600), starting from the seed corpus in Fuzz/corpus/. New inputs go to a working corpus in the
 # scratch directory, never into the repository. A crash (or a broken check: Fuzz/Targets) stops that fuzzer and
 # leaves the input in $SCRATCH/artifacts/; add it to Fuzz/regressions/TARGET/ so the normal test suite replays it
 # (FuzzRegressionTests), then fix the bug. Exit status: 0 when neither fuzzer found anything.
 #
 # usage: Fuzz/run.sh [SECONDS]     environment: FUZZ_SCRATCH (default /tmp/lifecycled-fuzz-build), SWIFT,
-#                                  FUZZ_TARGETS (default "protocol config")
+#                                  FUZZ_TARGETS (default "protocol config linereader")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
@@ -16,8 +16,16 @@ mkdir -p "$scratch/artifacts"
 
 # One build for both: every Swift module instrumented for coverage and AddressSanitizer.
 started=$(date +%s)
-for product in ${FUZZ_TARGETS:-protocol config}; do
+targets=${FUZZ_TARGETS:-protocol config linereader}
+for product in $targets; do
     product="fuzz-$product"
+    if [ "$product" = fuzz-linereader ]; then
+        # The C library's own build, with clang from the Swift toolchain (its libFuzzer).
+        make -s -C clients/c B="$scratch/c" "$scratch/c/fuzz-linereader" 2>&1 | grep -v "Cannot export local symbol" || true
+        mkdir -p "$scratch/debug" && cp "$scratch/c/fuzz-linereader" "$scratch/debug/fuzz-linereader" 2>/dev/null || true
+        test -x "$scratch/debug/$product" || { echo "Fuzz/run.sh: building $product failed" >&2; exit 2; }
+        continue
+    fi
     "$swift" build -c debug --scratch-path "$scratch" --product "$product" \
         -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING 2>&1 | grep -v "Cannot export local symbol" || true
     test -x "$scratch/debug/$product" || { echo "Fuzz/run.sh: building $product failed" >&2; exit 2; }
@@ -25,7 +33,7 @@ done
 echo "Fuzz/run.sh: built in $(( $(date +%s) - started )) s; fuzzing each target for $seconds s"
 
 status=0
-for target in ${FUZZ_TARGETS:-protocol config}; do
+for target in $targets; do
     work="$scratch/corpus/$target"
     mkdir -p "$work"
     # -detect_leaks=0: the Swift runtime's metadata caches look like leaks at exit; memory errors still stop it.

@@ -27,6 +27,9 @@ public final class LifecycleApplication {
     /// LIFECYCLE_SOCKET: where to reconnect if the daemon restarts, with the token of its hello.
     private let socketPath = ProcessEnvironment.get("LIFECYCLE_SOCKET")
     private var reconnectToken: String?
+    /// Whether this connection's hello was answered: a refusal before that, on a reconnection, is retried.
+    private var welcomed = false
+    private var reconnectDeadline: DispatchTime?
     /// How long to keep trying to reconnect after the daemon went away.
     private static let reconnectWindow: Double = 60
     private var framer = LineFramer()
@@ -116,11 +119,15 @@ public final class LifecycleApplication {
             switch message {
             case .welcome(_, _, let state, let token):
                 applicationState = state
+                welcomed = true
+                reconnectDeadline = nil
                 if let token { reconnectToken = token }
             case .callback(let callback, let id, _, let options):
                 deliver(callback, id: id, options: options)
             case .error(let text):
-                disconnect("lifecycled reported a protocol error: \(text)")
+                // An error on a welcomed connection was meant; before the hello of a reconnection it is a
+                // refusal (too many connections waiting, say), retried within the window.
+                disconnect("lifecycled reported a protocol error: \(text)", reconnect: !welcomed && reconnectDeadline != nil)
             case .notification(let delivery):
                 if delivery.name == memoryWarningName { delegate?.applicationDidReceiveMemoryWarning(self) }
                 notificationCenter.post(LifecycleNotification(
@@ -279,6 +286,8 @@ public final class LifecycleApplication {
     private func disconnect(_ reason: String, reconnect: Bool = false) {
         guard isConnected else { return }
         isConnected = false
+        let welcomedBefore = welcomed
+        welcomed = false
         // The read source's cancel handler closes the descriptor (closing it under a live source is unsafe).
         readSource?.cancel()
         readSource = nil
@@ -289,7 +298,11 @@ public final class LifecycleApplication {
             return
         }
         _ = "lifecycle: \(reason); reconnecting through \(socketPath)\n".withCString { write(2, $0, strlen($0)) }
-        tryReconnect(path: socketPath, until: DispatchTime.now() + Self.reconnectWindow)
+        let deadline = reconnectDeadline ?? DispatchTime.now() + Self.reconnectWindow
+        reconnectDeadline = deadline
+        DispatchQueue.main.asyncAfter(deadline: .now() + .milliseconds(welcomedBefore ? 0 : 200)) { [weak self] in
+            MainActor.assumeIsolated { self?.tryReconnect(path: socketPath, until: deadline) }
+        }
     }
 
     /// Every 200 ms until the restarted daemon listens again (or the window closes): connect, then a hello
@@ -302,6 +315,7 @@ public final class LifecycleApplication {
             return
         }
         guard DispatchTime.now() < deadline else {
+            reconnectDeadline = nil
             _ = "lifecycle: could not reconnect to lifecycled; running on without lifecycle messages\n".withCString { write(2, $0, strlen($0)) }
             return
         }

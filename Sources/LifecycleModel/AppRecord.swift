@@ -92,7 +92,7 @@ public struct AppRecord: Sendable {
     /// The state the app will be in once its queued work is done; requests are judged against it.
     var projectedState: AppState {
         if run.termination.isUnderway { return .notRunning }
-        return plan.projectedState(from: state, sessions: sessions, inFlight: awaiting)
+        return plan.projectedState(from: state, sessions: sessions, inFlight: run.inFlight?.catchUp == true ? nil : awaiting)
     }
 
     public var usesScenes: Bool { policy.scenes != nil }
@@ -173,6 +173,8 @@ struct InFlight: Sendable, Equatable {
     var delivery: Delivery
     /// The transition it belongs to was abandoned (the app was stopped by someone else): its ack moves nothing.
     var abandoned = false
+    /// A callback of the catch-up (Supervisor+CatchUp.swift): the app is in its state already, so its ack moves nothing.
+    var catchUp = false
 }
 
 /// Everything that lives for one run of the app's process. An exit replaces it whole.
@@ -183,6 +185,9 @@ struct Run: Sendable {
     var queue: NotificationQueue
     var observing: Set<String> = []
     var tasks = BackgroundTasks.none
+    /// The state the client last heard of, when the app may have moved on without it (a re-adoption, a hang-up):
+    /// its next hello is told the way from there (Supervisor+CatchUp.swift).
+    var toldState: AppState?
 
     init(queueLimit: Int) { queue = NotificationQueue(limit: queueLimit) }
 }

@@ -24,6 +24,8 @@ enum Step: Sendable, Equatable {
     case resume
     /// SIGTERM, then wait for the exit (SIGKILL when the stop timeout fires).
     case terminate
+    /// A callback of the catch-up: tells a reconnected client of a transition that happened without it.
+    case tell(LifecycleCallback)
 }
 
 /// An app's pending steps, in order, and what they lead to: the state the app will be in, the scene states, whether
@@ -132,7 +134,7 @@ struct Plan: Sendable, Equatable {
             case .stop: state = .suspended
             case .resume: state = .background
             case .terminate: return .notRunning
-            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions: break
+            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions, .tell: break
             }
         }
         return state

@@ -39,10 +39,12 @@ extension Supervisor {
     mutating func complete(_ name: String, _ delivery: Delivery, reply: AckReply?, reason: String) {
         let slot = table.slot(name)
         let abandoned = table[slot].run.inFlight?.abandoned ?? false
+        let caughtUp = table[slot].run.inFlight?.catchUp ?? false
         table[slot].awaiting = nil
         emit(.cancelTimer(app: name, .ack))
         // Stopped by someone else meanwhile: it stays suspended until continued, and what it was doing is abandoned.
-        let stopped = table[slot].state == .suspended || abandoned
+        // A catch-up callback describes a transition already made.
+        let stopped = table[slot].state == .suspended || abandoned || caughtUp
         switch delivery.message {
         case .app(let callback, _):
             if !callback.changesStateOnSend, let next = callback.resultingState, !stopped {
@@ -124,6 +126,13 @@ extension Supervisor {
                     setSceneState(name, scene, next, reason: callback.rawValue)
                 }
                 deliver(name, .scene(callback, scene: scene, connection: connection), deadline: app.policy.ackTimeout)
+                return
+            case .tell(let callback):
+                guard app.state != .suspended else { return }
+                table[slot].plan.removeFirst()
+                guard app.canMessage else { continue }
+                deliver(name, .app(callback, nil), deadline: app.policy.ackTimeout)
+                table[slot].run.inFlight?.catchUp = true
                 return
             case .configureScene(let scene):
                 guard app.state != .suspended else { return }

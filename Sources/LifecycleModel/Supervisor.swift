@@ -158,6 +158,7 @@ public struct Supervisor: Sendable {
             table[name].run.link = .connected
             emit(.cancelTimer(app: name, .hello))
             flushNotifications(name)
+            catchUp(name)
             return finish(name)
 
         case .ack(let name, let id, let reply):
@@ -219,6 +220,7 @@ public struct Supervisor: Sendable {
             if let awaiting = app.awaiting {
                 complete(name, awaiting, reply: nil, reason: "client disconnected")
             }
+            rememberToldState(name)
             // Nobody to deliver to any more; background tasks die with the connection.
             table[name].queue = NotificationQueue(limit: app.policy.queueLimit)
             cancelTaskTimers(name)

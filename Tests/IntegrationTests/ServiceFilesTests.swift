@@ -197,7 +197,17 @@ struct ServiceFilesTests {
             "usr/local/share/man/man8/lifecycled.8": 0o644,
             "usr/local/share/bash-completion/completions/lifectl": 0o644,
             "etc/lifecycled/lifecycled.conf": 0o644,
-        ]
+            // liblifecycle (clients/c): the header, the libraries (the two links resolve to the shared one), the
+            // pkg-config file and the man pages of section 3.
+            "usr/local/include/lifecycle.h": 0o644,
+            "usr/local/lib/liblifecycle.so.1.0.0": 0o755,
+            "usr/local/lib/liblifecycle.so.1": 0o755,
+            "usr/local/lib/liblifecycle.so": 0o755,
+            "usr/local/lib/liblifecycle.a": 0o644,
+            "usr/local/lib/pkgconfig/lifecycle.pc": 0o644,
+        ].merging(["lifecycle", "lifecycle_new_from_environment", "lifecycle_process", "lifecycle_message_ack",
+                   "lifecycle_begin_background_task", "lifecycle_post", "lifecycle_get_state"]
+            .map { ("usr/local/share/man/man3/\($0).3", mode_t(0o644)) }) { $1 }
         #expect(files(under: root) == Set(expected.keys))
         for (file, mode) in expected {
             var info = stat()

@@ -1,0 +1,364 @@
+"""The client: environment, connection, dispatch, acks, reconnection. No thread of its own: ``process()``
+reads and dispatches, ``fileno()`` and ``timeout()`` say when to call it (loops.py runs it)."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+from .delegates import NO_STATE, ApplicationDelegate, SceneDelegate
+from .types import (LINE_MAX, PROTOCOL_VERSION, AppState, ConnectionEvent, LaunchOptions, Message,
+                    Notification, Scene, SceneSession)
+
+RECONNECT_WINDOW = 60.0
+RECONNECT_INTERVAL = 0.2
+_APP_CALLBACKS = {
+    "didFinishLaunching": "did_finish_launching", "didBecomeActive": "did_become_active",
+    "willResignActive": "will_resign_active", "didEnterBackground": "did_enter_background",
+    "willEnterForeground": "will_enter_foreground", "willTerminate": "will_terminate",
+}
+_SCENE_CALLBACKS = {
+    "sceneWillEnterForeground": ("will_enter_foreground", None, "foregroundInactive"),
+    "sceneDidBecomeActive": ("did_become_active", "foregroundActive", None),
+    "sceneWillResignActive": ("will_resign_active", None, "foregroundInactive"),
+    "sceneDidEnterBackground": ("did_enter_background", "background", None),
+    "sceneDidDisconnect": ("did_disconnect", "disconnected", None),
+}
+
+
+def _log_to_stderr(text: str) -> None:
+    try:
+        print(f"lifecycle: {text}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # stderr may be a pipe to a daemon that is gone: the app runs on regardless
+
+
+class DeferredAck:
+    """Returned by a delegate method (from ``Application.defer_ack()``): the message is acknowledged when
+    ``ack()`` is called."""
+
+    def __init__(self, application: "Application") -> None:
+        self._application = application
+        self.message: Optional[Message] = None
+
+    def ack(self) -> bool:
+        return self.message is not None and self._application._ack(self.message)
+
+
+class Application:
+    """UIApplication for one process. Make it with ``from_environment``, then ``start()``."""
+
+    def __init__(self, delegate: Optional[ApplicationDelegate] = None, sock: Optional[socket.socket] = None,
+                 name: Optional[str] = None, socket_path: Optional[str] = None, standalone: bool = False) -> None:
+        self.delegate = delegate or ApplicationDelegate()
+        self.name = name
+        self.state = AppState.INACTIVE
+        self.standalone = standalone
+        self.connected = False
+        self.connected_scenes: Dict[str, Scene] = {}
+        self.background_time_remaining: Optional[float] = None  # seconds; None in the foreground
+        self.log: Callable[[str], None] = _log_to_stderr
+        self._socket_path = socket_path
+        self._token: Optional[str] = None
+        self._sock = sock
+        self._generation = 0
+        self._input = bytearray()
+        self._output = bytearray()
+        self._observe: List[str] = []
+        self._started = False
+        self._reconnecting = False
+        self._reconnect_deadline = 0.0
+        self._next_attempt: Optional[float] = None
+        self._standalone_steps: List[str] = []
+        self._tasks: Dict[int, Optional[Callable[[int], None]]] = {}
+        self._next_task = 1
+        self._scene_factories: Dict[Optional[str], Callable[[], SceneDelegate]] = {}
+        self.on_awaitable: Optional[Callable[[Any, Message], None]] = None
+        if sock is not None:
+            self._adopt(sock)
+
+    @classmethod
+    def from_environment(cls, delegate: Optional[ApplicationDelegate] = None) -> "Application":
+        """Reads LIFECYCLE_FD, LIFECYCLE_APP and LIFECYCLE_SOCKET and removes them from the environment, so
+        that programs the app starts do not take its place. Without LIFECYCLE_FD: standalone."""
+        fd_text = os.environ.pop("LIFECYCLE_FD", None)
+        name = os.environ.pop("LIFECYCLE_APP", None)
+        path = os.environ.pop("LIFECYCLE_SOCKET", None) or None
+        if fd_text is None:
+            return cls(delegate, name=name, standalone=True)
+        try:
+            fd = int(fd_text)
+            if fd < 0:
+                raise ValueError
+        except ValueError:
+            raise OSError(errno.EBADF, f"LIFECYCLE_FD is not a descriptor: {fd_text!r}") from None
+        return cls(delegate, socket.socket(fileno=fd), name=name, socket_path=path)
+
+    # -- setup -------------------------------------------------------------------------------------------
+
+    def register_scene_delegate(self, factory: Callable[[], SceneDelegate], configuration: Optional[str] = None) -> None:
+        """The delegate type for scenes that connect with ``configuration`` (None: any other)."""
+        self._scene_factories[configuration] = factory
+
+    def observe(self, names: Iterable[str]) -> None:
+        self._observe = list(names)
+        if self._started and self._sock is not None:
+            self._send({"type": "observe", "names": self._observe})
+
+    def start(self) -> None:
+        """Says hello. Call it early: slow initialisation belongs in did_finish_launching."""
+        if self._started:
+            raise RuntimeError("started already")
+        self._started = True
+        if self.standalone:
+            self._standalone_steps = ["didFinishLaunching", "didBecomeActive"]
+        else:
+            self._hello()
+
+    # -- the loop's side ---------------------------------------------------------------------------------
+
+    def fileno(self) -> int:
+        """The socket to watch for reading, or -1 when there is none right now (standalone, reconnecting)."""
+        return self._sock.fileno() if self._sock is not None else -1
+
+    def wants_write(self) -> bool:
+        return bool(self._output) and self._sock is not None
+
+    def timeout(self) -> Optional[float]:
+        """Seconds until ``process()`` has timed work (0: now), or None."""
+        if self._standalone_steps or (self._input and b"\n" in self._input):
+            return 0.0
+        if self._next_attempt is not None:
+            return max(0.0, self._next_attempt - time.monotonic())
+        return None
+
+    def process(self) -> bool:
+        """Sends what is queued, reads what is there, dispatches at most one message. True when it did
+        something (call it again)."""
+        if self.standalone:
+            if self._standalone_steps:
+                self._dispatch_standalone(self._standalone_steps.pop(0))
+                return True
+            return False
+        if self._sock is None:
+            if self._next_attempt is not None and time.monotonic() >= self._next_attempt:
+                self._try_reconnect()
+                return True
+            return False
+        self._flush()
+        if self._dispatch_buffered():
+            return True
+        if self._sock is None:
+            return False
+        try:
+            data = self._sock.recv(16384, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            self._lost("lifecycled closed the connection", after_error=False)
+            return True
+        self._input += data
+        self._dispatch_buffered()
+        return True
+
+    def flush(self, timeout: float = 1.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while self._output and self._sock is not None and time.monotonic() < deadline:
+            self._flush()
+            if self._output and self._sock is not None:
+                import select
+                select.select([], [self._sock], [], max(0.0, deadline - time.monotonic()))
+        return not self._output
+
+    # -- the app's requests ------------------------------------------------------------------------------
+
+    def defer_ack(self) -> DeferredAck:
+        """Return this from a delegate method to acknowledge its message later, with ``.ack()``."""
+        return DeferredAck(self)
+
+    def begin_background_task(self, name: str = "", expiration: Optional[Callable[[int], None]] = None) -> int:
+        """UIKit's beginBackgroundTask(withName:expirationHandler:); returns the task's id."""
+        task = self._next_task
+        self._next_task += 1
+        self._tasks[task] = expiration
+        if self._sock is not None:
+            self._send({"type": "beginBackgroundTask", "task": task, "name": name})
+        return task
+
+    def end_background_task(self, task: int) -> None:
+        if task not in self._tasks:
+            raise KeyError(f"background task {task} is not open")
+        del self._tasks[task]
+        if self._sock is not None:
+            self._send({"type": "endBackgroundTask", "task": task})
+
+    def post(self, name: str, payload: Any = None, app: Optional[str] = None, *, has_payload: Optional[bool] = None) -> None:
+        message: Dict[str, Any] = {"type": "post", "name": name}
+        if payload is not None or has_payload:
+            message["payload"] = payload
+        if app is not None:
+            message["app"] = app
+        self._request(message)
+
+    def request_scene_activation(self, scene: Optional[str] = None, role: Optional[str] = None,
+                                 configuration: Optional[str] = None, options: Optional[Dict[str, Any]] = None) -> None:
+        message: Dict[str, Any] = {"type": "requestSceneActivation"}
+        for key, value in (("scene", scene), ("role", role), ("configuration", configuration), ("options", options)):
+            if value is not None:
+                message[key] = value
+        self._request(message)
+
+    def request_scene_destruction(self, scene: str) -> None:
+        self._request({"type": "requestSceneDestruction", "scene": scene})
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _request(self, message: Dict[str, Any]) -> None:
+        if self.standalone:
+            return
+        if not self._started or self._sock is None:
+            raise OSError(errno.ENOTCONN, "not connected to lifecycled")
+        self._send(message)
+
+    def _adopt(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        os.set_inheritable(sock.fileno(), False)
+        self._sock = sock
+        self._generation += 1
+        self._input.clear()
+        self._output.clear()
+
+    def _hello(self) -> None:
+        hello: Dict[str, Any] = {"type": "hello", "protocol": PROTOCOL_VERSION}
+        if self._token is not None:
+            hello["app"] = self.name or ""
+            hello["token"] = self._token
+        if self._observe:
+            hello["observe"] = self._observe
+        self._send(hello)
+
+    def _send(self, message: Dict[str, Any]) -> None:
+        line = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(line) > LINE_MAX:
+            raise OSError(errno.EMSGSIZE, f"a line of {len(line)} bytes is over the {LINE_MAX}-byte limit")
+        self._output += line + b"\n"
+        self._flush()
+
+    def _flush(self) -> None:
+        while self._output and self._sock is not None:
+            try:
+                sent = self._sock.send(self._output, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._lost("lost the connection to lifecycled", after_error=False)
+                return
+            del self._output[:sent]
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = None
+        self.connected = False
+        self._input.clear()
+        self._output.clear()
+
+    def _notify(self, event: ConnectionEvent) -> None:
+        from .dispatch import _call
+        _call(self, self.delegate.connection_changed, self, event)
+
+    def _lost(self, why: str, after_error: bool) -> None:
+        welcomed = self.connected
+        self._drop()
+        # An error on a welcomed connection was meant; a refusal or reset before the daemon's hello on a
+        # reconnection is retried within the window.
+        retry = bool(self._socket_path and self._token) and (not after_error or (self._reconnecting and not welcomed))
+        if retry and not self._reconnecting:
+            self._reconnecting = True
+            self._reconnect_deadline = time.monotonic() + RECONNECT_WINDOW
+            self.log(f"{why}; reconnecting through {self._socket_path}")
+            self._notify(ConnectionEvent.RECONNECTING)
+        if retry and time.monotonic() < self._reconnect_deadline:
+            self._next_attempt = time.monotonic() + RECONNECT_INTERVAL
+            return
+        self._reconnecting = False
+        self._next_attempt = None
+        self.log(f"{'could not reconnect to lifecycled' if retry else why}; running on without lifecycle messages")
+        self._notify(ConnectionEvent.DISCONNECTED)
+
+    def _try_reconnect(self) -> None:
+        self._next_attempt = None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            sock.connect(self._socket_path or "")
+        except OSError:
+            sock.close()
+            if time.monotonic() < self._reconnect_deadline:
+                self._next_attempt = time.monotonic() + RECONNECT_INTERVAL
+                return
+            self._reconnecting = False
+            self.log("could not reconnect to lifecycled; running on without lifecycle messages")
+            self._notify(ConnectionEvent.DISCONNECTED)
+            return
+        self._adopt(sock)
+        self._hello()
+
+    def _dispatch_buffered(self) -> bool:
+        end = self._input.find(b"\n")
+        if end < 0:
+            if len(self._input) > LINE_MAX:
+                self._lost(f"lifecycled sent a line longer than {LINE_MAX} bytes", after_error=True)
+                return True
+            return False
+        if end > LINE_MAX:
+            self._lost(f"lifecycled sent a line longer than {LINE_MAX} bytes", after_error=True)
+            return True
+        line = bytes(self._input[:end])
+        del self._input[:end + 1]
+        self._dispatch_line(line)
+        return True
+
+    def _dispatch_line(self, line: bytes) -> None:
+        from .dispatch import dispatch
+        try:
+            message = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            message = None
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+            self.log("ignored a line from lifecycled that is not a message")
+            return
+        dispatch(self, message)
+
+    def _dispatch_standalone(self, kind: str) -> None:
+        from .dispatch import run_app_callback
+        message = Message(type=kind, id=0, deadline_ms=0, generation=self._generation)
+        if kind == "didFinishLaunching":
+            message.fields["launchOptions"] = {"launchedBy": "standalone", "background": False,
+                                               "terminatedInBackground": False}
+        run_app_callback(self, message)
+
+    def _ack(self, message: Message) -> bool:
+        """Sends the ack (once) and applies the state change of a "will" message."""
+        if message.acked:
+            return False
+        message.acked = True
+        if message.type in ("willResignActive", "willEnterForeground"):
+            self.state = AppState.INACTIVE
+        from .dispatch import after_scene_ack
+        after_scene_ack(self, message)
+        if message.id == 0 or self.standalone or message.generation != self._generation or self._sock is None:
+            return False
+        ack: Dict[str, Any] = {"type": "ack", "id": message.id}
+        if message.configuration is not None:
+            ack["configuration"] = message.configuration
+        if message.has_state:
+            ack["state"] = message.state
+        self._send(ack)
+        return True

@@ -1,0 +1,167 @@
+"""One decoded message from the daemon: turned into delegate calls, acknowledged."""
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from .delegates import NO_STATE, SceneDelegate
+from .types import AppState, ConnectionEvent, LaunchOptions, Message, Notification, Scene, SceneSession
+
+if TYPE_CHECKING:
+    from .application import Application, DeferredAck
+
+_DID_STATES = {"didFinishLaunching": AppState.INACTIVE, "didBecomeActive": AppState.ACTIVE,
+               "didEnterBackground": AppState.BACKGROUND}
+_ACKNOWLEDGED = {"didFinishLaunching", "didBecomeActive", "willResignActive", "didEnterBackground",
+                 "willEnterForeground", "willTerminate", "configurationForConnecting", "didDiscardSceneSessions",
+                 "sceneWillConnect", "sceneWillEnterForeground", "sceneDidBecomeActive", "sceneWillResignActive",
+                 "sceneDidEnterBackground", "sceneDidDisconnect"}
+
+
+def _uint(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def dispatch(app: "Application", m: Dict[str, Any]) -> None:
+    kind = m["type"]
+    if kind == "hello":
+        if isinstance(m.get("app"), str):
+            app.name = m["app"]
+        if isinstance(m.get("token"), str):
+            app._token = m["token"]
+        try:
+            app.state = AppState(m.get("state"))
+        except ValueError:
+            pass
+        app.connected = True
+        app._reconnecting = False
+        app._next_attempt = None
+        app._notify(ConnectionEvent.CONNECTED)
+    elif kind == "error":
+        app._lost(f"lifecycled reported a protocol error: {m.get('message')}", after_error=True)
+    elif kind == "notification":
+        if not isinstance(m.get("name"), str):
+            return
+        posts = _uint(m.get("posts"))
+        note = Notification(name=m["name"], payload=m.get("payload"), payloads=m.get("payloads"),
+                            posts=1 if posts is None else posts, dropped=_uint(m.get("dropped")) or 0,
+                            has_payload="payload" in m)
+        if note.name == "didReceiveMemoryWarning":
+            _call(app, app.delegate.did_receive_memory_warning, app)
+        _call(app, app.delegate.notification, app, note)
+    elif kind == "backgroundTaskBegan":
+        remaining = _uint(m.get("remainingMs"))
+        app.background_time_remaining = None if remaining is None else remaining / 1000
+    elif kind == "backgroundTimeWillExpire":
+        remaining = _uint(m.get("remainingMs"))
+        if remaining is not None:
+            app.background_time_remaining = remaining / 1000
+        for task in m.get("tasks") or []:
+            ident = _uint(task.get("task")) if isinstance(task, dict) else None
+            handler = app._tasks.get(ident) if ident is not None else None
+            if handler is not None:
+                _call(app, handler, ident)
+    elif kind in ("postFailed", "requestFailed"):
+        request = "post" if kind == "postFailed" else str(m.get("request", ""))
+        _call(app, app.delegate.request_failed, app, request, str(m.get("message", "")))
+    elif kind in _ACKNOWLEDGED:
+        ident = _uint(m.get("id"))
+        if not ident:
+            app.log(f"ignored a {kind} without a valid id")
+            return
+        message = Message(type=kind, id=ident, deadline_ms=_uint(m.get("deadlineMs")) or 0, fields=m,
+                          generation=app._generation)
+        if kind.startswith("scene") or kind == "configurationForConnecting":
+            if not isinstance(m.get("scene"), str):
+                app.log(f"ignored a {kind} without a scene")
+                return
+            run_scene_callback(app, message)
+        else:
+            run_app_callback(app, message)
+    # Anything else is a type a later version added: ignored, never acknowledged.
+
+
+def _call(app: "Application", method: Any, *arguments: Any) -> Any:
+    """A delegate method that raises is reported and its message acknowledged anyway: the app runs on."""
+    try:
+        return method(*arguments)
+    except Exception as error:  # noqa: BLE001 - the library must not die with the app's handler
+        app.log(f"the {getattr(method, '__name__', 'delegate')} handler failed: {error!r}")
+        return None
+
+
+def _finish(app: "Application", message: Message, result: Any) -> None:
+    from .application import DeferredAck
+    if isinstance(result, DeferredAck):
+        result.message = message
+    elif inspect.isawaitable(result) and app.on_awaitable is not None:
+        app.on_awaitable(result, message)
+    else:
+        app._ack(message)
+
+
+def run_app_callback(app: "Application", message: Message) -> None:
+    kind, fields, delegate = message.type, message.fields, app.delegate
+    if kind in _DID_STATES:
+        app.state = _DID_STATES[kind]
+    if app.state is not AppState.BACKGROUND:
+        app.background_time_remaining = None
+    if kind == "didFinishLaunching":
+        options = fields.get("launchOptions") if isinstance(fields.get("launchOptions"), dict) else {}
+        result = _call(app, delegate.did_finish_launching, app, LaunchOptions(
+            launched_by=str(options.get("launchedBy", "unknown")), background=options.get("background") is True,
+            terminated_in_background=options.get("terminatedInBackground") is True))
+    elif kind == "didDiscardSceneSessions":
+        scenes = [s for s in fields.get("scenes") or [] if isinstance(s, str)]
+        result = _call(app, delegate.did_discard_scene_sessions, app, scenes)
+    else:
+        from .application import _APP_CALLBACKS
+        result = _call(app, getattr(delegate, _APP_CALLBACKS[kind]), app)
+    _finish(app, message, result)
+
+
+def _scene_delegate(app: "Application", configuration: str) -> SceneDelegate:
+    factory = app._scene_factories.get(configuration) or app._scene_factories.get(None)
+    return factory() if factory is not None else SceneDelegate()
+
+
+def run_scene_callback(app: "Application", message: Message) -> None:
+    from .application import _SCENE_CALLBACKS
+    kind, fields = message.type, message.fields
+    ident = fields["scene"]
+    role, configuration = str(fields.get("role", "")), str(fields.get("configuration", ""))
+    options = fields.get("options") if isinstance(fields.get("options"), dict) else {}
+    if kind == "configurationForConnecting":
+        session = SceneSession(ident, role, configuration)
+        message.configuration = _call(app, app.delegate.configuration_for_connecting, app, session, options)
+        app._ack(message)
+        return
+    if kind == "sceneWillConnect":
+        session = SceneSession(ident, role, configuration)
+        scene = Scene(session, _scene_delegate(app, configuration), fields.get("state"), options)
+        app.connected_scenes[ident] = scene
+        _finish(app, message, _call(app, scene.delegate.will_connect, scene, session, options))
+        return
+    scene = app.connected_scenes.get(ident)
+    if scene is None:
+        app._ack(message)
+        return
+    method, on_arrival, _ = _SCENE_CALLBACKS[kind]
+    if on_arrival is not None:
+        scene.activation_state = on_arrival
+    result = _call(app, getattr(scene.delegate, method), scene)
+    if kind == "sceneDidEnterBackground":
+        state = _call(app, scene.delegate.state_restoration_activity, scene)
+        if state is not NO_STATE and state is not None:
+            message.state, message.has_state = state, True
+    if kind == "sceneDidDisconnect":
+        app.connected_scenes.pop(ident, None)
+    _finish(app, message, result)
+
+
+def after_scene_ack(app: "Application", message: Message) -> None:
+    from .application import _SCENE_CALLBACKS
+    entry = _SCENE_CALLBACKS.get(message.type)
+    scene = app.connected_scenes.get(message.fields.get("scene", "")) if entry else None
+    if entry and scene is not None and entry[2] is not None:
+        scene.activation_state = entry[2]
