@@ -27,8 +27,11 @@ fi
 export PATH="${LIFECTL_BIN_DIR:-$bin}:$bin:$PWD/Examples/python:$PATH" LIFECYCLED_RUNTIME_DIR="$out/run"
 
 mkdir -p "$out/config/apps"
+# Apps may post only the types declared for them (the system types are the daemon's): three `latest` ones, and the
+# poster's end marker.
+printf '[NotificationTypes]\nlevelDidChange=latest\nstateDidChange=latest\nlocaleDidChange=latest\nbenchDone=none\n' > "$out/config/lifecycled.conf"
 for i in $(seq "$APPS"); do
-    printf '[App]\nExec=lifecycle_client.py --observe batteryLevelDidChange,batteryStateDidChange,currentLocaleDidChange\nAutoLaunch=background\n[Lifecycle]\nBackgroundTimeSec=0\nLaunchTimeoutSec=300\n' \
+    printf '[App]\nExec=lifecycle_client.py --observe levelDidChange,stateDidChange,localeDidChange\nAutoLaunch=background\n[Lifecycle]\nBackgroundTimeSec=0\nLaunchTimeoutSec=300\n' \
         > "$out/config/apps/sub$i.conf"
 done
 printf '[App]\nExec=%s/bench/poster.py\nEnvironment=POSTS=%s BENCH_RESULT=%s/result.json\n[Lifecycle]\nBackgroundTimeSec=infinity\n' \

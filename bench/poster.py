@@ -8,7 +8,7 @@ Also the floor (`--floor`): the same bytes into a socket whose reader only split
 import json, os, socket, subprocess, sys, time
 
 N = int(os.environ.get("POSTS", "1000000"))
-TYPES = ["batteryLevelDidChange", "batteryStateDidChange", "currentLocaleDidChange"]
+TYPES = ["levelDidChange", "stateDidChange", "localeDidChange"]
 BATCH = 10000
 
 
@@ -37,7 +37,7 @@ def main():
     if "--floor" in sys.argv:
         return floor()
     sock = socket.socket(fileno=int(os.environ["LIFECYCLE_FD"]))
-    sock.sendall(b'{"type":"hello","protocol":1,"observe":["userDefaultsDidChange"]}\n')
+    sock.sendall(b'{"type":"hello","protocol":1,"observe":["userDefaultsDidChange","benchDone"]}\n')
     buffer = b""
     def read_until(kind):
         nonlocal buffer
@@ -61,7 +61,7 @@ def main():
     start = time.perf_counter()
     for chunk in chunks:
         sock.sendall(chunk)
-    sock.sendall(b'{"type":"post","name":"userDefaultsDidChange","app":"%s","payload":{"done":true}}\n'
+    sock.sendall(b'{"type":"post","name":"benchDone","app":"%s","payload":{"done":true}}\n'
                  % os.environ["LIFECYCLE_APP"].encode())
     read_until("notification")
     seconds = time.perf_counter() - start
