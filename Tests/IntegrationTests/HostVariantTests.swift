@@ -35,6 +35,14 @@ struct HostVariantTests {
         && FileManager.default.fileExists(atPath: "/sys/fs/cgroup/memory/memory.limit_in_bytes")
         && FileManager.default.fileExists(atPath: "/proc/pressure/memory")
 
+    /// `some total=` of /proc/pressure/memory, read directly.
+    static func memoryStallMicroseconds() -> UInt64? {
+        guard let text = try? String(contentsOfFile: "/proc/pressure/memory", encoding: .utf8),
+              let some = text.split(separator: "\n").first(where: { $0.hasPrefix("some ") }),
+              let total = some.split(separator: " ").first(where: { $0.hasPrefix("total=") }) else { return nil }
+        return UInt64(total.dropFirst("total=".count))
+    }
+
     func client(_ lifecycle: String = "BackgroundTimeSec=infinity") -> String {
         "[App]\nExec=\(python)\n\n[Lifecycle]\n\(lifecycle)\n"
     }
@@ -158,6 +166,36 @@ struct HostVariantTests {
         #expect(!FileManager.default.fileExists(atPath: parent), "\(parent) is removed at the daemon's stop")
     }
 
+    @Test("across a daemon crash on either host: a stopped or frozen app stays so, is re-adopted suspended, and resumes",
+          .enabled(if: hasV1Freezer, "needs root, unshare(1) and a mounted v1 freezer hierarchy to mount again"),
+          arguments: ["", "mkdir /sys/fs/cgroup/freezer; mount -t cgroup -o freezer lifecycled-test /sys/fs/cgroup/freezer;"])
+    func acrossADaemonCrash(mounts: String) throws {
+        let app = "[App]\nExec=\(python)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\nSuspendMethod=freezer\n"
+        let daemon = try DaemonHarness()
+        defer { daemon.stop() }
+        try daemon.app("kept", app)
+        try daemon.start(wrapper: Self.namespace(mounts))
+        try daemon.control("launch", "kept", "--background")
+        try daemon.control("suspend", "kept")
+        let pid = try #require(try daemon.status("kept").pid)
+        // The v1 freezer holds its tasks in D; with no freezer, SIGSTOP leaves them in T.
+        let held: Character = mounts.isEmpty ? "T" : "D"
+        try daemon.waitUntil("kept is held") { Kernel.state(pid) == held }
+
+        try daemon.crash()
+        #expect(Kernel.state(pid) == held, "nothing lets the app run while no daemon supervises it")
+        try daemon.start(wrapper: Self.namespace(mounts), keepLog: true)
+        try daemon.waitForState("kept", "suspended")
+        #expect(try daemon.status("kept").pid == pid)
+        #expect(daemon.log.contains("kept: re-adopted process \(pid) in state suspended"), "\(daemon.log)")
+        try daemon.control("resume", "kept")
+        try daemon.waitUntil("kept runs again") { Kernel.state(pid) == "S" || Kernel.state(pid) == "R" }
+        try daemon.control("focus", "kept")
+        #expect(try daemon.status("kept").state.rawValue == "active")
+        try daemon.control("terminate", "kept")
+        try daemon.waitUntil("kept is gone") { !Kernel.exists(pid) }
+    }
+
     @Test("a real memory squeeze: the PSI trigger fires, every app is warned, then suspended apps go, oldest first",
           .enabled(if: canSqueeze, "needs root, a writable v1 memory hierarchy and /proc/pressure/memory"))
     func realMemorySqueeze() throws {
@@ -191,6 +229,7 @@ struct HostVariantTests {
             try daemon.control("suspend", "recent")
             let oldPID = try #require(try daemon.status("old").pid)
 
+            let stalledBefore = try #require(Self.memoryStallMicroseconds())
             try daemon.control("focus", "hog")
             try daemon.waitUntil("the squeeze warned every app", timeout: 60) {
                 daemon.records("front").contains { $0.type == "notification" && $0.name == "didReceiveMemoryWarning" }
@@ -200,6 +239,8 @@ struct HostVariantTests {
                 daemon.log.contains("old: terminated while suspended to relieve memory pressure (jetsam)")
             }
             try daemon.waitUntil("its process is gone") { !Kernel.exists(oldPID) }
+            // Nothing simulated it: the kernel counted real stalls, past the trigger's threshold.
+            #expect(try #require(Self.memoryStallMicroseconds()) - stalledBefore > 150_000)
             let log = daemon.log
             if let recent = log.range(of: "recent: terminated while suspended to relieve memory pressure") {
                 #expect(log.range(of: "old: terminated while suspended")!.lowerBound < recent.lowerBound, "least recently used first")
