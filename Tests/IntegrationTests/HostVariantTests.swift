@@ -6,7 +6,7 @@ import Testing
 /// The real daemon on hosts other than this one: each starts in a private mount namespace (`unshare`) whose
 /// /sys/fs/cgroup is what that host has, so the daemon's detection meets it as it would at boot. The apps, the
 /// signals and /proc are real and seen from outside the namespace; the memory squeeze is a real cgroup limit.
-@Suite("host variants: no cgroups, only the v1 freezer, a real memory squeeze", .serialized)
+@Suite("host variants: no cgroups, v1 only, a real memory squeeze", .serialized)
 struct HostVariantTests {
     let python = DaemonHarness.pythonClient
     static let squeeze = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/memory_squeeze.py").path
@@ -28,6 +28,13 @@ struct HostVariantTests {
             let fields = $0.split(separator: " ")
             return fields.count > 3 && fields[1] == "/sys/fs/cgroup/freezer" && fields[2] == "cgroup"
                 && fields[3].split(separator: ",").contains("freezer")
+        }
+
+    static let hasV1CPU: Bool = canUnshare
+        && ((try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? "").split(separator: "\n").contains {
+            let fields = $0.split(separator: " ")
+            return fields.count > 3 && fields[1] == "/sys/fs/cgroup/cpu" && fields[2] == "cgroup"
+                && fields[3].split(separator: ",").contains("cpu")
         }
 
     /// A writable v1 memory hierarchy (this hybrid host's memory controller) and a kernel that accounts PSI.
@@ -164,6 +171,36 @@ struct HostVariantTests {
         // The app's group lives as long as its configuration; the daemon's stop removes it and the parent.
         let parent = try #require(parentGroup)
         #expect(!FileManager.default.fileExists(atPath: parent), "\(parent) is removed at the daemon's stop")
+    }
+
+    @Test("a v1-only host (cpu and freezer): background weighs the app's v1 cpu group, suspension freezes it",
+          .enabled(if: hasV1Freezer && hasV1CPU, "needs root, unshare(1) and mounted v1 cpu and freezer hierarchies"))
+    func v1CPUAndFreezer() throws {
+        let mounts = "for c in cpu freezer; do mkdir /sys/fs/cgroup/$c; mount -t cgroup -o $c lifecycled-test /sys/fs/cgroup/$c; done;"
+        let app = "[App]\nExec=\(python)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\nSuspendMethod=freezer\n"
+        try withDaemon(["a": app, "b": client()], wrapper: Self.namespace(mounts)) { daemon in
+            let status = try daemon.lifectl("status").stdout
+            #expect(status.contains("cgroups: v1"), "\(status)")
+            #expect(status.contains("background priority: cgroup v1 cpu.shares 1024 → 128"), "\(status)")
+            #expect(status.contains("suspend (freezer): cgroup v1 freezer.state"), "\(status)")
+            try daemon.control("focus", "a")
+            let pid = try #require(try daemon.status("a").pid)
+            let line = try #require(cgroupLines(pid).first { $0.split(separator: ":").dropFirst().first == "cpu" })
+            let shares = "/sys/fs/cgroup/cpu\(line.split(separator: ":", maxSplits: 2)[2])/cpu.shares"
+            func read() -> String {
+                ((try? String(contentsOfFile: shares, encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            #expect(shares.hasSuffix("/app-a/cpu.shares") && read() == "1024", "\(shares): \(read())")
+            #expect(nice(pid) == 0)
+            try daemon.control("focus", "b")
+            #expect(read() == "128")
+            #expect(nice(pid) == 0, "the cgroup weighs the CPU: nice is left alone")
+            try daemon.control("suspend", "a")
+            #expect(Kernel.state(pid) == "D")
+            try daemon.control("resume", "a")
+            try daemon.control("focus", "a")
+            #expect(read() == "1024")
+        }
     }
 
     @Test("across a daemon crash on either host: a stopped or frozen app stays so, is re-adopted suspended, and resumes",
