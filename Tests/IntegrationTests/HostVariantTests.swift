@@ -21,21 +21,18 @@ struct HostVariantTests {
     /// Whether this process may make a mount namespace and mount cgroup filesystems in it.
     static let canUnshare = geteuid() == 0 && access("/usr/bin/unshare", X_OK) == 0
 
-    /// Whether a v1 freezer hierarchy is mounted here: only then can the namespace mount it again (the kernel
-    /// reuses a hierarchy for the same controller set, and makes no new one while the controller is bound).
-    static let hasV1Freezer: Bool = canUnshare
-        && ((try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? "").split(separator: "\n").contains {
+    /// Whether the v1 hierarchy of `controller` is mounted here: only then can the namespace mount it again (the
+    /// kernel reuses a hierarchy for the same controller set, and makes no new one while the controller is bound).
+    static func isV1Mounted(_ controller: Substring) -> Bool {
+        ((try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? "").split(separator: "\n").contains {
             let fields = $0.split(separator: " ")
-            return fields.count > 3 && fields[1] == "/sys/fs/cgroup/freezer" && fields[2] == "cgroup"
-                && fields[3].split(separator: ",").contains("freezer")
+            return fields.count > 3 && fields[1] == "/sys/fs/cgroup/\(controller)" && fields[2] == "cgroup"
+                && fields[3].split(separator: ",").contains(controller)
         }
+    }
 
-    static let hasV1CPU: Bool = canUnshare
-        && ((try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? "").split(separator: "\n").contains {
-            let fields = $0.split(separator: " ")
-            return fields.count > 3 && fields[1] == "/sys/fs/cgroup/cpu" && fields[2] == "cgroup"
-                && fields[3].split(separator: ",").contains("cpu")
-        }
+    static let hasV1Freezer = canUnshare && isV1Mounted("freezer")
+    static let hasV1CPU = canUnshare && isV1Mounted("cpu")
 
     /// A writable v1 memory hierarchy (this hybrid host's memory controller) and a kernel that accounts PSI.
     static let canSqueeze = geteuid() == 0 && access("/sys/fs/cgroup/memory", W_OK) == 0
