@@ -11,6 +11,8 @@ with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
     procs.write(str(os.getpid()))
 with open(path, "rb") as f:
     # Pages already cached stay charged to whoever read them first: drop them so that this cgroup pays for each.
+    # Only clean pages can be dropped: write back whatever is still dirty first.
+    os.fsync(f.fileno())
     os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     pages = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
     total = 0

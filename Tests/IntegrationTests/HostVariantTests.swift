@@ -245,6 +245,8 @@ struct HostVariantTests {
         let writer = try FileHandle(forWritingTo: file)
         let chunk = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 7) })
         for _ in 0..<128 { writer.write(chunk) }
+        // Written back before the squeeze starts: the app drops the clean pages from the cache, never dirty ones.
+        try writer.synchronize()
         try writer.close()
 
         let hog = "[App]\nExec=/usr/bin/python3 \(Self.squeeze) \(memoryGroup) \(file.path)\nProtocol=none\n"
@@ -265,8 +267,16 @@ struct HostVariantTests {
 
             let stalledBefore = try #require(Self.memoryStallMicroseconds())
             try daemon.control("focus", "hog")
-            try daemon.waitUntil("the squeeze warned every app", timeout: 60) {
-                daemon.records("front").contains { $0.type == "notification" && $0.name == "didReceiveMemoryWarning" }
+            func group(_ file: String) -> String {
+                ((try? String(contentsOfFile: memoryGroup + "/" + file, encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            do {
+                try daemon.waitUntil("the squeeze warned every app", timeout: 60) {
+                    daemon.records("front").contains { $0.type == "notification" && $0.name == "didReceiveMemoryWarning" }
+                }
+            } catch {
+                throw HarnessError("\(error)\n--- the squeeze: \(group("memory.failcnt")) failures, \(group("memory.usage_in_bytes")) bytes, "
+                                   + "stalls \(Self.memoryStallMicroseconds().map { $0 - stalledBefore } ?? 0) µs")
             }
             #expect(daemon.log.contains("Memory pressure: sent didReceiveMemoryWarning to"))
             try daemon.waitUntil("old was terminated for memory", timeout: 60) {
