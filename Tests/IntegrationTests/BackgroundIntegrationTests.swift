@@ -112,8 +112,8 @@ struct BackgroundIntegrationTests {
 
     @Test("memory pressure: a warning to every app, then the least recently used suspended app is terminated")
     func memoryPressureWarnsThenTerminatesSuspendedApps() throws {
-        // This kernel takes PSI triggers, but nothing here makes real memory pressure (24 GiB, no swap), so the
-        // pressure event itself is injected through the control socket, on the same path a PSI trigger takes.
+        // The pressure event is injected through the control socket, on the same path a PSI trigger takes, so that
+        // each event is one step of the policy; HostVariantTests/realMemorySqueeze makes real pressure instead.
         // The warning, the SIGKILL of the stopped process and the next launch's options are real.
         let lifecycle = "BackgroundTimeSec=infinity"
         try withDaemon(["old": client("", lifecycle: lifecycle), "recent": client("", lifecycle: lifecycle),
