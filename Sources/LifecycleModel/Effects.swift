@@ -23,6 +23,9 @@ public enum TimerKind: String, Sendable, Equatable, CaseIterable {
 public enum ExitStatus: Sendable, Equatable, CustomStringConvertible {
     case exited(Int32)
     case signaled(Int32)
+    /// A process that is not the daemon's child (re-adopted from a previous daemon): only its parent learns how it
+    /// ended. Counts as a failure for `Restart=on-failure`.
+    case unknown
 
     public var isSuccess: Bool { self == .exited(0) }
 
@@ -30,6 +33,7 @@ public enum ExitStatus: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .exited(let code): "exited with status \(code)"
         case .signaled(let signal): "killed by signal \(signal)"
+        case .unknown: "ended with an unknown status (not lifecycled's child)"
         }
     }
 }

@@ -44,6 +44,8 @@ public final class Daemon {
     // The owners: each holds its own state, reaches the model and the event queue through this daemon
     // (`DaemonHost`), and the owners it builds on (placement, fd store, processes) through their methods.
     let placement: any ProcessPlacement
+    /// Held from the first moment to the last: no other daemon serves this runtime directory meanwhile.
+    private let runtimeLock: RuntimeDirectoryLock
     let fdStore: FDStore
     private let retired: RetiredSources
     private let stateStore: StateStore
@@ -78,8 +80,16 @@ public final class Daemon {
         }
     }
 
-    public init(options: DaemonOptions) throws(SystemError) {
+    /// Throws when another daemon serves the runtime directory (`RuntimeDirectoryLock.Failure`), before anything
+    /// of its (sockets, state files, cgroups) is touched, or when the loop cannot be made.
+    public init(options: DaemonOptions) throws {
         self.options = options
+        do {
+            try makeDirectory(options.runtimeDirectory)
+            runtimeLock = try RuntimeDirectoryLock(directory: options.runtimeDirectory)
+        } catch let error as SystemError {
+            throw RuntimeDirectoryLock.Failure.system(error)
+        }
         loop = try EventLoop()
         startedAt = loop.now
         cgroups = CgroupSupport.detect(groupName: cgroupGroupName(runtimeDirectory: options.runtimeDirectory))
@@ -212,8 +222,11 @@ public final class Daemon {
     private func transitioned(_ name: String, _ from: AppState, _ to: AppState, _ reason: String) {
         guard let app = runtime(name) else { return }
         app.sinceWall = wallClockNow()
-        Log.event(.transition, .info, LogLines.transitionMessage(app: name, from: from, to: to, reason: reason),
-                  LogLines.transitionFields(app: name, from: from, to: to, reason: reason, pid: app.pid))
+        // A re-adoption is journaled as such (the `readopted` note), not as a transition from notRunning.
+        if reason != Supervisor.readoptionReason {
+            Log.event(.transition, .info, LogLines.transitionMessage(app: name, from: from, to: to, reason: reason),
+                      LogLines.transitionFields(app: name, from: from, to: to, reason: reason, pid: app.pid))
+        }
         processes.transitioned(app, to: to)
         serviceManager.statusChanged(loop: loop)
     }

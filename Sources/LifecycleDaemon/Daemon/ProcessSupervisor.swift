@@ -217,14 +217,14 @@ final class ProcessSupervisor {
     }
 
     /// A process that is not the daemon's child (re-adopted, or external): its exit comes through its pidfd, with a
-    /// status only its parent learns (reported as 255, a failure for Restart=).
+    /// status only its parent learns (reported as unknown, a failure for Restart=).
     /// `app.pidfd` owns `pidfd`; sd-event only watches it.
     func watchExit(_ app: AppRuntime, pid: pid_t, pidfd: FileDescriptor, what: String) throws(SystemError) {
         let name = app.name
         app.child = try loop.watch(fd: pidfd.rawValue, events: IOEvents.readable) { [unowned self, unowned app, weak pidfd] _ in
             guard let pidfd, app.pidfd === pidfd else { return }
             Log.notice("\(name): \(what) \(pid) ended (its exit status went to its parent)")
-            self.exited(app, .exited(255))
+            self.exited(app, .unknown)
         }
     }
 
