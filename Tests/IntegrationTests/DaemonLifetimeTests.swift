@@ -80,4 +80,96 @@ struct DaemonLifetimeTests {
         #expect(try harness.status("a").pid == a)
         #expect(try harness.status("a").state.rawValue == "active")
     }
+
+    /// Field 22 of /proc/PID/stat, as the state file keeps it.
+    func startTime(_ pid: pid_t) throws -> UInt64 {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        let close = try #require(stat.lastIndex(of: ")"))
+        let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+        return try #require(UInt64(fields[19]))
+    }
+
+    /// A `sleep` of the test's own, in the test's process group: nothing of any app.
+    func unrelatedSleep() throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        process.arguments = ["300"]
+        try process.run()
+        return process
+    }
+
+    @Test("a state file naming an unrelated process is neither adopted nor signalled, for a configured app or one that is gone")
+    func forgedStateFileIsNotTrusted() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("a", client())
+        try harness.start()
+        try harness.control("focus", "a")
+        let state = harness.runtimeDirectory.appendingPathComponent("state")
+        let saved = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: state.appendingPathComponent("a.json"))) as? [String: Any])
+        try harness.control("terminate", "a")
+        try harness.waitForState("a", "notRunning")
+        try harness.crash()
+
+        let victims = [try unrelatedSleep(), try unrelatedSleep()]
+        defer { for victim in victims { victim.terminate() } }
+        for (name, victim) in zip(["a", "ghost"], victims) {
+            var forged = saved
+            forged["name"] = name
+            forged["pid"] = Int(victim.processIdentifier)
+            forged["startTime"] = try startTime(victim.processIdentifier)
+            forged["suspendedWith"] = "signal"
+            try JSONSerialization.data(withJSONObject: forged).write(to: state.appendingPathComponent("\(name).json"))
+        }
+        try harness.start(keepLog: true)
+
+        #expect(try harness.status("a").state.rawValue == "notRunning", "the unrelated process was not taken for a")
+        #expect(try harness.status("a").pid == nil)
+        // A release would continue and SIGTERM it at once (sleep dies of SIGTERM); give it the time to have happened.
+        usleep(500_000)
+        for victim in victims {
+            #expect(victim.isRunning, "pid \(victim.processIdentifier) was not signalled")
+            #expect(Kernel.state(victim.processIdentifier) == "S", "pid \(victim.processIdentifier) runs on, not stopped")
+        }
+        #expect(harness.log.contains("a: its state file names process \(victims[0].processIdentifier), which is not in the app's own cgroup or process group"))
+        #expect(!harness.log.contains("re-adopted process \(victims[0].processIdentifier)"))
+    }
+
+    @Test("a state file whose name inside is not its own is ignored")
+    func stateFileMustNameItsOwnApp() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("a", client())
+        try harness.start()
+        try harness.control("focus", "a")
+        let a = try #require(try harness.status("a").pid)
+        try harness.crash()
+        let state = harness.runtimeDirectory.appendingPathComponent("state")
+        try FileManager.default.moveItem(at: state.appendingPathComponent("a.json"), to: state.appendingPathComponent("b.json"))
+        try harness.start(keepLog: true)
+        #expect(harness.log.contains("it names the app 'a', not 'b'"))
+        #expect(try harness.status("a").pid == nil, "the file of another name did not re-adopt a")
+        // a's process is still in a's cgroup (or its own session): the strays check or nothing, never left stopped.
+        #expect(Kernel.state(a) != "T")
+    }
+
+    @Test("a re-adopted app is journaled as re-adopted, not as a transition from notRunning, and its end as an unknown status")
+    func readoptionAndItsEndAreLoggedHonestly() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("a", client())
+        try harness.start()
+        try harness.control("focus", "a")
+        let a = try #require(try harness.status("a").pid)
+        try harness.crash()
+        try harness.start(keepLog: true)
+        #expect(try harness.status("a").state.rawValue == "active")
+        let restarted = harness.log.components(separatedBy: "lifecycled 0.1.0 starting").last ?? ""
+        #expect(restarted.contains("a: re-adopted process \(a) in state active"))
+        #expect(!restarted.contains("a: notRunning → active"), "no transition from notRunning: \(restarted)")
+        kill(a, SIGKILL)
+        try harness.waitForState("a", "notRunning")
+        #expect(harness.log.contains("a: process \(a) ended with an unknown status (not lifecycled's child)"))
+        #expect(!harness.log.contains("exited with status 255"))
+    }
 }
