@@ -272,6 +272,9 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
         /// A scene request for an app that does not declare `[Scenes]`.
         case noScenes
         case unknownScene(String)
+        /// The request launches the app, and its process could not be started (no such `Exec=`, no such `User=`, a
+        /// cgroup that refuses it): the request did not happen.
+        case spawnFailed(String)
     }
     public var app: String
     /// The app's state when the request came.
@@ -297,6 +300,8 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
             return "cannot \(request) '\(app)': it does not use scenes (declare them in its [Scenes] section)"
         case .unknownScene(let scene):
             return "cannot \(request) '\(app)': it has no scene session '\(scene)' (lifectl scenes \(app) lists them)"
+        case .spawnFailed(let reason):
+            return "cannot \(request) '\(app)': failed to start it: \(reason)"
         case .notAllowed(let hint):
             var base = "cannot \(request) '\(app)': it is \(state?.rawValue ?? "unknown")"
             if let becoming { base += ", becoming \(becoming.rawValue)" }

@@ -177,7 +177,8 @@ public final class Daemon {
         for effect in effects {
             defer { if let pauseAfter, pauseAfter.matches(effect) { pauseForTest(effect) } }
             switch effect {
-            case .spawn(let name, let options): if let app = runtime(name) { processes.spawn(app, options) }
+            case .spawn(let name, let options):
+                if let app = runtime(name), let failure = processes.spawn(app, options) { queue(.spawnFailed(app: name, reason: failure)) }
             case .send(let name, let delivery): sessions.send(name, delivery)
             case .stopProcess(let name): if let app = runtime(name) { suspension.suspend(app) }
             case .continueProcess(let name): suspension.resume(name)
@@ -289,8 +290,21 @@ extension Daemon: DaemonHost {
     func snapshot(of name: String) -> AppSnapshot? { model.snapshot(of: name) }
     func queue(_ event: Event) { events.append(event) }
 
+    /// A request that launches its app takes effect only once the app's process runs: the spawn comes first, and
+    /// when it fails the model is as it was before the request (no other app left the foreground, nobody was told
+    /// anything) and the failure is the request's answer.
     func request(_ request: Request, for name: String, origin: String) throws(RequestError) -> [Effect] {
-        try model.handle(request, for: name, origin: origin, now: loop.now)
+        let before = model
+        var effects = try model.handle(request, for: name, origin: origin, now: loop.now)
+        guard let index = effects.firstIndex(where: { if case .spawn = $0 { true } else { false } }),
+              case .spawn(let launched, let options) = effects[index], let app = runtime(launched) else { return effects }
+        effects.remove(at: index)
+        if let failure = processes.spawn(app, options) {
+            model = before
+            log(launched, .spawnFailed(failure))
+            throw RequestError(app: name, state: before.state(of: name), request: request, reason: .spawnFailed(failure))
+        }
+        return effects
     }
 
     func post(_ type: String, payload: JSONValue, to app: String?) throws(PostError) -> PostOutcome {
