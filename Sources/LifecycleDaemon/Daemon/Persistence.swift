@@ -201,6 +201,10 @@ final class Persistence {
             for (pid, start) in identities where start != nil && ProcessTable.startTime(of: pid) == start { kill(pid, SIGKILL) }
             if let processGroup { kill(-processGroup, SIGKILL) }
             cgroup?.killAll()
+            // The group of an app no longer configured has no next launch to serve: it goes once they are reaped.
+            if let cgroup, self?.host.runtime(name) == nil, !cgroup.removeOnceEmpty(within: CgroupPlacement.removalWait) {
+                Log.warning("\(name): Failed to remove its cgroup \(cgroup.displayPath): processes are still in it")
+            }
             if let source { self?.retired.retire(source) }
         }
         source?.arm(after: timeout)

@@ -249,11 +249,19 @@ final class CgroupPlacement: ProcessPlacement {
         processGroups.killAll(app, leader: leader)
     }
 
+    /// Called once the app runs no more (it is removed, or the daemon stops), when what was killed last may not
+    /// have been reaped yet: a short wait for that, so that no empty group stays behind.
     func remove(_ app: AppRuntime) {
         guard let cgroup = app.cgroup else { return }
         for path in [cgroup.unifiedPath, cgroup.cpuPath, cgroup.freezerPath].compactMap({ $0 }) { kept.forget(under: path) }
-        cgroup.remove()
+        if !cgroup.removeOnceEmpty(within: Self.removalWait) {
+            Log.warning("\(app.name): Failed to remove its cgroup \(cgroup.displayPath): processes are still in it")
+        }
+        app.cgroup = nil
     }
+
+    /// How long a removal waits for killed processes to be reaped.
+    static let removalWait: Duration = .seconds(1)
     func displayPath(of app: AppRuntime) -> String? { app.cgroup?.displayPath }
     func leftoverNames() -> Set<String> { cgroups.existingAppCgroupNames() }
     func leftover(_ name: String) -> AppCgroup? { try? cgroups.makeAppCgroup(app: name) }
