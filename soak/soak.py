@@ -781,6 +781,7 @@ class Soak:
                 [sys.executable, os.path.abspath(__file__), "--worker", str(i), "--spec", spec_path, "--result", result],
                 stdin=subprocess.DEVNULL))
         reloads = self.start_reload_storm(seconds)
+        self.second_daemon_attempt()
         monitor = self.monitor(time.monotonic() + seconds)
         self.figures["reload_storm"] = self.finish_reload_storm(reloads)
         for w in self.workers:
@@ -823,6 +824,21 @@ class Soak:
             return {"counts": {}, "failures": [f"the reload storm failed (exit {process.returncode})"]}
         with open(result) as f:
             return json.load(f)
+
+    def second_daemon_attempt(self):
+        """In the storm, a second lifecycled on the same runtime directory: it must refuse to start (its lock), and
+        leave the first one's sockets and apps alone (the invariants checked after the storm)."""
+        env = dict(os.environ, LIFECYCLED_RUNTIME_DIR=self.runtime)
+        for name in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "INVOCATION_ID", "JOURNAL_STREAM"):
+            env.pop(name, None)
+        try:
+            second = subprocess.run([self.lifecycled, "--config", self.config, "--runtime-dir", self.runtime],
+                                    stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=30)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError("a second lifecycled on the same runtime directory did not refuse to start")
+        if second.returncode == 0 or "already serves the runtime directory" not in second.stderr:
+            raise RuntimeError(f"a second lifecycled: exit {second.returncode}, {second.stderr.strip()[-300:]}")
+        self.mark("storm: a second lifecycled on the same runtime directory refused to start")
 
     def restore(self):
         """After the storm: every app running again, held notifications delivered (so that the daemon holds what

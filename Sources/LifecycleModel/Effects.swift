@@ -23,6 +23,9 @@ public enum TimerKind: String, Sendable, Equatable, CaseIterable {
 public enum ExitStatus: Sendable, Equatable, CustomStringConvertible {
     case exited(Int32)
     case signaled(Int32)
+    /// A process that is not the daemon's child (re-adopted from a previous daemon): only its parent learns how it
+    /// ended. Counts as a failure for `Restart=on-failure`.
+    case unknown
 
     public var isSuccess: Bool { self == .exited(0) }
 
@@ -30,6 +33,7 @@ public enum ExitStatus: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .exited(let code): "exited with status \(code)"
         case .signaled(let signal): "killed by signal \(signal)"
+        case .unknown: "ended with an unknown status (not lifecycled's child)"
         }
     }
 }
@@ -268,6 +272,9 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
         /// A scene request for an app that does not declare `[Scenes]`.
         case noScenes
         case unknownScene(String)
+        /// The request launches the app, and its process could not be started (no such `Exec=`, no such `User=`, a
+        /// cgroup that refuses it): the request did not happen.
+        case spawnFailed(String)
     }
     public var app: String
     /// The app's state when the request came.
@@ -293,6 +300,8 @@ public struct RequestError: Error, Sendable, Equatable, CustomStringConvertible 
             return "cannot \(request) '\(app)': it does not use scenes (declare them in its [Scenes] section)"
         case .unknownScene(let scene):
             return "cannot \(request) '\(app)': it has no scene session '\(scene)' (lifectl scenes \(app) lists them)"
+        case .spawnFailed(let reason):
+            return "cannot \(request) '\(app)': failed to start it: \(reason)"
         case .notAllowed(let hint):
             var base = "cannot \(request) '\(app)': it is \(state?.rawValue ?? "unknown")"
             if let becoming { base += ", becoming \(becoming.rawValue)" }

@@ -77,6 +77,10 @@ extension Supervisor {
                            enteredBackgroundAtMicroseconds: app.enteredBackgroundAt.map { Int64($0 / .microseconds(1)) })
     }
 
+    /// The reason of the transition a re-adoption emits: not a move from notRunning, so the daemon journals it as
+    /// the re-adoption it is (`Note.readopted`), not as a transition.
+    public static let readoptionReason = "re-adopted from the previous daemon"
+
     /// Take back an app from a previous daemon's life. With `running` (its process is still there, the same
     /// one), the app resumes the state it had, its queue and its scenes, waiting for its client to reconnect
     /// (or the launch timeout, after which it is managed without messages); work that was in flight is not
@@ -132,7 +136,7 @@ extension Supervisor {
         // new one.
         table[name].nextMessageID = (snapshot.nextMessageID ?? 1) + 1000
         table[name].messageIDBound = table[name].nextMessageID
-        setState(name, state, reason: "re-adopted from the previous daemon")
+        setState(name, state, reason: Self.readoptionReason)
         // Its background tasks stay open; their deadline counts from when it entered the background, and a task
         // time that ran out while no daemon watched expires now.
         table[name].tasks = state == .suspended ? [] : snapshot.tasks ?? []

@@ -21,7 +21,13 @@ import Testing
         #expect(record.event == .launch)
         #expect(record.level == .notice)
         #expect(record.message == "mail: re-adopted process 4242 in state background from the previous lifecycled")
-        #expect(fields(record) == ["LIFECYCLE_APP=mail", "LIFECYCLE_PID=4242", "LIFECYCLE_LAUNCHED_BY=re-adoption"])
+        #expect(fields(record) == ["LIFECYCLE_APP=mail", "LIFECYCLE_PID=4242", "LIFECYCLE_LAUNCHED_BY=re-adoption",
+                                   "LIFECYCLE_TO=background"])
+    }
+
+    @Test func theEndOfAProcessThatIsNotOurChildHasAnUnknownStatus() {
+        #expect("\(LifecycleModel.ExitStatus.unknown)" == "ended with an unknown status (not lifecycled's child)")
+        #expect(!LifecycleModel.ExitStatus.unknown.isSuccess, "a failure for Restart=on-failure")
     }
 
     @Test func theKernelWinningAtReadoptionIsSaidInTheLog() {

@@ -10,7 +10,7 @@ import Testing
     /// A listening socket that never accepts: the kernel completes the connection, and nobody ever answers.
     func muteSocket() throws -> (path: String, fd: Int32) {
         let path = NSTemporaryDirectory() + "mute-bus-\(getpid())-\(UUID().uuidString.prefix(8))"
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = Glibc.socket(AF_UNIX, Int32(Glibc.SOCK_STREAM.rawValue), 0)
         #expect(fd >= 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)

@@ -50,6 +50,8 @@ public final class Daemon {
     var mechanisms: [String] {
         (placement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms + (cgroups.fallbackReason.map { ["fallback: \($0)"] } ?? [])
     }
+    /// Held from the first moment to the last: no other daemon serves this runtime directory meanwhile.
+    private let runtimeLock: RuntimeDirectoryLock
     let fdStore: FDStore
     private let retired: RetiredSources
     private let stateStore: StateStore
@@ -88,8 +90,16 @@ public final class Daemon {
         }
     }
 
-    public init(options: DaemonOptions) throws(SystemError) {
+    /// Throws when another daemon serves the runtime directory (`RuntimeDirectoryLock.Failure`), before anything
+    /// of its (sockets, state files, cgroups) is touched, or when the loop cannot be made.
+    public init(options: DaemonOptions) throws {
         self.options = options
+        do {
+            try makeDirectory(options.runtimeDirectory)
+            runtimeLock = try RuntimeDirectoryLock(directory: options.runtimeDirectory)
+        } catch let error as SystemError {
+            throw RuntimeDirectoryLock.Failure.system(error)
+        }
         loop = try EventLoop()
         startedAt = loop.now
         // Under systemd the apps are scopes of its own, and the daemon's cgroup is left as systemd made it (no
@@ -193,7 +203,8 @@ public final class Daemon {
         for effect in effects {
             defer { if let pauseAfter, pauseAfter.matches(effect) { pauseForTest(effect) } }
             switch effect {
-            case .spawn(let name, let options): if let app = runtime(name) { processes.spawn(app, options) }
+            case .spawn(let name, let options):
+                if let app = runtime(name), let failure = processes.spawn(app, options) { queue(.spawnFailed(app: name, reason: failure)) }
             case .send(let name, let delivery): sessions.send(name, delivery)
             case .stopProcess(let name): if let app = runtime(name) { suspension.suspend(app) }
             case .continueProcess(let name): suspension.resume(name)
@@ -238,8 +249,11 @@ public final class Daemon {
     private func transitioned(_ name: String, _ from: AppState, _ to: AppState, _ reason: String) {
         guard let app = runtime(name) else { return }
         app.sinceWall = wallClockNow()
-        Log.event(.transition, .info, LogLines.transitionMessage(app: name, from: from, to: to, reason: reason),
-                  LogLines.transitionFields(app: name, from: from, to: to, reason: reason, pid: app.pid))
+        // A re-adoption is journaled as such (the `readopted` note), not as a transition from notRunning.
+        if reason != Supervisor.readoptionReason {
+            Log.event(.transition, .info, LogLines.transitionMessage(app: name, from: from, to: to, reason: reason),
+                      LogLines.transitionFields(app: name, from: from, to: to, reason: reason, pid: app.pid))
+        }
         processes.transitioned(app, to: to)
         serviceManager.statusChanged(loop: loop)
     }
@@ -306,8 +320,21 @@ extension Daemon: DaemonHost {
     func snapshot(of name: String) -> AppSnapshot? { model.snapshot(of: name) }
     func queue(_ event: Event) { events.append(event) }
 
+    /// A request that launches its app takes effect only once the app's process runs: the spawn comes first, and
+    /// when it fails the model is as it was before the request (no other app left the foreground, nobody was told
+    /// anything) and the failure is the request's answer.
     func request(_ request: Request, for name: String, origin: String) throws(RequestError) -> [Effect] {
-        try model.handle(request, for: name, origin: origin, now: loop.now)
+        let before = model
+        var effects = try model.handle(request, for: name, origin: origin, now: loop.now)
+        guard let index = effects.firstIndex(where: { if case .spawn = $0 { true } else { false } }),
+              case .spawn(let launched, let options) = effects[index], let app = runtime(launched) else { return effects }
+        effects.remove(at: index)
+        if let failure = processes.spawn(app, options) {
+            model = before
+            log(launched, .spawnFailed(failure))
+            throw RequestError(app: name, state: before.state(of: name), request: request, reason: .spawnFailed(failure))
+        }
+        return effects
     }
 
     func post(_ type: String, payload: JSONValue, to app: String?, from origin: PostOrigin = .daemon) throws(PostError) -> PostOutcome {

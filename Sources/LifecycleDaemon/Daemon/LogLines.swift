@@ -44,7 +44,8 @@ enum LogLines {
             let pid = pid.map(String.init) ?? "?"
             return LogLine(event: .launch, level: .notice,
                            message: "\(name): re-adopted process \(pid) in state \(state.rawValue) from the previous lifecycled",
-                           fields: [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", pid), ("LIFECYCLE_LAUNCHED_BY", "re-adoption")])
+                           fields: [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", pid), ("LIFECYCLE_LAUNCHED_BY", "re-adoption"),
+                                    ("LIFECYCLE_TO", state.rawValue)])
         case .adoptedRunning:
             return LogLine(level: .notice, message: "\(name): saved as suspended, but its processes run; taking it back in the background")
         case .adoptedStopped(let saved):

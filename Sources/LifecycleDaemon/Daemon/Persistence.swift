@@ -113,11 +113,12 @@ final class Persistence {
         for persisted in saved {
             let pid = persisted.pid.flatMap { pid in
                 persisted.startTime != nil && ProcessTable.startTime(of: pid) == persisted.startTime ? pid : nil
-            }
+            }.flatMap { pid in isOwn(pid, persisted.name) ? pid : nil }
             guard let app = host.runtime(persisted.name) else {
                 let broken = unloaded.contains(persisted.name)
                 if let pid {
-                    release(app: persisted.name, pids: [pid], processGroup: pid, cgroup: placement.leftover(persisted.name),
+                    let cgroup = placement.leftoverNames().contains(persisted.name) ? placement.leftover(persisted.name) : nil
+                    release(app: persisted.name, pids: [pid], processGroup: pid, cgroup: cgroup,
                             reason: broken ? "its file did not load" : "it is no longer in the configuration")
                 }
                 if broken {
@@ -152,6 +153,19 @@ final class Persistence {
             }
         }
         host.drain()
+    }
+
+    /// Whether `pid`, named by the state file of `name` and still the process the file names (its start time), is
+    /// the app's own: the file alone never makes the daemon take on or signal a process (`isOwnProcess`).
+    private func isOwn(_ pid: pid_t, _ name: String) -> Bool {
+        let config = host.runtime(name)?.config
+        let external = config?.external == true ? config?.externalUID : nil
+        let processGroupAlone = host.runtime(name)?.usesProcessGroupAlone ?? false
+        guard placement.isOwnProcess(pid, of: name, processGroupAlone: processGroupAlone, externalUser: external) else {
+            Log.warning("\(name): its state file names process \(pid), which is not in the app's own cgroup or process group; not taking it back, and leaving it alone")
+            return false
+        }
+        return true
     }
 
     private func readopt(_ app: AppRuntime, pid: pid_t, _ persisted: PersistedApp) {
@@ -209,6 +223,10 @@ final class Persistence {
             for (pid, start) in identities where start != nil && ProcessTable.startTime(of: pid) == start { kill(pid, SIGKILL) }
             if let processGroup { kill(-processGroup, SIGKILL) }
             cgroup?.killAll()
+            // The group of an app no longer configured has no next launch to serve: it goes once they are reaped.
+            if let cgroup, self?.host.runtime(name) == nil, !cgroup.removeOnceEmpty(within: CgroupPlacement.removalWait) {
+                Log.warning("\(name): Failed to remove its cgroup \(cgroup.displayPath): processes are still in it")
+            }
             if let source { self?.retired.retire(source) }
         }
         source?.arm(after: timeout)

@@ -11,6 +11,12 @@ protocol ProcessPlacement: AnyObject {
     func prepareLaunch(_ app: AppRuntime) -> [String]
     /// The place of a process a previous daemon started, as it finds it.
     func adopt(_ app: AppRuntime)
+    /// Whether `pid`, which a state file names as app `name`'s, is in the app's own place, so that the daemon may
+    /// take it back and signal it: in the app's cgroup where one is left from the previous daemon; else leading its
+    /// own session and process group with `LIFECYCLE_APP=name` in its environment, as a spawn leaves it (an external
+    /// app with `externalUser`: leading a group that holds processes of that user alone). Never a process only
+    /// the file names.
+    func isOwnProcess(_ pid: pid_t, of name: String, processGroupAlone: Bool, externalUser: uid_t?) -> Bool
     /// Whether apps can have a group of their own here (`ExternalFrom=cgroup` needs one).
     var canPlaceInGroups: Bool { get }
     /// The place of an app configured as external with `ExternalFrom=cgroup`, made for whoever starts it; nil
@@ -65,6 +71,14 @@ final class ProcessGroupPlacement: ProcessPlacement {
 
     func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
     func adopt(_ app: AppRuntime) {}
+
+    func isOwnProcess(_ pid: pid_t, of name: String, processGroupAlone: Bool, externalUser: uid_t?) -> Bool {
+        if let externalUser {
+            guard getpgid(pid) == pid, getpgid(0) != pid else { return false }
+            return ProcessTable.members(ofProcessGroup: pid).allSatisfy { ProcessIdentity.realUID(of: $0).map { $0 == externalUser } ?? true }
+        }
+        return ProcessIdentity.leadsSessionAndGroup(pid) && ProcessIdentity.environment(of: pid, contains: "LIFECYCLE_APP=\(name)")
+    }
     var canPlaceInGroups: Bool { false }
     func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup? { nil }
     func gather(_ app: AppRuntime) {}
@@ -137,6 +151,13 @@ final class CgroupPlacement: ProcessPlacement {
 
     func adopt(_ app: AppRuntime) {
         if !app.usesProcessGroupAlone { app.cgroup = try? cgroups.makeAppCgroup(app: app.name) }
+    }
+
+    /// An app whose cgroup is left from the previous daemon is taken back only with a process in it; one without
+    /// (the previous daemon could not make it, or the app is stopped by its process group alone) as without cgroups.
+    func isOwnProcess(_ pid: pid_t, of name: String, processGroupAlone: Bool, externalUser: uid_t?) -> Bool {
+        if !processGroupAlone, leftoverNames().contains(name), let cgroup = leftover(name) { return cgroup.pids().contains(pid) }
+        return processGroups.isOwnProcess(pid, of: name, processGroupAlone: processGroupAlone, externalUser: externalUser)
     }
 
     var canPlaceInGroups: Bool { true }
@@ -228,11 +249,19 @@ final class CgroupPlacement: ProcessPlacement {
         processGroups.killAll(app, leader: leader)
     }
 
+    /// Called once the app runs no more (it is removed, or the daemon stops), when what was killed last may not
+    /// have been reaped yet: a short wait for that, so that no empty group stays behind.
     func remove(_ app: AppRuntime) {
         guard let cgroup = app.cgroup else { return }
         for path in [cgroup.unifiedPath, cgroup.cpuPath, cgroup.freezerPath].compactMap({ $0 }) { kept.forget(under: path) }
-        cgroup.remove()
+        if !cgroup.removeOnceEmpty(within: Self.removalWait) {
+            Log.warning("\(app.name): Failed to remove its cgroup \(cgroup.displayPath): processes are still in it")
+        }
+        app.cgroup = nil
     }
+
+    /// How long a removal waits for killed processes to be reaped.
+    static let removalWait: Duration = .seconds(1)
     func displayPath(of app: AppRuntime) -> String? { app.cgroup?.displayPath }
     func leftoverNames() -> Set<String> { cgroups.existingAppCgroupNames() }
     func leftover(_ name: String) -> AppCgroup? { try? cgroups.makeAppCgroup(app: name) }

@@ -44,25 +44,28 @@ final class ProcessSupervisor {
         let spawn: Result<PendingSpawn, SystemError>
     }
 
-    func spawn(_ app: AppRuntime, _ launch: LaunchOptions) {
+    /// Starts the app's process. Returns why it could not be started when that is known at once (outside
+    /// `launchingTogether`, every failure is); a failure found later is queued as `spawnFailed`.
+    @discardableResult
+    func spawn(_ app: AppRuntime, _ launch: LaunchOptions) -> String? {
         let name = app.name, config = app.config
         let procsFiles = placement.prepareLaunch(app)
         let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
         guard let executable = resolveExecutable(config.exec[0], path: path) else {
-            return host.queue(.spawnFailed(app: name, reason: "executable '\(config.exec[0])' not found (PATH=\(path))"))
+            return "executable '\(config.exec[0])' not found (PATH=\(path))"
         }
         let credentials: Credentials?
         do {
             credentials = try lookupCredentials(user: config.user, group: config.group)
         } catch {
-            return host.queue(.spawnFailed(app: name, reason: "\(error)"))
+            return "\(error)"
         }
 
         var pair: (daemon: FileDescriptor, child: FileDescriptor)?
         if config.policy.speaksProtocol {
             var fds: [Int32] = [-1, -1]
             guard cs_socketpair_cloexec(&fds) == 0 else {
-                return host.queue(.spawnFailed(app: name, reason: "Failed to create the client socket: \(String(cString: strerror(errno)))"))
+                return "Failed to create the client socket: \(String(cString: strerror(errno)))"
             }
             pair = (FileDescriptor(owning: fds[0], path: "the client socket of \(name)"),
                     FileDescriptor(owning: fds[1], path: "the child's end of the client socket of \(name)"))
@@ -96,8 +99,9 @@ final class ProcessSupervisor {
         launchBatch?.append(started)
         if let batch = launchBatch, batch.count > Self.launchBatchLimit {
             launchBatch?.removeFirst()
-            finishLaunch(batch[0])
+            if let failure = finishLaunch(batch[0]) { host.queue(.spawnFailed(app: batch[0].name, reason: failure)) }
         }
+        return nil
     }
 
     /// Runs `body` (which launches apps) with the children spawned on worker threads, so that they set themselves
@@ -109,19 +113,22 @@ final class ProcessSupervisor {
         body()
         let batch = launchBatch ?? []
         launchBatch = nil
-        for started in batch { finishLaunch(started) }
+        for started in batch {
+            if let failure = finishLaunch(started) { host.queue(.spawnFailed(app: started.name, reason: failure)) }
+        }
         host.drain()
     }
 
-    private func finishLaunch(_ started: LaunchInFlight) {
+    /// Returns why the child could not be started, or nil once it runs.
+    private func finishLaunch(_ started: LaunchInFlight) -> String? {
         let name = started.name, pair = started.pair, output = started.output, launch = started.launch
-        guard let app = host.runtime(name) else { return }
+        guard let app = host.runtime(name) else { return nil }
         let config = app.config
         let pid: pid_t
         do {
             pid = try started.spawn.get().wait()
         } catch {
-            return host.queue(.spawnFailed(app: name, reason: "\(error)"))
+            return "\(error)"
         }
         // The child has its copies: the daemon's go now, so that the app's exit reads as an end of file at once.
         try? pair?.child.close()
@@ -156,6 +163,7 @@ final class ProcessSupervisor {
             + (launch.launchedBy == "lifectl" ? "" : " (\(launch.launchedBy))"),
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", launch.launchedBy),
                    ("LIFECYCLE_EXEC", config.exec.joined(separator: " "))])
+        return nil
     }
 
     /// systemd-like: a small clean environment, not the daemon's own, plus the app's `Environment=`.
@@ -221,14 +229,14 @@ final class ProcessSupervisor {
     }
 
     /// A process that is not the daemon's child (re-adopted, or external): its exit comes through its pidfd, with a
-    /// status only its parent learns (reported as 255, a failure for Restart=).
+    /// status only its parent learns (reported as unknown, a failure for Restart=).
     /// `app.pidfd` owns `pidfd`; sd-event only watches it.
     func watchExit(_ app: AppRuntime, pid: pid_t, pidfd: FileDescriptor, what: String) throws(SystemError) {
         let name = app.name
         app.child = try loop.watch(fd: pidfd.rawValue, events: IOEvents.readable) { [unowned self, unowned app, weak pidfd] _ in
             guard let pidfd, app.pidfd === pidfd else { return }
             Log.notice("\(name): \(what) \(pid) ended (its exit status went to its parent)")
-            self.exited(app, .exited(255))
+            self.exited(app, .unknown)
         }
     }
 

@@ -223,7 +223,13 @@ final class StateStore {
                 var bytes = try file.readAll(chunkSize: 64 * 1024)
                 // JSON allows whitespace after the value: the newline, and any spaces before it, are not the app's.
                 while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: " ") { bytes.removeLast() }
-                apps.append(try coder.decode(PersistedApp.self, from: bytes))
+                let app = try coder.decode(PersistedApp.self, from: bytes)
+                // The name inside picks the app, its cgroup and the file a removal unlinks: it must be the file's own.
+                guard app.name + ".json" == name else {
+                    problems.append("\(path): it names the app '\(app.name)', not '\(name.dropLast(5))'")
+                    continue
+                }
+                apps.append(app)
             } catch {
                 problems.append("\(path): \(error)")
             }

@@ -85,10 +85,16 @@ final class Suspension {
             unconfirmed.remove(name)
             return
         }
-        let members = leaderStopped ? app.stopMembers : app.members(iteration: loop.iteration, placement)
-        let confirmed = switch mechanism {
-        case .signal: leaderStopped ? ProcessTable.noneRunning(members.filter { $0 != pid }) : ProcessTable.allStopped(members)
-        case .freezer: placement.isFrozen(app)
+        var members = leaderStopped ? app.stopMembers : app.members(iteration: loop.iteration, placement)
+        let confirmed: Bool
+        switch mechanism {
+        case .signal where placement.reachesBeyondProcessGroup(app):
+            members = placement.members(of: app)
+            confirmed = stopNewcomers(members, leader: pid, leaderStopped: leaderStopped)
+        case .signal:
+            confirmed = leaderStopped ? ProcessTable.noneRunning(members.filter { $0 != pid }) : ProcessTable.allStopped(members)
+        case .freezer:
+            confirmed = placement.isFrozen(app)
         }
         let elapsed = loop.now - app.stopCheckStarted
         if confirmed {
@@ -100,7 +106,10 @@ final class Suspension {
             armCheck(app)
         } else {
             unconfirmed.remove(name)
-            Log.warning("\(name): Failed to confirm the suspension within 2s: some processes are still running")
+            let running = members.filter { !ProcessTable.stoppedOrStopping($0) }
+            let named = running.prefix(8).map { "\($0) (\(ProcessTable.state(of: $0).map(String.init) ?? "?"))" }
+            Log.warning("\(name): Failed to confirm the suspension within 2s: some processes are still running"
+                + (named.isEmpty ? "" : ": \(named.joined(separator: ", "))"))
         }
     }
 
@@ -136,6 +145,17 @@ final class Suspension {
         return app.members(iteration: loop.iteration, placement).filter { member in
             !(member == pid && app.pidfd == nil) && getpgid(member) != pid
         }
+    }
+
+    /// The stop as the app's cgroup holds it now, not as it was listed before the signals: a process that a child
+    /// outside the process group (setsid) forked meanwhile is stopped too, and the stop is confirmed only once no
+    /// process in the cgroup runs. A process outside any cgroup of the app is beyond reach: the process group
+    /// placement's limit (docs/RELIABILITY.md).
+    private func stopNewcomers(_ members: [pid_t], leader pid: pid_t, leaderStopped: Bool) -> Bool {
+        let others = leaderStopped ? members.filter { $0 != pid } : members
+        let running = others.filter { !ProcessTable.stoppedOrStopping($0) }
+        for member in running { kill(member, SIGSTOP) }
+        return running.isEmpty && (leaderStopped || members.contains { ProcessTable.state(of: $0) == "T" })
     }
 
     private func armCheck(_ app: AppRuntime) {

@@ -190,6 +190,25 @@ public struct AppCgroup: Sendable, Equatable {
         return failures
     }
 
+    /// Whether any of the app's group directories is still there (a removal found it busy).
+    var isPresent: Bool { [unifiedPath, cpuPath, freezerPath].compactMap { $0 }.contains(where: fileExists) }
+
+    /// Removes the app's groups, waiting up to `limit` for processes just killed to be gone: a SIGKILLed process
+    /// leaves its group only once it is reaped, by its parent or, for an orphan, by init, so a removal right after
+    /// the kill finds the group busy and would leave it behind, empty, for good. Returns whether it is gone.
+    @discardableResult
+    func removeOnceEmpty(within limit: Duration) -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + limit
+        while true {
+            remove()
+            if !isPresent { return true }
+            if clock.now >= deadline { return false }
+            if pids().contains(where: { ProcessTable.state(of: $0).map { $0 != "Z" && $0 != "X" } ?? false }) { killAll() }
+            usleep(2_000)
+        }
+    }
+
     /// Thaws and removes the app's groups. A group still busy (processes not yet gone) or
     /// already gone is left alone quietly; other failures are returned.
     @discardableResult

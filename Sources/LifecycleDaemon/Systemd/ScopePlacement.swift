@@ -129,6 +129,13 @@ final class ScopePlacement: ProcessPlacement {
         if let scope = leftover(app.name) { app.cgroup = scope }
     }
 
+    /// A process a state file names is the app's when it is in the app's scope; an app whose scope is gone (or was
+    /// never made) is judged as without cgroups.
+    func isOwnProcess(_ pid: pid_t, of name: String, processGroupAlone: Bool, externalUser: uid_t?) -> Bool {
+        if let scope = leftover(name) { return scope.pids().contains(pid) }
+        return processGroups.isOwnProcess(pid, of: name, processGroupAlone: processGroupAlone, externalUser: externalUser)
+    }
+
     /// `ExternalFrom=cgroup` groups are the daemon's own cgroupfs groups, which a scope placement does not make.
     var canPlaceInGroups: Bool { false }
     func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup? { nil }
