@@ -1,3 +1,4 @@
+import CSupport
 import Dispatch
 import Foundation
 import Glibc
@@ -19,16 +20,8 @@ import Testing
     }
 
     func makeSocket(_ relative: String) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let path = Array((root + "/" + relative).utf8CString)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.map { UInt8(bitPattern: $0) }) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        try #require(bound == 0, "bind: errno \(errno)")
+        let fd = cs_unix_listen(root + "/" + relative, 1)
+        try #require(fd >= 0, "listen: errno \(-fd)")
         return fd
     }
 

@@ -1,3 +1,4 @@
+import CSupport
 import CSystemd
 import Glibc
 import LifecycleModel
@@ -57,7 +58,7 @@ import Testing
     /// back: the signatures systemd's methods declare, and the properties in order with their values.
     @Test func theCallsCarryTheSignaturesSystemdDeclares() throws {
         var fds: [Int32] = [0, 0]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        #expect(cs_socketpair_cloexec(&fds) == 0)
         defer { close(fds[1]) }
         var created: OpaquePointer?
         #expect(sd_bus_new(&created) >= 0)

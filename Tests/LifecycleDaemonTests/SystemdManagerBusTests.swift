@@ -1,3 +1,4 @@
+import CSupport
 import Foundation
 import Glibc
 import Testing
@@ -10,18 +11,8 @@ import Testing
     /// A listening socket that never accepts: the kernel completes the connection, and nobody ever answers.
     func muteSocket() throws -> (path: String, fd: Int32) {
         let path = NSTemporaryDirectory() + "mute-bus-\(getpid())-\(UUID().uuidString.prefix(8))"
-        let fd = Glibc.socket(AF_UNIX, Int32(Glibc.SOCK_STREAM.rawValue), 0)
-        #expect(fd >= 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
-            for (index, byte) in path.utf8.enumerated() { bytes[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        #expect(bound == 0)
-        #expect(listen(fd, 8) == 0)
+        let fd = cs_unix_listen(path, 8)
+        try #require(fd >= 0, "listen on \(path): errno \(-fd)")
         return (path, fd)
     }
 
