@@ -72,7 +72,7 @@ final class Connection {
     /// Queue bytes and write what the socket takes now.
     ///
     /// The bound is on the backlog the peer left unread from earlier sends, not on this message: one reply may
-    /// be larger than `maxOutgoing` (a `list` of a few thousand apps is over 1 MiB) and is
+    /// be larger than `maxOutgoing` (a `list` of thousands of apps) and is
     /// still delivered to a peer that reads. A peer that does not read is dropped at its next message, once
     /// what it left unread is over the bound, so what it can hold is bounded by the bound plus one message.
     func send(_ bytes: [UInt8]) {
@@ -193,7 +193,7 @@ final class Connection {
             }
             outgoing.removeFirst(written)
             // A burst (a notification storm to a slow reader) must not keep its buffer for the connection's
-            // life: past 8 KiB the capacity goes once all is written.
+            // life: a large capacity goes once all is written.
             if outgoing.isEmpty && outgoing.capacity > 8 * 1024 { outgoing = [] }
         }
         guard isOpen else { return }
