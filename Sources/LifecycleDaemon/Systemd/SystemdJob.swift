@@ -60,6 +60,20 @@ struct SystemdBusError: Error, CustomStringConvertible {
     init(_ operation: String, errno: Int32) { description = "\(operation): \(String(cString: strerror(errno)))" }
 }
 
+/// A bus connection started on `address` (a private socket or a test's bus), closed again if it cannot start.
+func startedBus(at address: String) throws(SystemdBusError) -> OpaquePointer {
+    var created: OpaquePointer?
+    var result = sd_bus_new(&created)
+    guard result >= 0, let bus = created else { throw SystemdBusError("create a bus connection", errno: -result) }
+    result = sd_bus_set_address(bus, address)
+    if result >= 0 { result = sd_bus_start(bus) }
+    guard result >= 0 else {
+        sd_bus_close_unref(bus)
+        throw SystemdBusError("connect to \(address)", errno: -result)
+    }
+    return bus
+}
+
 /// CLOCK_MONOTONIC in microseconds, sd-bus's unit.
 struct MonotonicDeadline {
     let usec: UInt64
@@ -122,16 +136,7 @@ private final class SystemdBus {
     }
 
     private static func direct(_ address: String, deadline: MonotonicDeadline, name: String) throws(SystemdBusError) -> SystemdBus {
-        var created: OpaquePointer?
-        var result = sd_bus_new(&created)
-        guard result >= 0, let bus = created else { throw SystemdBusError("create a bus connection", errno: -result) }
-        result = sd_bus_set_address(bus, address)
-        if result >= 0 { result = sd_bus_start(bus) }
-        guard result >= 0 else {
-            sd_bus_close_unref(bus)
-            throw SystemdBusError("connect to \(address)", errno: -result)
-        }
-        return SystemdBus(bus: bus, deadline: deadline, name: name)
+        SystemdBus(bus: try startedBus(at: address), deadline: deadline, name: name)
     }
 
     // MARK: The three questions

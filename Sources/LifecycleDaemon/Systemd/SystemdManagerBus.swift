@@ -32,7 +32,7 @@ final class SystemdManagerBus {
     /// by `timeout`, which also proves that systemd answers there.
     static func connect(loop: EventLoop, environment: [String: String], timeout: Duration = .seconds(2)) throws(SystemdBusError) -> SystemdManagerBus {
         let address = environment[SystemdJob.busOverrideVariable].map { $0 } ?? "unix:path=/run/systemd/private"
-        let bus = try open(address)
+        let bus = try startedBus(at: address)
         let version: Int
         do throws(SystemdBusError) {
             version = try managerVersion(bus, timeout: timeout)
@@ -43,19 +43,6 @@ final class SystemdManagerBus {
             throw error
         }
         return SystemdManagerBus(bus: bus, loop: loop, address: address, name: address, version: version)
-    }
-
-    private static func open(_ address: String) throws(SystemdBusError) -> OpaquePointer {
-        var created: OpaquePointer?
-        var result = sd_bus_new(&created)
-        guard result >= 0, let bus = created else { throw SystemdBusError("create a bus connection", errno: -result) }
-        result = sd_bus_set_address(bus, address)
-        if result >= 0 { result = sd_bus_start(bus) }
-        guard result >= 0 else {
-            sd_bus_close_unref(bus)
-            throw SystemdBusError("connect to \(address)", errno: -result)
-        }
-        return bus
     }
 
     private static func managerVersion(_ bus: OpaquePointer, timeout: Duration) throws(SystemdBusError) -> Int {
@@ -195,7 +182,7 @@ final class SystemdManagerBus {
     private func reconnectIfClosed() throws(SystemdBusError) {
         guard sd_bus_is_open(bus) <= 0 else { return }
         Log.notice("The connection to systemd (\(name)) was closed; connecting again")
-        let fresh = try Self.open(address)
+        let fresh = try startedBus(at: address)
         let attached = sd_bus_attach_event(fresh, loop.event, 0)
         guard attached >= 0 else {
             sd_bus_close_unref(fresh)
