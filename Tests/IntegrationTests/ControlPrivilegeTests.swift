@@ -106,9 +106,9 @@ struct ControlPrivilegeTests {
     func savedStateIsHiddenFromStrangers() throws {
         let scenes = "[Scenes]\nSupportsMultipleScenes=yes\nConfiguration=window:Main window:Editor\n"
         let sceneApp = "[App]\nExec=\(python)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n\n\(scenes)"
-        let nobodysApp = "[App]\nExec=\(python)\nUser=nobody\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n\n\(scenes)"
         let harness = try DaemonHarness()
         defer { harness.stop() }
+        let nobodysApp = "[App]\nExec=\(try harness.readableByAll(python))\nUser=nobody\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n\n\(scenes)"
         // The app that runs as nobody records its messages too.
         FileManager.default.createFile(atPath: harness.recordFile.path, contents: nil)
         chmod(harness.recordFile.path, 0o666)

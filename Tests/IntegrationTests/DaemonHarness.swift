@@ -47,6 +47,17 @@ final class DaemonHarness {
         try withRecord.write(to: configDirectory.appendingPathComponent("apps/\(name).conf"), atomically: true, encoding: .utf8)
     }
 
+    /// A copy of `path` in the harness's world-readable directory, for an app that runs as another user: the
+    /// checkout itself may sit in a directory only root can enter.
+    func readableByAll(_ path: String) throws -> String {
+        let copy = root.appendingPathComponent(URL(fileURLWithPath: path).lastPathComponent)
+        if !FileManager.default.fileExists(atPath: copy.path) {
+            try FileManager.default.copyItem(atPath: path, toPath: copy.path)
+            chmod(copy.path, 0o755)
+        }
+        return copy.path
+    }
+
     func removeApp(_ name: String) throws {
         try FileManager.default.removeItem(at: configDirectory.appendingPathComponent("apps/\(name).conf"))
     }
