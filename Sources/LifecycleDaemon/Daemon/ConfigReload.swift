@@ -137,6 +137,7 @@ final class ConfigReload {
         daemon.apps[appConfig.name] = app
         if appConfig.external { daemon.externalApps.prepare(app) }
         watchPreferences(of: appConfig)
+        daemon.observers.tell(.added(appConfig.name))
     }
 
     private func watchPreferences(of appConfig: AppConfig) {

@@ -35,6 +35,8 @@ public final class Daemon {
     private var events: [Event] = []
     private var draining = false
     let serviceManager: ServiceManager
+    /// The control socket's watchers and the bus follow the apps through these.
+    let observers = AppObservers()
     /// LIFECYCLED_TEST_PAUSE_AFTER=KIND:APP[:MESSAGE] (fault tests only): stop the daemon itself (SIGSTOP)
     /// right after performing an effect of that kind for that app, e.g. `stopProcess:c` or
     /// `send:a:willResignActive`, so that a test can `kill -9` it in the middle of a transition. Never set in
@@ -212,9 +214,11 @@ public final class Daemon {
             case .armTimer(let name, let kind, let delay): timer(name, kind)?.arm(after: delay)
             case .cancelTimer(let name, let kind): runtime(name)?.timers[kind]?.cancel()
             case .transition(let name, let from, let to, let reason): transitioned(name, from, to, reason)
-            case .note(let name, let note): log(name, note)
+            case .note(let name, let note): noted(name, note)
             case .settled(let name): settled(name)
-            case .save(let name): markDirty(name)
+            case .save(let name):
+                markDirty(name)
+                observers.tell(.details(name))
             case .sceneOpened: break  // the request that opened it reads it from its own effects (ControlRequests)
             case .notify(let name, let delivery):
                 sessions.send(name, ServerMessage.notification(delivery))
@@ -256,6 +260,14 @@ public final class Daemon {
         }
         processes.transitioned(app, to: to)
         serviceManager.statusChanged(loop: loop)
+        observers.tell(.transition(app: name, from: from, to: to, reason: reason))
+    }
+
+    private func noted(_ name: String, _ note: Note) {
+        log(name, note)
+        if case .sceneTransition(let scene, let from, let to, let reason) = note {
+            observers.tell(.sceneTransition(app: name, scene: scene, from: from, to: to, reason: reason))
+        }
     }
 
     private func log(_ name: String, _ note: Note) {
@@ -279,6 +291,7 @@ public final class Daemon {
         apps[name] = nil
         persistence.forget(app)
         Log.info("\(name): removed")
+        observers.tell(.removed(name))
     }
 
     // MARK: Status
