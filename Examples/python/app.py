@@ -4,11 +4,13 @@
 scene's state, and holds a background task while it "uploads". ``--asyncio`` runs it on an asyncio loop.
 
     pip install clients/python && python3 Examples/python/app.py [--asyncio] [--observe TYPE,TYPE] [--task-on-background]
+        [--hello-after SECONDS]
 """
 import argparse
 import asyncio
 import json
 import os
+import time
 
 from lifecycle import Application, ApplicationDelegate, SceneDelegate, run, run_async
 
@@ -65,8 +67,16 @@ class Scenes(SceneDelegate):
 
     def will_connect(self, scene, session, options):
         record(self.app, "sceneWillConnect", scene=session.persistent_identifier, savedState=scene.restored_state)
+    def will_enter_foreground(self, scene):
+        record(self.app, "sceneWillEnterForeground", scene=scene.session.persistent_identifier)
+    def did_become_active(self, scene):
+        record(self.app, "sceneDidBecomeActive", scene=scene.session.persistent_identifier)
+    def will_resign_active(self, scene):
+        record(self.app, "sceneWillResignActive", scene=scene.session.persistent_identifier)
     def did_enter_background(self, scene):
         record(self.app, "sceneDidEnterBackground", scene=scene.session.persistent_identifier)
+    def did_disconnect(self, scene):
+        record(self.app, "sceneDidDisconnect", scene=scene.session.persistent_identifier)
     def state_restoration_activity(self, scene):
         return {"savedBy": "python-example", "scene": scene.session.persistent_identifier}
 
@@ -76,7 +86,9 @@ def main() -> None:
     parser.add_argument("--asyncio", action="store_true")
     parser.add_argument("--observe", default="")
     parser.add_argument("--task-on-background", action="store_true")
+    parser.add_argument("--hello-after", type=float, default=0, help="say hello only after SECONDS (a slow start)")
     options = parser.parse_args()
+    time.sleep(options.hello_after)
     app = Application.from_environment(Delegate(options.task_on_background))
     app.register_scene_delegate(lambda: Scenes(app))
     app.observe([name for name in options.observe.split(",") if name])

@@ -185,9 +185,9 @@ struct Run: Sendable {
     var queue: NotificationQueue
     var observing: Set<String> = []
     var tasks = BackgroundTasks.none
-    /// The state the client last heard of, when the app may have moved on without it (a re-adoption, a hang-up):
-    /// its next hello is told the way from there (Supervisor+CatchUp.swift).
-    var toldState: AppState?
+    /// What the client last heard of, when the app may have moved on without it (a late first hello, a re-adoption,
+    /// a hang-up): its next hello is told the way from there (Supervisor+CatchUp.swift).
+    var told: Told?
 
     init(queueLimit: Int) { queue = NotificationQueue(limit: queueLimit) }
 }

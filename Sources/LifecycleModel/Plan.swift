@@ -24,8 +24,17 @@ enum Step: Sendable, Equatable {
     case resume
     /// SIGTERM, then wait for the exit (SIGKILL when the stop timeout fires).
     case terminate
-    /// A callback of the catch-up: tells a reconnected client of a transition that happened without it.
-    case tell(LifecycleCallback)
+    /// A callback of the catch-up (Supervisor+CatchUp.swift): tells a client of a transition that happened without it.
+    case tell(LifecycleCallback, LaunchOptions?)
+    /// A scene callback of the catch-up.
+    case tellScene(SceneCallback, scene: String)
+
+    var isCatchUp: Bool {
+        switch self {
+        case .tell, .tellScene: true
+        default: false
+        }
+    }
 }
 
 /// An app's pending steps, in order, and what they lead to: the state the app will be in, the scene states, whether
@@ -72,6 +81,12 @@ struct Plan: Sendable, Equatable {
             discarding = [:]
         }
         return steps
+    }
+
+    /// Drop the steps that match.
+    mutating func removeAll(where drop: (Step) -> Bool) {
+        for step in steps where drop(step) { counted(step, by: -1) }
+        steps.removeAll(where: drop)
     }
 
     private mutating func counted(_ step: Step, by change: Int) {
@@ -134,7 +149,7 @@ struct Plan: Sendable, Equatable {
             case .stop: state = .suspended
             case .resume: state = .background
             case .terminate: return .notRunning
-            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions, .tell: break
+            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions, .tell, .tellScene: break
             }
         }
         return state

@@ -130,7 +130,7 @@ extension Supervisor {
         table[name].queue = snapshot.queue
         table[name].observing = Set(snapshot.observing)
         table[name].run.link = .awaitingHello
-        table[name].run.toldState = snapshot.state
+        table[name].run.told = Told(state: snapshot.state, sessions: snapshot.sessions)
         // Every id the previous daemon sent is below the bound it saved; the ids go on well past it, so that a late
         // ack for one of its messages (read from a connection kept in the service manager's store) never matches a
         // new one.

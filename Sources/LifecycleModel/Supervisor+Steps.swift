@@ -92,7 +92,10 @@ extension Supervisor {
                     continue
                 }
                 guard app.canMessage else {
-                    // No client to tell: the transition happens at once.
+                    // No client to tell: the transition happens at once, and a late hello hears of it.
+                    if callback == .didFinishLaunching, app.policy.speaksProtocol, app.run.told == nil {
+                        table[slot].run.told = .nothing(launch: options)
+                    }
                     if let next = callback.resultingState { setState(name, next, reason: callback.rawValue) }
                     continue
                 }
@@ -127,12 +130,24 @@ extension Supervisor {
                 }
                 deliver(name, .scene(callback, scene: scene, connection: connection), deadline: app.policy.ackTimeout)
                 return
-            case .tell(let callback):
+            case .tell(let callback, let options):
                 guard app.state != .suspended else { return }
                 table[slot].plan.removeFirst()
-                guard app.canMessage else { continue }
-                deliver(name, .app(callback, nil), deadline: app.policy.ackTimeout)
-                table[slot].run.inFlight?.catchUp = true
+                guard app.canMessage else { endCatchUpIfDone(name); continue }
+                let deadline = callback == .didFinishLaunching ? app.policy.launchTimeout : app.policy.ackTimeout
+                tell(name, .app(callback, options), deadline: deadline)
+                return
+            case .tellScene(let callback, let scene):
+                guard app.state != .suspended else { return }
+                table[slot].plan.removeFirst()
+                guard app.canMessage, let session = app.sessions.first(where: { $0.id == scene }) else {
+                    endCatchUpIfDone(name)
+                    continue
+                }
+                let connection = callback != .sceneWillConnect ? nil
+                    : SceneConnection(role: session.role, configuration: session.configuration,
+                                      options: session.connectionOptions, savedState: session.savedState)
+                tell(name, .scene(callback, scene: scene, connection: connection), deadline: app.policy.ackTimeout)
                 return
             case .configureScene(let scene):
                 guard app.state != .suspended else { return }
@@ -179,6 +194,7 @@ extension Supervisor {
                 emit(.continueProcess(app: name))
                 // First the process runs again, then it hears what it missed, then the lifecycle goes on.
                 flushNotifications(name)
+                catchUp(name)
                 if !table[slot].discardedUntold.isEmpty {
                     table[slot].plan.prepend([.discardSessions(table[slot].discardedUntold)])
                     table[slot].discardedUntold = []

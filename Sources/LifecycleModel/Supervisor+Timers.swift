@@ -16,7 +16,8 @@ extension Supervisor {
                 emit(.note(app: name, .messageDeadlineMissed(awaiting.name, id: awaiting.id, after: awaiting.deadline,
                                                              misses: table[name].deadlineMisses)))
             }
-            if awaiting.callback == .didFinishLaunching {
+            // A catch-up's didFinishLaunching is told to an app that is running already: no watchdog.
+            if awaiting.callback == .didFinishLaunching, app.run.inFlight?.catchUp != true {
                 // iOS's launch watchdog: an app that does not finish launching in time is killed.
                 // Its queue stays until the exit, which judges the crash (and whether it held focus).
                 emit(.note(app: name, .launchWatchdog(after: awaiting.deadline)))

@@ -212,6 +212,7 @@ public struct Supervisor: Sendable {
             emit(.note(app: name, .continuedExternally))
             setState(name, .background, reason: "continued by someone else")
             flushNotifications(name)
+            catchUp(name)
             return finish(name)
 
         case .disconnected(let name):
