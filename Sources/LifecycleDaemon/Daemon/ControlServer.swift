@@ -108,14 +108,14 @@ final class ControlServer {
         clients = [:]
     }
 
-    /// Connections taken per wakeup: the listening socket stays readable while more wait, so a burst of connects is
-    /// served between the loop's other sources instead of before them.
-    static let acceptsPerWakeup = 64
-
+    /// Connections are taken up to the budget per wakeup (AcceptBudget.swift).
     private func acceptAll() {
-        for _ in 0..<Self.acceptsPerWakeup {
+        var taken = 0
+        defer { AcceptBudget.took(taken, on: "the control socket") }
+        for _ in 0..<AcceptBudget.perWakeup {
             let accepted = cs_accept_cloexec_nonblock(fd.rawValue)
             guard accepted >= 0 else { return }
+            taken += 1
             // Closed when this iteration ends unless a connection takes it.
             let clientFD = FileDescriptor(owning: accepted, path: "a control connection")
             var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
