@@ -47,24 +47,23 @@ final class ExternalApps {
         guard reason == nil, let app = host.runtime(name), case .success(let pidfd) = opened else {
             return reason ?? "no such app"
         }
-        let effects: [Effect]
-        do {
-            effects = try host.attach(name)
-        } catch {
-            return error.description
-        }
+        // Its end is watched before the model hears of it: a process whose end lifecycled could not see is refused
+        // and left alone, and the app stays notRunning, with no launch and no made-up exit status in its history.
         app.began(pid: pid, pidfd: pidfd, token: makeToken())
         app.suspendedWith = nil
         do {
             try processes.watchExit(app, pid: pid, pidfd: pidfd, what: "external process")
         } catch {
-            // The model launched it already: it ends as at once as it began, and the process is left alone.
-            Log.error("\(name): Failed to watch external process \(pid): \(error)")
-            app.pidfd = nil
-            app.pid = nil
-            host.perform(effects)
-            host.dispatch(.exited(app: name, .exited(255)))
+            Log.error("\(name): Failed to watch external process \(pid): \(error); it is not attached")
+            processes.forget(app)
             return "lifecycled cannot watch it (\(error))"
+        }
+        let effects: [Effect]
+        do {
+            effects = try host.attach(name)
+        } catch {
+            processes.forget(app)
+            return error.description
         }
         app.connection = connection
         fdStore.storeConnection(app, fd: connection.fd.rawValue)

@@ -240,6 +240,16 @@ final class ProcessSupervisor {
         }
     }
 
+    /// A process that never became the app (its attach was refused after its end was watched): the watch and the
+    /// pidfd go, and nothing is reported, since the model never heard of it.
+    func forget(_ app: AppRuntime) {
+        if let child = app.child { retired.retire(child) }
+        app.child = nil
+        app.pidfd = nil
+        app.pid = nil
+        app.token = nil
+    }
+
     private func exited(_ app: AppRuntime, _ status: ExitStatus) {
         if let pid = app.pid {
             Log.event(.exit, .info, "\(app.name): process \(pid) \(status)",
