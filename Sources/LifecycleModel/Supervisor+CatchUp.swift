@@ -79,9 +79,10 @@ extension Supervisor {
         if !table[name].plan.steps.contains(where: \.isCatchUp) { table[name].run.told = nil }
     }
 
-    /// The callbacks from `told` to where `app` is. A suspended app counts as in the background. Scenes move in the order the daemon itself moves them when focus
-    /// changes: the scene in focus resigns, scenes come forward, others leave the foreground or disconnect, then the
-    /// scene in focus becomes active; the application callbacks follow the scenes as the app's derived state changes.
+    /// The callbacks from `told` to where `app` is; a suspended app counts as in the background. Scenes move in the
+    /// order the daemon itself moves them when focus changes: the scene in focus resigns, scenes come forward, others
+    /// leave the foreground or disconnect, then the scene in focus becomes active; the application callbacks follow
+    /// the scenes as the app's derived state changes.
     static func catchUpSteps(from told: Told, to app: borrowing AppRecord) -> [Step] {
         guard app.state.isRunning else { return [] }
         var steps: [Step] = []
