@@ -6,9 +6,15 @@ import LifecycleProtocol
 
 /// Reads the watch stream on `fd` (the request is sent) and prints it; never returns.
 func watchStream(fd: Int32, json: Bool) -> Never {
-    // Interrupting is how a watch normally ends: a clean exit, not death by signal.
+    // Interrupting is how a watch normally ends: a clean exit, not death by signal. A parent may have left the
+    // signals blocked (the mask is inherited across exec), and a watch it cannot interrupt would run forever.
     signal(SIGINT) { _ in _exit(0) }
     signal(SIGTERM) { _ in _exit(0) }
+    var interrupts = sigset_t()
+    sigemptyset(&interrupts)
+    sigaddset(&interrupts, SIGINT)
+    sigaddset(&interrupts, SIGTERM)
+    sigprocmask(SIG_UNBLOCK, &interrupts, nil)
     let coder = LineCoder()
     var framer = LineFramer(limit: 64 << 20)
     var buffer = [UInt8](repeating: 0, count: 64 * 1024)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import LifecycleProtocol
 import Testing
 
 /// docs/CONTROL.md's example transcript, replayed against the real daemon with the apps it describes: each line a
@@ -21,6 +22,20 @@ struct ControlTranscriptTests {
             throw HarnessError("docs/CONTROL.md has no ```control-transcript block")
         }
         return text[start.upperBound..<end.lowerBound].split(separator: "\n").map(String.init)
+    }
+
+    @Test("CONTROL.md documents every verb the daemon knows, and the request's and watch events' fields")
+    func everyVerbIsDocumented() throws {
+        let text = try String(contentsOf: DaemonHarness.repository.appendingPathComponent("docs/CONTROL.md"), encoding: .utf8)
+        for verb in ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs + ControlRequest.otherVerbs {
+            #expect(text.contains("`\(verb)`"), "docs/CONTROL.md does not document the verb \(verb)")
+        }
+        for field in ["verb", "app", "background", "name", "data", "scene", "role", "configuration"] {
+            #expect(text.contains("| `\(field)` |"), "docs/CONTROL.md does not document the request field \(field)")
+        }
+        for event in ["app", "scene", "ready", "transition", "sceneTransition", "added", "removed", "dropped", "closing"] {
+            #expect(text.contains("`\(event)`"), "docs/CONTROL.md does not document the watch event \(event)")
+        }
     }
 
     @Test("every line of CONTROL.md's example transcript is what the daemon sends")
