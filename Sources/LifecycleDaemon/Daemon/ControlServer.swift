@@ -105,7 +105,7 @@ final class ControlServer {
     func close() {
         refusals.flush()
         daemon.observers.remove(watchers)
-        watchers.closeAll("lifecycled is stopping")
+        watchers.closeAll("lifecycled is stopping or restarting")
         source?.cancel()
         source = nil
         try? fd.close()
