@@ -18,6 +18,9 @@ final class ControlWatchers: AppObserver {
         let client: ControlClient
         /// Only this app's lines; nil for every app.
         let app: String?
+        /// `maxUnsent` plus the snapshot: a daemon with thousands of apps sends more than the bound at once, and a
+        /// watcher still reading it has not fallen behind.
+        let bound: Int
     }
 
     private unowned let host: any DaemonHost
@@ -55,7 +58,7 @@ final class ControlWatchers: AppObserver {
         snapshot += coder.encode(WatchEvent(event: "ready", time: rfc3339(wallClockNow()),
                                             protocol: ControlRequest.protocolVersion))
         client.connection?.send(snapshot)
-        watchers[key] = Watcher(client: client, app: app)
+        watchers[key] = Watcher(client: client, app: app, bound: Self.maxUnsent + snapshot.count)
         return nil
     }
 
@@ -80,7 +83,7 @@ final class ControlWatchers: AppObserver {
                 watchers[key] = nil
                 continue
             }
-            guard connection.unsent <= Self.maxUnsent else {
+            guard connection.unsent <= watcher.bound else {
                 drop(key, watcher, connection)
                 continue
             }
@@ -90,7 +93,7 @@ final class ControlWatchers: AppObserver {
 
     private func drop(_ key: ObjectIdentifier, _ watcher: Watcher, _ connection: Connection) {
         watchers[key] = nil
-        Log.warning("Dropped the watch of \(connection.label): it left \(connection.unsent) bytes unread (at most \(Self.maxUnsent))")
+        Log.warning("Dropped the watch of \(connection.label): it left \(connection.unsent) bytes unread (at most \(watcher.bound))")
         let reason = "this watch fell behind: more than \(Self.maxUnsent) bytes of events were left unread; "
             + "watch again for a new snapshot"
         connection.finish(with: coder.encode(WatchEvent(event: "dropped", reason: reason, time: rfc3339(wallClockNow()))),
