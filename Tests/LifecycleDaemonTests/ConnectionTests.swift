@@ -125,7 +125,7 @@ import Testing
         return (received, ended)
     }
 
-    @Test("finish drops the queued lines the peer has not begun, writes the rest of the line in progress and the last line, then closes")
+    @Test("finish keeps only the first queued line (the socket may have taken part of it), writes it and the last line, then closes")
     func finishEndsWithTheLastLineOnALineBoundary() throws {
         let loop = try EventLoop()
         let (daemonEnd, peer) = try socketPair()
@@ -145,7 +145,7 @@ import Testing
         let received = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
         #expect(received.last == "LAST", "the last line comes last, whole: \(received.suffix(2))")
         let before = received.dropLast().map(String.init)
-        #expect(before.count < lines.count, "the lines the peer had not begun are dropped")
+        #expect(before.count < lines.count, "the queued lines after the first are dropped")
         #expect(before == lines.prefix(before.count).map { String(decoding: $0.dropLast(), as: UTF8.self) },
                 "what came before it is whole lines, in order, with none missing")
     }

@@ -93,13 +93,13 @@ final class Connection {
     /// Bytes queued for the peer that its socket has not taken yet.
     var unsent: Int { outgoing.count }
 
-    /// Ends the connection with `last` (a line): the queued lines the peer has not begun to receive are discarded,
-    /// the rest of the line in progress and `last` are written as the socket takes them, and the connection closes
+    /// Ends the connection with `last` (a line): of the queued lines only the first is kept (the socket may have
+    /// taken part of it), the rest of it and `last` are written as the socket takes them, and the connection closes
     /// (telling the owner) once they are written or after `grace`, whichever comes first. Nothing more is read,
     /// and a peer that never reads again costs the daemon these few bytes until the grace ends.
     func finish(with last: [UInt8], grace: Duration) {
         guard isOpen, !finishing else { return }
-        // Everything sent is whole lines: after the first newline come only lines the peer has not begun.
+        // Everything sent is whole lines: after the first newline come only lines the socket has not taken.
         if let end = outgoing.firstIndex(of: UInt8(ascii: "\n")) { outgoing.removeSubrange((end + 1)...) }
         outgoing.append(contentsOf: last)
         finishing = true
