@@ -33,8 +33,6 @@ final class ControlWatchers: AppObserver {
         self.requests = requests
     }
 
-    var count: Int { watchers.count }
-
     /// Starts a watch for `client`: the snapshot and `ready` now, the changes from then on. Nil when it started,
     /// else the failure to answer with (an unknown app, a second watch on one connection).
     func start(_ client: ControlClient, app: String?) -> ControlReply? {
