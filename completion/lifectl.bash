@@ -48,7 +48,7 @@ _lifectl_notification_types() {
 
 _lifectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local verbs="list status launch focus deactivate background suspend resume terminate post simulate-memory-pressure reload scene scenes logs"
+    local verbs="list status launch focus deactivate background suspend resume terminate post simulate-memory-pressure reload scene scenes watch logs"
     local options="--json -q --quiet --no-pager --runtime-dir --timeout -h --help"
     local -a _lifectl_command=("${COMP_WORDS[0]}")
     command -v -- "${COMP_WORDS[0]}" >/dev/null 2>&1 || _lifectl_command=(lifectl)
@@ -99,7 +99,7 @@ _lifectl() {
     fi
     ((arguments == 0)) || return
     case $verb in
-        status|launch|focus|deactivate|background|suspend|resume|terminate|logs|scenes)
+        status|launch|focus|deactivate|background|suspend|resume|terminate|logs|scenes|watch)
             mapfile -t COMPREPLY < <(compgen -W "$(_lifectl_apps)" -- "$cur") ;;
         post)
             mapfile -t COMPREPLY < <(compgen -W "$(_lifectl_notification_types)" -- "$cur") ;;

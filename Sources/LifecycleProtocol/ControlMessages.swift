@@ -1,12 +1,13 @@
 import FoundationEssentials
 import LifecycleModel
 
-// The control protocol: lifectl ↔ the daemon over RUNTIME_DIR/control.sock, one request and one reply per line.
+// The control protocol (docs/CONTROL.md): lifectl ↔ the daemon over RUNTIME_DIR/control.sock, one request and one
+// reply per line, or a stream of lines after `watch` (WatchEvents.swift).
 
 /// A request from lifectl.
 public struct ControlRequest: Codable, Sendable, Equatable {
-    /// `list`, `status`, `reload`, or a lifecycle verb: `launch`, `focus`, `deactivate`, `background`,
-    /// `suspend`, `resume`, `terminate`.
+    /// A query (`list`, `status`, `scenes`, `watch`), `post`, `reload`, `simulate-memory-pressure`, or a
+    /// lifecycle verb: `launch`, `focus`, `deactivate`, `background`, `suspend`, `resume`, `terminate`, `scene-*`.
     public var verb: String
     public var app: String?
     /// For `launch`: straight into the background.
@@ -55,7 +56,10 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     /// Verbs that change something but are not lifecycle requests.
     public static let otherVerbs = ["post", "simulate-memory-pressure", "reload"]
     /// Verbs that change nothing; anyone who can reach the socket may use them.
-    public static let queryVerbs = ["list", "status", "scenes"]
+    public static let queryVerbs = ["list", "status", "scenes", "watch"]
+    /// The control protocol's version (docs/CONTROL.md). Requests carry none: later versions only add verbs and
+    /// optional fields. The daemon says its version in `status` (`daemon.controlProtocol`) and in `watch`'s `ready`.
+    public static let protocolVersion = 1
 }
 
 /// One app as `lifectl list --json` shows it.
@@ -175,6 +179,8 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     /// The display server the states follow and whether it is connected ("sway at /run/user/1000/sway-ipc.sock,
     /// connected"), or why none is; nil from a daemon that predates it.
     public var display: String?
+    /// The control protocol's version (`ControlRequest.protocolVersion`); nil from a daemon that predates it.
+    public var controlProtocol: Int?
 
     public init(pid: Int32, version: String, configDirectory: String, runtimeDirectory: String, cgroupLayout: String,
                 mechanisms: [String], configErrors: [String], uptimeSeconds: Double) {

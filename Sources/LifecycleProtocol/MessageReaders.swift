@@ -317,7 +317,7 @@ extension DaemonStatus {
         guard case .object(let keys, let values) = value else { return nil }
         var pid: Int32?, version: String?, configDirectory: String?, runtimeDirectory: String?, cgroupLayout: String?
         var mechanisms: [String]?, configErrors: [String]?, uptimeSeconds: Double?, sources: [String]?
-        var notificationTypes: [String]?, display: String?
+        var notificationTypes: [String]?, display: String?, controlProtocol: Int?
         for (key, value) in zip(keys, values) {
             switch key {
             case "pid": pid = value.plainInt32
@@ -333,6 +333,9 @@ extension DaemonStatus {
             case "display":
                 guard let text = value.plainString else { return nil }
                 display = text
+            case "controlProtocol":
+                guard let number = value.plainInt else { return nil }
+                controlProtocol = number
             default: return nil
             }
         }
@@ -344,5 +347,6 @@ extension DaemonStatus {
         self.sources = sources
         self.notificationTypes = notificationTypes
         self.display = display
+        self.controlProtocol = controlProtocol
     }
 }

@@ -12,6 +12,8 @@ let usage = """
     Queries (anyone):
       list                          every app with its state
       status [APP]                  the daemon, or one app, in detail
+      watch [APP]                   every app's state (or APP's), then each change as it happens, one line
+                                    each (--json: the daemon's JSON lines), until interrupted
     Lifecycle (root, the daemon's user, [Control] Group=): each waits until the app settles, then prints its state:
       launch APP [--background]     notRunning → inactive (or straight into the background)
       focus APP                     make APP active (launching it if needed); the active app goes to the background
@@ -49,6 +51,8 @@ let usage = """
     The daemon is found at $LIFECYCLED_RUNTIME_DIR/control.sock (default /run/lifecycled for root,
     $XDG_RUNTIME_DIR/lifecycled otherwise). NO_COLOR turns colours off.
     Exit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon not reachable, 4 no such app.
+    watch: 0 when interrupted (SIGINT, SIGTERM), 1 when the daemon dropped it for falling behind, 3 when the
+    daemon went away.
     """
 
 func printError(_ message: String) {
@@ -177,6 +181,8 @@ case "status":
     request = ControlRequest(verb: verb, app: app)
 case "scenes":
     request = ControlRequest(verb: verb, app: app)
+case "watch":
+    request = ControlRequest(verb: verb, app: app)
 case "scene":
     request = sceneRequest(Array(positional.dropFirst()), role: sceneRole, configuration: sceneConfiguration)
 case "post":
@@ -225,6 +231,9 @@ while sent < bytes.count {
     guard count > 0 else { fail("lost the connection to lifecycled: \(String(cString: strerror(errno)))", status: ExitStatus.unreachable) }
     sent += count
 }
+
+// The stream goes on until interrupted: no timeout, no single reply.
+if verb == "watch" { watchStream(fd: fd, json: json) }
 
 var framer = LineFramer(limit: 64 << 20)
 var line: [UInt8]?

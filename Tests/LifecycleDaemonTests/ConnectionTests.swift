@@ -101,4 +101,73 @@ import Testing
         connection.send(Array("{\"ok\":true}\n".utf8))
         #expect(!connection.isOpen && closed, "the backlog left unread is over the bound: the peer must be dropped")
     }
+
+    /// Reads the peer's end until the daemon's end closes (end of file), running the loop meanwhile; gives up after 30 s.
+    private func readToEnd(_ peer: Int32, loop: EventLoop) throws -> (bytes: [UInt8], ended: Bool) {
+        _ = fcntl(peer, F_SETFL, fcntl(peer, F_GETFL) | O_NONBLOCK)
+        var received: [UInt8] = []
+        var ended = false
+        let started = loop.now
+        var poll: EventSource?
+        poll = try loop.timer {
+            var chunk = [UInt8](repeating: 0, count: 256 * 1024)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(peer, $0.baseAddress, $0.count) }
+                if count == 0 { ended = true }
+                guard count > 0 else { break }
+                received += chunk[..<count]
+            }
+            if ended || loop.now - started > .seconds(30) { loop.exit() } else { poll?.arm(after: .milliseconds(1)) }
+        }
+        poll?.arm(after: .zero)
+        _ = loop.run()
+        poll?.cancel()
+        return (received, ended)
+    }
+
+    @Test("finish keeps only the first queued line (the socket may have taken part of it), writes it and the last line, then closes")
+    func finishEndsWithTheLastLineOnALineBoundary() throws {
+        let loop = try EventLoop()
+        let (daemonEnd, peer) = try socketPair()
+        defer { close(peer) }
+        var closed = false
+        let connection = try Connection(fd: FileDescriptor(owning: daemonEnd, path: "the daemon's end"), loop: loop) { event in
+            if case .closed = event { closed = true }
+        }
+        // Far more than the socket holds: most of it waits in the connection's queue.
+        let lines = (0..<4000).map { index in Array("line \(index) \(String(repeating: "x", count: 90))\n".utf8) }
+        for line in lines { connection.send(line) }
+        #expect(connection.unsent > 0, "the peer has not read: lines are queued")
+        connection.finish(with: Array("LAST\n".utf8), grace: .seconds(30))
+
+        let (bytes, ended) = try readToEnd(peer, loop: loop)
+        #expect(ended && closed, "the connection closes once the last line is written, and tells its owner")
+        let received = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        #expect(received.last == "LAST", "the last line comes last, whole: \(received.suffix(2))")
+        let before = received.dropLast().map(String.init)
+        #expect(before.count < lines.count, "the queued lines after the first are dropped")
+        #expect(before == lines.prefix(before.count).map { String(decoding: $0.dropLast(), as: UTF8.self) },
+                "what came before it is whole lines, in order, with none missing")
+    }
+
+    @Test("a finishing connection whose peer never reads closes when its grace ends")
+    func finishClosesAfterTheGrace() throws {
+        let loop = try EventLoop()
+        let (daemonEnd, peer) = try socketPair()
+        defer { close(peer) }
+        var closed = false
+        let connection = try Connection(fd: FileDescriptor(owning: daemonEnd, path: "the daemon's end"), loop: loop) { event in
+            if case .closed = event {
+                closed = true
+                loop.exit()
+            }
+        }
+        for _ in 0..<4000 { connection.send(Array("\(String(repeating: "y", count: 99))\n".utf8)) }
+        connection.finish(with: Array("LAST\n".utf8), grace: .milliseconds(200))
+        #expect(!closed, "the last line is not written yet: the socket is full")
+        let timeout = try loop.timer { loop.exit() }
+        timeout.arm(after: .seconds(30))
+        _ = loop.run()
+        #expect(closed && !connection.isOpen, "closed when the grace ended, though the peer never read")
+    }
 }

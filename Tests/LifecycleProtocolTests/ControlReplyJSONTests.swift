@@ -189,6 +189,7 @@ struct ControlReplyJSONTests {
         daemon.sources = ["s"]
         daemon.notificationTypes = ["t"]
         daemon.display = "sway at /run/user/1000/sway-ipc.sock, connected"
+        daemon.controlProtocol = 1
         let reply = ControlReply(ok: true, error: "e", apps: [status], daemon: daemon, posted: PostSummary(delivered: 1, queued: 2), scene: "s1")
 
         #expect(try Self.keys(of: reply) == Self.labels(of: reply))

@@ -41,6 +41,10 @@ final class Connection {
     /// cycle would keep the object and its buffers alive for the rest of the daemon's life.
     private var handler: ((Event) -> Void)?
     private(set) var isOpen = true
+    /// Ending with a last line (`finish`): nothing more is read or queued, and the connection closes once written.
+    private var finishing = false
+    /// Closes a finishing connection whose peer does not take its last bytes.
+    private var finishDeadline: EventSource?
     /// What the daemon buffers for a peer beyond the socket's own buffer before it gives up on it.
     static let maxOutgoing = 1 << 20
     /// Read at most this much per wakeup, then yield to the loop (fairness under a flood).
@@ -76,12 +80,38 @@ final class Connection {
     /// still delivered to a peer that reads. A peer that does not read is dropped at its next message, once
     /// what it left unread is over the bound, so what it can hold is bounded by the bound plus one message.
     func send(_ bytes: [UInt8]) {
-        guard isOpen else { return }
+        guard isOpen, !finishing else { return }
         outgoing.append(contentsOf: bytes)
         flush()
         let backlog = outgoing.count - bytes.count
         if backlog > Self.maxOutgoing {
             Log.warning("Dropping connection \(label): its peer does not read (\(backlog) bytes unread before this message, the limit is \(Self.maxOutgoing))")
+            close()
+        }
+    }
+
+    /// Bytes queued for the peer that its socket has not taken yet.
+    var unsent: Int { outgoing.count }
+
+    /// Ends the connection with `last` (a line): of the queued lines only the first is kept (the socket may have
+    /// taken part of it), the rest of it and `last` are written as the socket takes them, and the connection closes
+    /// (telling the owner) once they are written or after `grace`, whichever comes first. Nothing more is read,
+    /// and a peer that never reads again costs the daemon these few bytes until the grace ends.
+    func finish(with last: [UInt8], grace: Duration) {
+        guard isOpen, !finishing else { return }
+        // Everything sent is whole lines: after the first newline come only lines the socket has not taken.
+        if let end = outgoing.firstIndex(of: UInt8(ascii: "\n")) { outgoing.removeSubrange((end + 1)...) }
+        outgoing.append(contentsOf: last)
+        finishing = true
+        continuation?.cancel()
+        continuation = nil
+        flush()
+        guard isOpen else { return }
+        do {
+            let deadline = try loop.timer { [unowned self] in self.close() }
+            deadline.arm(after: grace)
+            finishDeadline = deadline
+        } catch {
             close()
         }
     }
@@ -102,6 +132,8 @@ final class Connection {
         source = nil
         continuation?.cancel()
         continuation = nil
+        finishDeadline?.cancel()
+        finishDeadline = nil
         try? fd.close()
         handler = nil
         outgoing = []
@@ -110,6 +142,10 @@ final class Connection {
 
     private func ready(_ revents: UInt32) {
         if revents & IOEvents.writable != 0 { flush() }
+        if finishing {
+            if isOpen && revents & (IOEvents.hangup | IOEvents.error) != 0 { close() }
+            return
+        }
         if revents & (IOEvents.readable | IOEvents.hangup | IOEvents.error) != 0 { readAvailable() }
     }
 
@@ -198,6 +234,7 @@ final class Connection {
         }
         guard isOpen else { return }
         let wantWrite = !outgoing.isEmpty
-        source?.setEvents(IOEvents.readable | (wantWrite ? IOEvents.writable : 0))
+        if finishing && !wantWrite { return close() }
+        source?.setEvents((finishing ? 0 : IOEvents.readable) | (wantWrite ? IOEvents.writable : 0))
     }
 }

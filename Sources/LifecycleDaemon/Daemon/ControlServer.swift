@@ -24,8 +24,8 @@ final class ControlClient {
     }
 }
 
-/// The control socket, RUNTIME_DIR/control.sock, mode 0666 in a directory only its owner can write to. Anyone who
-/// can reach it may query (`ControlRequest.queryVerbs`: list, status, scenes); every other verb needs
+/// The control socket (docs/CONTROL.md), RUNTIME_DIR/control.sock, mode 0666 in a directory only its owner can write
+/// to. Anyone who can reach it may query (`ControlRequest.queryVerbs`: list, status, scenes, watch); every other verb needs
 /// `ControlAccess`. A user other than root and the daemon's holds at most `maxConnectionsPerUser` connections,
 /// so that nobody can take all of the daemon's descriptors.
 ///
@@ -48,6 +48,8 @@ final class ControlServer {
     private let fd: FileDescriptor
     private var source: EventSource?
     private var clients: [ObjectIdentifier: ControlClient] = [:]
+    /// The connections that sent `watch`, told of every change through the daemon's observers.
+    private let watchers: ControlWatchers
     /// We made the socket file (not socket activation): we remove it at exit.
     private let ownsPath: Bool
     /// The daemon's effective uid, read once: it never changes, and a geteuid() per request was a system call on
@@ -59,6 +61,7 @@ final class ControlServer {
         self.daemon = daemon
         self.path = path
         refusals = RefusalLog(loop: daemon.loop)
+        watchers = ControlWatchers(host: daemon, requests: daemon.requests)
         if let passedFD {
             fd = FileDescriptor(owning: passedFD, path: "the passed control socket")
             _ = cs_set_nonblocking(passedFD)
@@ -75,6 +78,7 @@ final class ControlServer {
         source = try daemon.loop.watch(fd: fd.rawValue, events: IOEvents.readable) { [unowned self] _ in
             self.acceptAll()
         }
+        daemon.observers.add(watchers)
         Log.info(passedFD == nil ? "Listening on \(path)" : "Listening on the control socket passed by the service manager (fd \(fd.rawValue))")
     }
 
@@ -100,6 +104,8 @@ final class ControlServer {
 
     func close() {
         refusals.flush()
+        daemon.observers.remove(watchers)
+        watchers.closeAll("lifecycled is stopping or restarting")
         source?.cancel()
         source = nil
         try? fd.close()
@@ -140,8 +146,10 @@ final class ControlServer {
                         client.reply(.failure("malformed request: \(message)"))
                         client.connection?.closeQuietly()
                         self.clients[key] = nil
+                        self.watchers.remove(client)
                     case .closed:
                         self.clients[key] = nil
+                        self.watchers.remove(client)
                     }
                 }
                 connection.label = "control pid \(pid) uid \(uid)"
@@ -198,6 +206,9 @@ final class ControlServer {
             } else {
                 client.reply(ControlReply(ok: true, apps: shown(daemon.requests.allStatuses().filter { $0.scenes != nil }, to: client)))
             }
+        case "watch":
+            // The snapshot and the stream go out on the connection; only a refusal is a reply.
+            if let failure = watchers.start(client, app: request.app) { client.reply(failure) }
         case "status":
             if let name = request.app {
                 guard let status = daemon.requests.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }

@@ -78,6 +78,7 @@ enum StatusReport {
                                   configErrors: configErrors, uptimeSeconds: Double(uptime / .milliseconds(1)) / 1000)
         status.sources = sources
         status.notificationTypes = catalog.types.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.rawValue)" }
+        status.controlProtocol = ControlRequest.protocolVersion
         return status
     }
 
