@@ -35,7 +35,12 @@ final class XvfbOpenbox {
           <desktops><number>2</number><firstdesk>1</firstdesk></desktops>
         </openbox_config>
         """.write(toFile: configFile, atomically: true, encoding: .utf8)
-        try start()
+        do {
+            try start()
+        } catch {
+            stop()
+            throw error
+        }
     }
 
     var environment: [String: String] { ["DISPLAY": display, "PATH": "/usr/bin:/bin", "HOME": "/tmp"] }
@@ -48,7 +53,15 @@ final class XvfbOpenbox {
         server.standardError = FileHandle.nullDevice
         try server.run()
         self.server = server
-        try waitUntil("Xvfb listens on \(display)") { access("/tmp/.X11-unix/X\(self.number)", F_OK) == 0 }
+        // The socket shows before the server takes clients: a window manager started too early gives up.
+        try waitUntil("Xvfb answers on \(display)") { (try? self.xprop("-root", "_NET_NUMBER_OF_DESKTOPS")) != nil }
+        try waitUntil("openbox manages \(display)") {
+            if self.manager?.isRunning != true { try self.startManager() }
+            return ((try? self.xprop("-root", "_NET_NUMBER_OF_DESKTOPS")) ?? "").contains("= 2")
+        }
+    }
+
+    private func startManager() throws {
         let manager = Process()
         manager.executableURL = URL(fileURLWithPath: "/usr/bin/openbox")
         manager.arguments = ["--config-file", configFile]
@@ -57,9 +70,6 @@ final class XvfbOpenbox {
         manager.standardError = FileHandle.nullDevice
         try manager.run()
         self.manager = manager
-        try waitUntil("openbox manages \(display)") {
-            ((try? self.xprop("-root", "_NET_NUMBER_OF_DESKTOPS")) ?? "").contains("= 2")
-        }
     }
 
     /// SIGKILL the X server (openbox and every window go with it), and wait until both are gone.
