@@ -186,3 +186,53 @@ struct X11DisplayTests {
         }
     }
 }
+
+/// `[Display]` on reload: a changed section stops the source in force and starts the new one, whose first picture
+/// reconciles the apps; an unchanged one leaves the running source alone.
+@Suite("Display: [Display] on reload", .serialized)
+struct DisplayReloadTests {
+    @Test("none to x11 reconciles with the windows already open; unchanged keeps the connection; x11 to none stops following")
+    func aChangedDisplaySectionSwitchesTheSource() throws {
+        let harness = try DaemonHarness()
+        let x = try XvfbOpenbox(tag: harness.tag)
+        defer {
+            harness.stop()
+            x.stop()
+        }
+        let tag = harness.tag
+        try harness.app("a", X11DisplayTests().windowedApp("a-\(tag)", x: x))
+        try harness.daemonConfig("[Display]\nSource=none\n")
+        try harness.start()
+        try harness.control("launch", "a")
+        let window = try x.waitForWindow("a-\(tag)")
+        try x.xdotool("windowminimize", window)
+        #expect(try harness.status("a").state.rawValue == "inactive", "without a source the window changes nothing")
+
+        // To x11: the first picture finds a's window minimized, so a goes to the background.
+        try harness.daemonConfig("[Display]\nSource=x11\nX11Display=\(x.display)\n")
+        _ = try harness.lifectl("reload")
+        try harness.waitUntil("the daemon follows the X server") { harness.log.contains("display: following the X server") }
+        try harness.waitForState("a", "background")
+        try x.xdotool("windowactivate", window)
+        try harness.waitForState("a", "active")
+
+        // Unchanged: the same connection goes on (no second connect), and it still drives the states.
+        _ = try harness.lifectl("reload")
+        try harness.waitUntil("the reload is done") { harness.log.components(separatedBy: "Reloaded the configuration").count > 2 }
+        #expect(harness.log.components(separatedBy: "display: following the X server").count == 2)
+        try x.xdotool("windowminimize", window)
+        try harness.waitForState("a", "background")
+
+        // To none: the X server's changes no longer move a; lifectl does.
+        try harness.daemonConfig("[Display]\nSource=none\n")
+        _ = try harness.lifectl("reload")
+        try harness.waitUntil("the source is left") { harness.log.contains("display: now none") }
+        #expect(try harness.lifectl("status").stdout.contains("display: none"))
+        try x.xdotool("windowactivate", window)
+        usleep(300_000)
+        #expect(try harness.status("a").state.rawValue == "background", "a stopped source moves nothing")
+        try harness.control("focus", "a")
+        try harness.waitForState("a", "active")
+        #expect(harness.isDaemonRunning)
+    }
+}

@@ -12,6 +12,8 @@ final class DisplayFollower {
     /// What `[Display] Source=` asked for, when no source runs for it (for the status line).
     private var unavailable: String?
     private var picture = WindowPicture()
+    /// `[Display]` as in force: a reload that changes it starts the source anew.
+    private var running = DisplayConfig()
     /// `Source=` as configured, for the status line (`auto` says so beside what it picked).
     private var chosen = DisplayConfig.Source.none
     /// Called for an app whose request the display server has not answered in time: its waiters get its status.
@@ -29,6 +31,7 @@ final class DisplayFollower {
     /// Start following the display server `config` names (`auto` resolved against `environment`).
     func start(_ config: DisplayConfig, environment: [String: String]) {
         let (choice, address) = config.resolved(environment: environment)
+        running = config
         chosen = config.source
         switch choice {
         case .none, .auto:
@@ -55,6 +58,20 @@ final class DisplayFollower {
     }
 
     func stop() { source?.stop() }
+
+    /// A reload: a changed `[Display]` stops the source in force and starts the new one, whose first picture
+    /// reconciles the apps; meanwhile they keep their states. An unchanged one is left alone, connection and all.
+    func apply(_ config: DisplayConfig, environment: [String: String]) {
+        guard config != running else { return }
+        Log.info("display: [Display] changed; leaving \(description)")
+        source?.stop()
+        source = nil
+        unavailable = nil
+        picture = WindowPicture()
+        host.displayForgotten()
+        start(config, environment: environment)
+        Log.info("display: now \(description)")
+    }
 
     /// For `lifectl status`.
     var description: String {
