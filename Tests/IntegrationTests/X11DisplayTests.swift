@@ -191,7 +191,7 @@ struct X11DisplayTests {
 /// reconciles the apps; an unchanged one leaves the running source alone.
 @Suite("Display: [Display] on reload", .serialized)
 struct DisplayReloadTests {
-    @Test("none to x11 reconciles with the windows already open; unchanged keeps the connection; x11 to none stops following")
+    @Test("none to x11 reconciles with the windows already open; unchanged keeps the connection; x11 to none stops following; auto picks x11")
     func aChangedDisplaySectionSwitchesTheSource() throws {
         let harness = try DaemonHarness()
         let x = try XvfbOpenbox(tag: harness.tag)
@@ -233,6 +233,18 @@ struct DisplayReloadTests {
         #expect(try harness.status("a").state.rawValue == "background", "a stopped source moves nothing")
         try harness.control("focus", "a")
         try harness.waitForState("a", "active")
+
+        // To auto with a display and no sway socket: x11 is picked, and the log and the status say so.
+        try harness.daemonConfig("[Display]\nSource=auto\nX11Display=\(x.display)\n")
+        _ = try harness.lifectl("reload")
+        try harness.waitUntil("auto follows the X server") {
+            harness.log.contains("display: Source=auto: following the X server \(x.display)")
+        }
+        try harness.waitUntil("the status says auto picked x11") {
+            (try harness.lifectl("status").stdout).contains("display: x11 (auto) at \(x.display), connected")
+        }
+        try x.xdotool("windowminimize", window)
+        try harness.waitForState("a", "background")
         #expect(harness.isDaemonRunning)
     }
 }
