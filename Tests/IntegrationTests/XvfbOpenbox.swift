@@ -1,13 +1,15 @@
 import Foundation
 import Glibc
 
-/// An X server (Xvfb) on a free display number with openbox as its EWMH window manager, for the x11 display tests.
+/// An X server (Xvfb) on a display number it picks itself, with openbox as its EWMH window manager, for the x11 display tests.
 /// Both run as root (X11 allows it) and are stopped at the end; `kill()` and `start()` take the whole display away
 /// and bring a new one on the same number. Windows come from the apps lifecycled launches (xterm, xlogo); the
 /// tests drive them with xdotool and ask back with xprop.
 final class XvfbOpenbox {
     static let tools = ["/usr/bin/Xvfb", "/usr/bin/openbox", "/usr/bin/xdotool", "/usr/bin/xprop", "/usr/bin/xterm", "/usr/bin/xlogo"]
-    let number: Int
+    /// The display number Xvfb took at the first start (`-displayfd`: it picks a free one itself, so suites that
+    /// run side by side never share a server); a restart takes the same one.
+    private(set) var number = 0
     var display: String { ":\(number)" }
     let configFile: String
     private var server: Process?
@@ -22,10 +24,6 @@ final class XvfbOpenbox {
 
     init(tag: String) throws {
         try Self.installIfMissing()
-        // A display number nobody holds: no lock file and no socket.
-        var number = 40 + Int(getpid() % 200)
-        while access("/tmp/.X\(number)-lock", F_OK) == 0 || access("/tmp/.X11-unix/X\(number)", F_OK) == 0 { number += 1 }
-        self.number = number
         configFile = "/tmp/lifecycled-openbox-\(tag).xml"
         // Two desktops, and new windows take the focus (openbox's default, said so the tests do not depend on it).
         try """
@@ -48,11 +46,20 @@ final class XvfbOpenbox {
     func start() throws {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
-        server.arguments = [display, "-screen", "0", "1024x768x24", "-nolisten", "tcp"]
-        server.standardOutput = FileHandle.nullDevice
+        let chosen = Pipe()
+        server.arguments = (number == 0 ? ["-displayfd", "1"] : [display]) + ["-screen", "0", "1024x768x24", "-nolisten", "tcp"]
+        server.standardOutput = number == 0 ? chosen : FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
         self.server = server
+        if number == 0 {
+            // Xvfb writes the number once it takes clients; nothing (end of file) when it failed.
+            let line = String(decoding: chosen.fileHandleForReading.availableData, as: UTF8.self)
+            guard let taken = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw HarnessError("Xvfb did not start (it said \(line.debugDescription))")
+            }
+            number = taken
+        }
         // The socket shows before the server takes clients: a window manager started too early gives up.
         try waitUntil("Xvfb answers on \(display)") { (try? self.xprop("-root", "_NET_NUMBER_OF_DESKTOPS")) != nil }
         try waitUntil("openbox manages \(display)") {
