@@ -9,21 +9,27 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 all: build clients
 
-# libsystemd-dev (sd-daemon, sd-event) and pkg-config, through apt, only when missing.
+# libsystemd-dev (sd-daemon, sd-event), libxcb1-dev and libxcb-res0-dev (the x11 display source) and pkg-config,
+# through apt, only when missing.
 deps:
-	@if ! pkg-config --exists libsystemd 2>/dev/null; then \
-		echo "Installing libsystemd-dev and pkg-config through apt"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev pkg-config >/dev/null; \
+	@if ! pkg-config --exists libsystemd xcb xcb-res 2>/dev/null; then \
+		echo "Installing libsystemd-dev, libxcb1-dev, libxcb-res0-dev and pkg-config through apt"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev libxcb1-dev libxcb-res0-dev pkg-config >/dev/null; \
 	fi
 
 build: deps
 	$(SWIFT) build
 
-# The display tests' headless sway and its terminal (foot), through apt, only when missing.
+# The display tests' headless sway and its terminal (foot), and their X server (Xvfb), window manager (openbox),
+# driver (xdotool, xprop from x11-utils) and windows (xterm, xlogo from x11-apps), through apt, only when missing.
 test-deps:
-	@if ! command -v sway >/dev/null 2>&1 || ! command -v foot >/dev/null 2>&1; then \
-		echo "Installing sway and foot through apt (the display tests run a headless sway)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sway foot >/dev/null; \
+	@missing=""; \
+	for tool in sway:sway foot:foot Xvfb:xvfb openbox:openbox xdotool:xdotool xprop:x11-utils xterm:xterm xlogo:x11-apps; do \
+		command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing$$missing through apt (the display tests run a headless sway and an Xvfb with openbox)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
 # The main job: the daemon on the shipped demo config (Config/), with a tour of the states.

@@ -17,8 +17,10 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // Tiny C shims for what Swift's Glibc module lacks (_GNU_SOURCE calls) and for the spawn path.
         .target(name: "CSupport"),
+        // libxcb and its X-Resource extension, for the x11 display source.
+        .systemLibrary(name: "CXCB", pkgConfig: "xcb-res", providers: [.apt(["libxcb1-dev", "libxcb-res0-dev"])]),
         // Supervision: event loop, processes, cgroups, sockets, config.
-        .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport"]),
+        .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport", "CXCB"]),
         // The library Swift apps import to adopt the protocol.
         .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),

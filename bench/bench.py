@@ -866,7 +866,7 @@ def machine():
     return model, nproc, free, ", ".join(versions), platform.release()
 
 
-def report(results, args, notif_text, seconds):
+def report(results, args, notif_text, seconds, display_text=""):
     L = []
     p = L.append
     model, nproc, free, versions, kernel = machine()
@@ -1046,6 +1046,10 @@ def report(results, args, notif_text, seconds):
     p("```")
     p(notif_text.strip() or "not run")
     p("```")
+    p("")
+    p("### 9. Display: focus latency and what hiding saves (bench/display.sh)")
+    p("")
+    p(display_text.strip() or "not run")
     return L, {"fs": fs, "fr": fr, "pp": pp, "relay": relay, "relay_work": relay_work, "launch_best": (bestname, best)}
 
 
@@ -1220,6 +1224,7 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--idle", type=float, default=10)
     parser.add_argument("--notifications", default="", help="file with notifications.sh's output")
+    parser.add_argument("--display", default="", help="file with display.sh's output")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
     parser.add_argument("--svg", default=os.path.join(ROOT, "docs", "bench-launch-memory.svg"))
     parser.add_argument("--json", default="")
@@ -1239,7 +1244,8 @@ def main():
     notif = ""
     if args.notifications and os.path.exists(args.notifications):
         notif = open(args.notifications).read()
-    lines, extra = report(results, args, notif, time.time() - t0)
+    display = open(args.display).read() if args.display and os.path.exists(args.display) else ""
+    lines, extra = report(results, args, notif, time.time() - t0, display)
     checks = verdicts(results, extra, args)
     lines.append("")
     lines.append("### Verdicts against the targets")

@@ -13,7 +13,7 @@
 # Peers that apt cannot install are left out of the report (said so), not a failure.
 # Environment: REPS (default 3), BENCH_SCRATCH (the release build directory, default
 # /var/tmp/lifecycled-bench-build: its own, so that it never waits on .build's lock nor disturbs it),
-# NO_NOTIFICATIONS=1, CI (set: run apt-get update before installing).
+# NO_NOTIFICATIONS=1, NO_DISPLAY=1 (skip bench/display.sh), CI (set: run apt-get update before installing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=default
@@ -111,6 +111,21 @@ if [ -z "${NO_NOTIFICATIONS:-}" ]; then
     fi
     args+=(--notifications "$tmp/notifications.txt")
 fi
+display_failed=
+if [ -z "${NO_DISPLAY:-}" ]; then
+    # Smoke: 5 rounds and 5 s per CPU phase instead of 30 and 60 s.
+    if [ "$mode" = smoke ]; then rounds=5 duration=5; else rounds=30 duration=60; fi
+    echo "display benchmarks (headless sway: $rounds focus rounds, $duration s per CPU phase)…" >&2
+    status=0
+    K=$rounds DURATION=$duration LIFECYCLED_BIN_DIR="$bin" LIFECTL_BIN_DIR="$lifectl_dir" TMPDIR="$base" \
+        timeout $((2 * duration + 300)) bash bench/display.sh > "$tmp/display.txt" 2>&1 || status=$?
+    if [ "$status" != 0 ]; then
+        echo "(display.sh failed, status $status)" >> "$tmp/display.txt"
+        display_failed=$status
+        tail -5 "$tmp/display.txt" >&2
+    fi
+    args+=(--display "$tmp/display.txt")
+fi
 if [ "$mode" = smoke ]; then
     timeout --signal=INT --kill-after=30 "${SMOKE_TIMEOUT:-240}" python3 bench/bench.py "${args[@]}" &
 else
@@ -121,5 +136,9 @@ wait "$driver"
 driver=
 if [ -n "$notifications_failed" ]; then
     echo "bench/run.sh: the notifications benchmark failed (status $notifications_failed)" >&2
+    exit 1
+fi
+if [ -n "$display_failed" ]; then
+    echo "bench/run.sh: the display benchmarks failed (status $display_failed)" >&2
     exit 1
 fi

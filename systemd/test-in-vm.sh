@@ -68,12 +68,14 @@ for b in lifecycled lifectl; do [ -x "$BIN/$b" ] || die "$BIN/$b missing"; done
 
 # --- 2. the tree and its root image, built once ---------------------------------------------------------------
 if [ "${LIFECYCLED_VM_REBUILD:-0}" = 1 ]; then rm -rf "$ROOT" "$IMAGE"; fi
+# The daemon links libxcb for its x11 display source: a tree cached before that is built again.
+if ! ls "$ROOT"/usr/lib/*/libxcb-res.so.0 >/dev/null 2>&1; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
 if [ ! -e "$ROOT/.lifecycled-tree-complete" ]; then
     command -v debootstrap >/dev/null || die "debootstrap missing: apt-get install debootstrap"
     rm -rf "$ROOT" "$IMAGE"
     t=$(now)
     echo "== debootstrap --variant=minbase bookworm $ROOT with a kernel (once; cached afterwards)"
-    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,udev,kmod,initramfs-tools,linux-image-cloud-amd64 \
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0,udev,kmod,initramfs-tools,linux-image-cloud-amd64 \
         bookworm "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 \
         || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed ($WORK/debootstrap.log)"; }
     touch "$ROOT/.lifecycled-tree-complete"

@@ -163,6 +163,20 @@ struct DisplayTests {
         #expect(h.state("a") == .inactive && h.state("b") == .active)
     }
 
+    @Test("the display source forgotten (a reload to another source): no app moves, and lifectl focus demotes as without a display")
+    func forgottenDisplayMovesNothingAndDropsItsFacts() throws {
+        var h = try Self.twoWindows()
+        let start = h.log.count
+
+        h.model.displayForgotten()
+
+        #expect(h.log.count == start)
+        #expect(h.model.displayFacts == DisplayFacts())
+        try h.cooperating { h throws in try h.request(.focus, "b") }
+        #expect(h.state("a") == .background, "no window is known to show any more")
+        #expect(h.state("b") == .active)
+    }
+
     @Test("a report about an app that is not running changes nothing")
     func reportAboutAStoppedAppIsIgnored() throws {
         var h = Harness("a")

@@ -8,7 +8,7 @@ public struct DisplayConfig: Sendable, Equatable {
         case none
         /// The i3/sway IPC socket.
         case sway
-        /// An EWMH window manager on X11 (not built in yet: taken as none, with a warning).
+        /// An EWMH window manager on X11.
         case x11
         /// sway when a socket is given or found, else x11 when a display is, else none.
         case auto

@@ -78,6 +78,7 @@ final class ConfigReload {
         unloadedApps = stillUnloaded
         config = LoadedConfig(daemon: daemonConfig, apps: daemon.apps.mapValues(\.config), diagnostics: fresh.diagnostics)
         applyDaemonConfig()
+        daemon.display.apply(daemonConfig.display, environment: daemon.options.environment)
         let changed = (plan.changed.map(\.name) + plan.added.map(\.name) + plan.removed).sorted()
         let summary = changed.isEmpty ? "nothing changed" : "changed " + changed.joined(separator: ", ")
         if plan.rejected.isEmpty {

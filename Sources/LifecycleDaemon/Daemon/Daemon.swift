@@ -376,6 +376,8 @@ extension Daemon: DaemonHost {
         drain()
     }
 
+    func displayForgotten() { model.displayForgotten() }
+
     func throughDisplay(_ request: Request, for name: String) -> Bool { display.carryOut(request, for: name) }
 
     func markDirty(_ name: String) {

@@ -44,6 +44,8 @@ protocol DaemonHost: AnyObject {
     func terminateAll()
     /// What the display server shows changed: the model moves the apps (the effects performed, the events drained).
     func displayChanged(_ facts: DisplayFacts)
+    /// The display source in force stopped for good: the model drops its facts, and no app moves.
+    func displayForgotten()
     /// lifectl's focus or background asked of the display server instead of the model; false when it takes the
     /// usual way (no display source, or no window of the app).
     func throughDisplay(_ request: Request, for name: String) -> Bool

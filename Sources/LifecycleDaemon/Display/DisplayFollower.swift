@@ -12,6 +12,10 @@ final class DisplayFollower {
     /// What `[Display] Source=` asked for, when no source runs for it (for the status line).
     private var unavailable: String?
     private var picture = WindowPicture()
+    /// `[Display]` as in force: a reload that changes it starts the source anew.
+    private var running = DisplayConfig()
+    /// `Source=` as configured, for the status line (`auto` says so beside what it picked).
+    private var chosen = DisplayConfig.Source.none
     /// Called for an app whose request the display server has not answered in time: its waiters get its status.
     var unanswered: (String) -> Void = { _ in }
     private var answerTimers: [String: LoopTimer] = [:]
@@ -27,6 +31,8 @@ final class DisplayFollower {
     /// Start following the display server `config` names (`auto` resolved against `environment`).
     func start(_ config: DisplayConfig, environment: [String: String]) {
         let (choice, address) = config.resolved(environment: environment)
+        running = config
+        chosen = config.source
         switch choice {
         case .none, .auto:
             if config.source == .auto { Log.info("display: Source=auto found no display server; focus follows lifectl alone") }
@@ -40,16 +46,39 @@ final class DisplayFollower {
             Log.info("display: Source=\(config.source.rawValue): following sway at \(address)")
             source.start { [unowned self] picture in self.reported(picture) }
         case .x11:
-            unavailable = "x11 (not built in; focus follows lifectl alone)"
-            Log.warning("display: Source=x11 is not available in this build; focus follows lifectl alone")
+            guard let address else {
+                unavailable = "x11 (no display: set X11Display= or DISPLAY)"
+                return Log.warning("display: Source=x11 but no X display is given or found; focus follows lifectl alone")
+            }
+            let source = X11Source(loop: loop, display: address)
+            self.source = source
+            Log.info("display: Source=\(config.source.rawValue): following the X server \(address)")
+            source.start { [unowned self] picture in self.reported(picture) }
         }
     }
 
     func stop() { source?.stop() }
 
+    /// A reload: a changed `[Display]` stops the source in force and starts the new one, whose first picture
+    /// reconciles the apps; meanwhile they keep their states. An unchanged one is left alone, connection and all.
+    func apply(_ config: DisplayConfig, environment: [String: String]) {
+        guard config != running else { return }
+        Log.info("display: [Display] changed; leaving \(description)")
+        source?.stop()
+        source = nil
+        unavailable = nil
+        picture = WindowPicture()
+        host.displayForgotten()
+        start(config, environment: environment)
+        Log.info("display: now \(description)")
+    }
+
     /// For `lifectl status`.
     var description: String {
-        if let source { return "\(source.name) at \(source.address), \(source.connected ? "connected" : "reconnecting")" }
+        if let source {
+            let picked = chosen == .auto ? " (auto)" : ""
+            return "\(source.name)\(picked) at \(source.address), \(source.connected ? "connected" : "reconnecting")"
+        }
         return unavailable ?? "none (focus follows lifectl alone)"
     }
 

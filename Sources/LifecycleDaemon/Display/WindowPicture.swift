@@ -11,17 +11,20 @@ struct DisplayWindow: Sendable, Equatable {
     var id: Int64
     /// The process that owns the window, when the display server knows it.
     var pid: pid_t?
-    /// The Wayland app_id, or the X11 WM_CLASS.
+    /// The Wayland app_id, or the X11 WM_CLASS class name.
     var appID: String?
+    /// The X11 WM_CLASS instance name, which `AppId=` matches as well as the class.
+    var instance: String?
     /// Shown on an output now (not on another workspace, minimized, in the scratchpad or unmapped).
     var visible: Bool
     /// Holds the keyboard focus of the seat.
     var focused: Bool
 
-    init(id: Int64, pid: pid_t? = nil, appID: String? = nil, visible: Bool, focused: Bool = false) {
+    init(id: Int64, pid: pid_t? = nil, appID: String? = nil, instance: String? = nil, visible: Bool, focused: Bool = false) {
         self.id = id
         self.pid = pid
         self.appID = appID
+        self.instance = instance
         self.visible = visible
         self.focused = focused
     }
@@ -51,7 +54,9 @@ struct WindowOwnership {
 
     /// The app that owns `window`, if any.
     func owner(of window: DisplayWindow) -> String? {
-        if let appID = window.appID, let app = apps.first(where: { $0.appID == appID }) { return app.name }
+        for appID in [window.appID, window.instance].compactMap({ $0 }) {
+            if let app = apps.first(where: { $0.appID == appID }) { return app.name }
+        }
         guard let pid = window.pid, pid > 0 else { return nil }
         return apps.first { $0.holds(pid) }?.name
     }
