@@ -79,6 +79,8 @@ final class BusConnection {
     private func nameAnswered(_ reply: OpaquePointer?) {
         if let reply, let error = sd_bus_message_get_error(reply), sd_bus_error_is_set(error) != 0 {
             let name = error.pointee.name.map { String(cString: $0) } ?? "an error"
+            // The connection ended before the bus answered: the Disconnected message says so, once.
+            if name == "org.freedesktop.DBus.Error.NoReply" { return }
             let text = error.pointee.message.map { String(cString: $0) } ?? ""
             Log.warning("D-Bus: failed to acquire \(Self.busName) on \(description): \(name): \(text); the API is not offered there")
             return
@@ -112,7 +114,7 @@ final class BusConnection {
         let delay = backoff
         backoff = min(backoff * 2, Self.maxBackoff)
         if lossLogged {
-            Log.debug("D-Bus: failed to \(operation): \(Self.reason(result)); next attempt in \(delay)")
+            Log.debug("D-Bus: still no bus (\(operation): \(Self.reason(result))); next attempt in \(delay)")
         } else {
             lossLogged = true
             Log.warning("D-Bus: failed to \(operation): \(Self.reason(result)); retrying with a growing delay, the daemon goes on without the bus meanwhile")
