@@ -69,6 +69,8 @@ static const sd_bus_vtable manager_vtable[] = {
                              SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_SIGNAL_WITH_NAMES("StateChanged", "ssss", SD_BUS_PARAM(app) SD_BUS_PARAM(from) SD_BUS_PARAM(to)
                              SD_BUS_PARAM(reason), 0),
+    SD_BUS_SIGNAL_WITH_NAMES("FocusRequested", "s", SD_BUS_PARAM(app), 0),
+    SD_BUS_SIGNAL_WITH_NAMES("HideRequested", "s", SD_BUS_PARAM(app), 0),
     SD_BUS_VTABLE_END
 };
 

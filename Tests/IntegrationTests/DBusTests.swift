@@ -48,6 +48,10 @@ struct DBusTests {
     }
 
     func mustCall(_ bus: PrivateBus, _ method: String, on app: String? = nil, _ signature: String = "", _ arguments: String...) throws -> String {
+        try mustCall(bus, method, on: app, signature, arguments)
+    }
+
+    func mustCall(_ bus: PrivateBus, _ method: String, on app: String? = nil, _ signature: String, _ arguments: [String]) throws -> String {
         let path = app.map(Self.path) ?? Self.manager
         let interface = app == nil ? Self.managerInterface : Self.appInterface
         let output = try bus.run("busctl", ["call", Self.name, path, interface, method] + (signature.isEmpty ? [] : [signature]) + arguments)

@@ -169,6 +169,25 @@ final class BusService: AppObserver {
         if writer.result >= 0 { _ = sd_bus_send(bus, signal, nil) }
     }
 
+    /// `FocusRequested(s app)` or `HideRequested(s app)`: lifectl asks the integrator that owns the display.
+    func emitDisplayRequest(_ member: String, app: String) {
+        guard let bus = connection.bus else { return }
+        var created: OpaquePointer?
+        guard sd_bus_message_new_signal(bus, &created, BusPath.manager, cbusManagerInterface, member) >= 0,
+              let signal = created else { return }
+        defer { sd_bus_message_unref(signal) }
+        var writer = BusWriter(signal)
+        writer.string(app)
+        if writer.result >= 0 { _ = sd_bus_send(bus, signal, nil) }
+    }
+
+    func knows(_ app: String) -> Bool { daemon.runtime(app) != nil }
+
+    /// The app whose process tree holds `pid`, by the display's window-to-app rule.
+    func owner(of pid: pid_t) -> String? {
+        daemon.display.ownership().owner(of: DisplayWindow(id: 0, pid: pid, visible: true))
+    }
+
     // MARK: Calls
 
     private static let lifecycleVerbs: [String: Request] = [

@@ -189,8 +189,12 @@ public final class Daemon {
         switch BusEndpoint.resolve(configuration.config.daemon.bus, environment: options.environment,
                                    runtimeDirectory: options.runtimeDirectory, euid: geteuid()) {
         case .success(let endpoint):
-            bus = BusService(daemon: self, endpoint: endpoint)
-            bus?.start()
+            let bus = BusService(daemon: self, endpoint: endpoint)
+            self.bus = bus
+            display.dbusSource = DBusDisplaySource(bus: bus) { [unowned self] name in
+                self.model.app(name)?.state.isRunning == true ? self.runtime(name)?.pid : nil
+            }
+            bus.start()
         case .failure(let unavailable):
             Log.info("D-Bus: no API (\(unavailable.reason))")
         }
