@@ -101,7 +101,8 @@ RELEASE_LIFECTL := -c release --scratch-path .build/static-executable -Xswiftc -
 INSTALLED = $(BINDIR)/lifecycled $(BINDIR)/lifectl \
 	$(UNITDIR)/lifecycled.service $(UNITDIR)/lifecycled.socket \
 	$(MANDIR)/man1/lifectl.1 $(MANDIR)/man5/lifecycled.conf.5 $(MANDIR)/man8/lifecycled.8 \
-	$(COMPLETIONDIR)/lifectl
+	$(COMPLETIONDIR)/lifectl \
+	$(DBUSPOLICYDIR)/org.lifecycled.Lifecycle1.conf $(POLKITACTIONDIR)/org.lifecycled.policy
 
 install: clients $(if $(BINDIR_SOURCE),,deps)
 ifeq ($(BINDIR_SOURCE),)
