@@ -36,7 +36,7 @@ final class BusConnection {
     func stop() {
         stopped = true
         retry?.cancel()
-        tearDown(flush: true)
+        tearDown()
     }
 
     private var userdata: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
@@ -93,18 +93,19 @@ final class BusConnection {
 
     private func dropped() {
         guard bus != nil else { return }
-        tearDown(flush: false)
+        tearDown()
         lost("stay connected to \(description)", -ECONNRESET)
     }
 
-    private func tearDown(flush: Bool) {
+    /// Not `sd_bus_flush_close_unref`: a flush waits for the peer without a bound, and a stopped bus daemon would
+    /// hold the daemon's own stop. Messages are written as they are sent; only a full socket leaves any queued.
+    private func tearDown() {
         guard let bus else { return }
         disconnected()
         for slot in slots { sd_bus_slot_unref(slot) }
         slots = []
         _ = sd_bus_detach_event(bus)
-        // A flush waits for the peer: only on a clean stop, with a bus that is still there.
-        if flush { sd_bus_flush_close_unref(bus) } else { sd_bus_close_unref(bus) }
+        sd_bus_close_unref(bus)
         self.bus = nil
     }
 
