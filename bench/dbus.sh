@@ -21,7 +21,7 @@ cat > "$WORK/bus.conf" <<CONF
 <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig><type>session</type><listen>unix:path=$WORK/bus.sock</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*"/><allow own="*"/></policy></busconfig>
+<policy context="default"><allow send_destination="*"/><allow receive_sender="*"/><allow own="*"/></policy></busconfig>
 CONF
 printf '[Sources]\nTimeChange=no\nLocaleChange=no\nBattery=no\nMemoryPressure=no\n' > "$WORK/config/lifecycled.conf"
 for app in a b; do
