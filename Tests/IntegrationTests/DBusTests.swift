@@ -189,6 +189,28 @@ struct DBusTests {
         }
     }
 
+    @Test("an app's scene sessions are its Scenes property; a new scene is a PropertiesChanged of Scenes")
+    func scenesProperty() throws {
+        let scenes = "[Scenes]\nSupportsMultipleScenes=yes\nConfiguration=window:Main window:Editor\n"
+        try withBus(["s": client() + "\n" + scenes]) { daemon, bus in
+            _ = try mustCall(bus, "Focus", on: "s")
+            let first = try #require(try daemon.status("s").scenes?.first)
+            #expect(try property(bus, "Scenes", of: "s")
+                == "a(ssss) 1 \"\(first.scene)\" \"\(first.role)\" \"\(first.configuration)\" \"\(first.state)\"")
+            let signals = daemon.root.appendingPathComponent("scene-signals.txt")
+            let monitor = try bus.monitor(into: signals)
+            defer { PrivateBus.end(monitor) }
+            usleep(300_000)
+            try daemon.control("scene", "open", "s")
+            try daemon.waitUntil("Scenes changes") {
+                ((try? String(contentsOf: signals, encoding: .utf8)) ?? "").contains("'Scenes': <[('\(first.scene)'")
+            }
+            let all = try #require(try daemon.status("s").scenes)
+            #expect(all.count == 2)
+            #expect(try property(bus, "Scenes", of: "s").hasPrefix("a(ssss) 2 \"\(first.scene)\""))
+        }
+    }
+
     @Test("named errors carry lifectl's text: UnknownApp, Refused")
     func namedErrors() throws {
         try withBus(["a": client()]) { daemon, bus in
