@@ -22,6 +22,7 @@ build: deps
 
 # The display tests' headless sway and its terminal (foot), and their X server (Xvfb), window manager (openbox),
 # driver (xdotool, xprop from x11-utils) and windows (xterm, xlogo from x11-apps), through apt, only when missing.
+# The D-Bus tests' private bus (dbus-daemon), their second client (gdbus, libglib2.0-bin) and busctl (systemd).
 test-deps:
 	@missing=""; \
 	for tool in sway:sway foot:foot Xvfb:xvfb openbox:openbox xdotool:xdotool xprop:x11-utils xterm:xterm xlogo:x11-apps; do \
@@ -30,6 +31,10 @@ test-deps:
 	if [ -n "$$missing" ]; then \
 		echo "Installing$$missing through apt (the display tests run a headless sway and an Xvfb with openbox)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@if ! command -v dbus-daemon >/dev/null 2>&1 || ! command -v gdbus >/dev/null 2>&1 || ! command -v busctl >/dev/null 2>&1; then \
+		echo "Installing dbus-daemon, libglib2.0-bin and systemd through apt (the D-Bus tests run a private bus)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dbus-daemon libglib2.0-bin systemd >/dev/null; \
 	fi
 
 # The main job: the daemon on the shipped demo config (Config/), with a tour of the states.
@@ -72,6 +77,7 @@ test-clients: clients deps
 #   $(PREFIX)/share/man/man{1,5,8}               lifectl(1), lifecycled.conf(5), lifecycled(8)
 #   $(PREFIX)/share/bash-completion/completions  lifectl
 #   /etc/lifecycled/lifecycled.conf, apps/       only if there is no lifecycled.conf yet (no demo apps)
+#   $(DBUSPOLICYDIR), $(POLKITACTIONDIR)         the D-Bus API's bus policy and polkit action (docs/DBUS.md)
 #   $(PREFIX)/include, $(PREFIX)/lib, man3       liblifecycle: lifecycle.h, the shared and static libraries,
 #                                                lifecycle.pc (lib/pkgconfig), lifecycle(3) and its pages
 # The units go to systemd's vendor directory under the prefix, not /etc/systemd/system: that one is the
@@ -93,12 +99,16 @@ MANDIR = $(PREFIX)/share/man
 COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
 UNITDIR = $(PREFIX)/lib/systemd/system
 CONFDIR = /etc/lifecycled
+# Where the bus daemon and polkitd read them, whatever the prefix: neither looks under /usr/local.
+DBUSPOLICYDIR ?= /usr/share/dbus-1/system.d
+POLKITACTIONDIR ?= /usr/share/polkit-1/actions
 RELEASE := -c release --static-swift-stdlib --scratch-path .build/static
 RELEASE_LIFECTL := -c release --scratch-path .build/static-executable -Xswiftc -static-executable
 INSTALLED = $(BINDIR)/lifecycled $(BINDIR)/lifectl \
 	$(UNITDIR)/lifecycled.service $(UNITDIR)/lifecycled.socket \
 	$(MANDIR)/man1/lifectl.1 $(MANDIR)/man5/lifecycled.conf.5 $(MANDIR)/man8/lifecycled.8 \
-	$(COMPLETIONDIR)/lifectl
+	$(COMPLETIONDIR)/lifectl \
+	$(DBUSPOLICYDIR)/org.lifecycled.Lifecycle1.conf $(POLKITACTIONDIR)/org.lifecycled.policy
 
 install: clients $(if $(BINDIR_SOURCE),,deps)
 ifeq ($(BINDIR_SOURCE),)
@@ -122,6 +132,8 @@ endif
 	install -D -m 0644 docs/man/lifecycled.conf.5 "$(DESTDIR)$(MANDIR)/man5/lifecycled.conf.5"
 	install -D -m 0644 docs/man/lifecycled.8 "$(DESTDIR)$(MANDIR)/man8/lifecycled.8"
 	install -D -m 0644 completion/lifectl.bash "$(DESTDIR)$(COMPLETIONDIR)/lifectl"
+	install -D -m 0644 share/dbus-1/system.d/org.lifecycled.Lifecycle1.conf "$(DESTDIR)$(DBUSPOLICYDIR)/org.lifecycled.Lifecycle1.conf"
+	install -D -m 0644 share/polkit-1/actions/org.lifecycled.policy "$(DESTDIR)$(POLKITACTIONDIR)/org.lifecycled.policy"
 	[ -e "$(DESTDIR)$(CONFDIR)/lifecycled.conf" ] || install -D -m 0644 Config/lifecycled.conf "$(DESTDIR)$(CONFDIR)/lifecycled.conf"
 	install -d "$(DESTDIR)$(CONFDIR)/apps"
 	$(MAKE) -s -C clients/c install PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)"

@@ -19,8 +19,10 @@ let package = Package(
         .target(name: "CSupport"),
         // libxcb and its X-Resource extension, for the x11 display source.
         .systemLibrary(name: "CXCB", pkgConfig: "xcb-res", providers: [.apt(["libxcb1-dev", "libxcb-res0-dev"])]),
+        // The D-Bus API's sd-bus vtables, whose macros do not import into Swift; linked with libsystemd through CSystemd.
+        .target(name: "CBus"),
         // Supervision: event loop, processes, cgroups, sockets, config.
-        .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport", "CXCB"]),
+        .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport", "CXCB", "CBus"]),
         // The library Swift apps import to adopt the protocol.
         .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),

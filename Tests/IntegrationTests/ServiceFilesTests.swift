@@ -197,6 +197,9 @@ struct ServiceFilesTests {
             "usr/local/share/man/man8/lifecycled.8": 0o644,
             "usr/local/share/bash-completion/completions/lifectl": 0o644,
             "etc/lifecycled/lifecycled.conf": 0o644,
+            // The D-Bus API's bus policy and polkit action, where dbus-daemon and polkitd read them.
+            "usr/share/dbus-1/system.d/org.lifecycled.Lifecycle1.conf": 0o644,
+            "usr/share/polkit-1/actions/org.lifecycled.policy": 0o644,
             // liblifecycle (clients/c): the header, the libraries (the two links resolve to the shared one), the
             // pkg-config file and the man pages of section 3.
             "usr/local/include/lifecycle.h": 0o644,

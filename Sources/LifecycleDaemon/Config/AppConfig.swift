@@ -123,6 +123,8 @@ public struct DaemonConfig: Sendable, Equatable {
     /// `[Control] Group=`: members of this group (a name or a number) may use the changing verbs of the control
     /// socket besides root and the daemon's user; nil: nobody else.
     public var controlGroup: String?
+    /// `[Control] Bus=`: the D-Bus bus the API is offered on (docs/DBUS.md).
+    public var bus: BusChoice = .auto
     /// `[Display]`.
     public var display = DisplayConfig()
 

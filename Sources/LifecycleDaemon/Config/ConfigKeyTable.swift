@@ -109,6 +109,7 @@ extension ConfigLoader {
     static let controlKeys: [Key<DaemonConfig>] = [
         .value("Control", "Group", \.controlGroup, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) },
                shown: { $0 ?? "" }),
+        .value("Control", "Bus", \.bus, parseChoice, shown: { $0.rawValue }),
     ]
 
     /// `lifecycled.conf`. (`[NotificationTypes]` has free-form keys, the type names: see `parseNotificationTypes`.)

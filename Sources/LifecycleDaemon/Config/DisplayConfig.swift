@@ -12,6 +12,8 @@ public struct DisplayConfig: Sendable, Equatable {
         case x11
         /// sway when a socket is given or found, else x11 when a display is, else none.
         case auto
+        /// The integrator that owns the display reports it over the D-Bus API (SetDisplay, SetDisplayPids).
+        case dbus
     }
 
     public var source: Source = .none
@@ -33,6 +35,7 @@ public struct DisplayConfig: Sendable, Equatable {
         case .none: return (.none, nil)
         case .sway: return (.sway, swaySocket)
         case .x11: return (.x11, display)
+        case .dbus: return (.dbus, nil)
         case .auto:
             if let swaySocket { return (.sway, swaySocket) }
             if let display { return (.x11, display) }

@@ -31,8 +31,8 @@ final class AppRuntime {
     var priority: PriorityClass?
     /// Wall-clock time of the last transition (seconds since the epoch), for `since`.
     var sinceWall: Double = wallClockNow()
-    /// lifectl connections waiting for this app to settle.
-    var waiters: [ControlClient] = []
+    /// lifectl connections and D-Bus calls waiting for this app to settle.
+    var waiters: [any RequestWaiter] = []
     /// How the current suspension was done, so that resume undoes the same thing.
     var suspendedWith: SuspendMechanism?
     /// The 1 ms recheck of a stop not yet confirmed. Its cancel is lazy (`LoopTimer`): a suspend confirmed by the

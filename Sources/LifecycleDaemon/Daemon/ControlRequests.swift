@@ -1,6 +1,13 @@
 import LifecycleModel
 import LifecycleProtocol
 
+/// Whoever waits for a changing request's answer: a lifectl connection, a D-Bus method call.
+protocol RequestWaiter: AnyObject {
+    func reply(_ reply: ControlReply)
+}
+
+extension ControlClient: RequestWaiter {}
+
 /// lifectl's side of the daemon: a changing request waits for its app to settle and is answered with the app's
 /// status (and, for `scene open`, the session it created); queries are answered at once.
 final class ControlRequests {
@@ -17,13 +24,13 @@ final class ControlRequests {
     }
 
     /// Apply a lifectl request; the reply goes out when the app settles (or at once on refusal).
-    func handle(_ request: Request, for name: String, from client: ControlClient) {
+    func handle(_ request: Request, for name: String, from client: any RequestWaiter, origin: String = "lifectl") {
         guard !host.stopping else { return client.reply(.failure("lifecycled is shutting down")) }
         host.runtime(name)?.waiters.append(client)
         // The display server is the one source of truth for what shows: the app settles when it reports the change.
         if host.throughDisplay(request, for: name) { return }
         do {
-            let effects = try host.request(request, for: name, origin: "lifectl")
+            let effects = try host.request(request, for: name, origin: origin)
             for case .sceneOpened(name, let scene) in effects {
                 openedScenes[ObjectIdentifier(client)] = scene
             }

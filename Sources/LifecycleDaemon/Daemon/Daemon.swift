@@ -29,6 +29,8 @@ public final class Daemon {
     let coder = LineCoder()
     let startedAt: Duration
     var control: ControlServer?
+    /// The D-Bus API, when `[Control] Bus=` names a bus.
+    var bus: BusService?
     /// RUNTIME_DIR/app.sock, where clients reconnect after a restart of the daemon.
     var appSocket: AppSocketServer?
     private var signalSources: [EventSource] = []
@@ -72,6 +74,7 @@ public final class Daemon {
         closeSockets: { [unowned self] in
             self.control?.close()
             self.appSocket?.close()
+            self.bus?.stop()
         })
     private(set) lazy var externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
     private(set) lazy var configuration = ConfigReload(daemon: self)
@@ -162,6 +165,7 @@ public final class Daemon {
         signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in self.configuration.reload() })
 
         configuration.load()
+        startBus()
         display.unanswered = { [unowned self] name in if let app = self.runtime(name) { self.requests.settled(app) } }
         display.start(configuration.config.daemon.display, environment: options.environment)
         do {
@@ -178,6 +182,22 @@ public final class Daemon {
 
         serviceManager.ready { [unowned self] in self.statusLine() }
         return loop.run()
+    }
+
+    /// The D-Bus API on the bus `[Control] Bus=` names; the daemon runs on without it when there is none.
+    private func startBus() {
+        switch BusEndpoint.resolve(configuration.config.daemon.bus, environment: options.environment,
+                                   runtimeDirectory: options.runtimeDirectory, euid: geteuid()) {
+        case .success(let endpoint):
+            let bus = BusService(daemon: self, endpoint: endpoint)
+            self.bus = bus
+            display.dbusSource = DBusDisplaySource(bus: bus) { [unowned self] name in
+                self.model.app(name)?.state.isRunning == true ? self.runtime(name)?.pid : nil
+            }
+            bus.start()
+        case .failure(let unavailable):
+            Log.info("D-Bus: no API (\(unavailable.reason))")
+        }
     }
 
     // MARK: Events

@@ -9,6 +9,8 @@ final class DisplayFollower {
     private let placement: any ProcessPlacement
     private let loop: EventLoop
     private(set) var source: (any DisplaySource)?
+    /// `Source=dbus`'s source, made with the bus API (nil when the daemon offers none).
+    var dbusSource: (any DisplaySource)?
     /// What `[Display] Source=` asked for, when no source runs for it (for the status line).
     private var unavailable: String?
     private var picture = WindowPicture()
@@ -44,6 +46,14 @@ final class DisplayFollower {
             let source = SwaySource(loop: loop, socketPath: address, locate: { config.resolved(environment: environment).address })
             self.source = source
             Log.info("display: Source=\(config.source.rawValue): following sway at \(address)")
+            source.start { [unowned self] picture in self.reported(picture) }
+        case .dbus:
+            guard let source = dbusSource else {
+                unavailable = "dbus (no D-Bus API: see [Control] Bus=)"
+                return Log.warning("display: Source=dbus but the daemon offers no D-Bus API; focus follows lifectl alone")
+            }
+            self.source = source
+            Log.info("display: Source=dbus: following SetDisplay and SetDisplayPids on \(source.address)")
             source.start { [unowned self] picture in self.reported(picture) }
         case .x11:
             guard let address else {

@@ -1,0 +1,128 @@
+import CSystemd
+import Glibc
+
+/// The daemon's connection to a D-Bus bus, dispatched by the daemon's own sd-event loop (`sd_bus_attach_event`).
+/// A bus that is not there at start or goes away never stops the daemon: the loss is logged once, and the
+/// connection is tried again after a delay that doubles up to `maxBackoff`, until a bus answers.
+final class BusConnection {
+    static let busName = "org.lifecycled.Lifecycle1"
+    static let firstBackoff: Duration = .milliseconds(100)
+    static let maxBackoff: Duration = .seconds(30)
+
+    private let loop: EventLoop
+    let endpoint: BusEndpoint
+    /// The connected bus, nil while there is none.
+    private(set) var bus: OpaquePointer?
+    /// Called with each new connection, before the name is requested: the objects are registered.
+    var connected: (OpaquePointer) -> Void = { _ in }
+    /// Called when the connection is gone, before the bus is freed: the objects' slots are dropped.
+    var disconnected: () -> Void = {}
+    private var slots: [OpaquePointer] = []
+    private var retry: LoopTimer?
+    private var backoff = BusConnection.firstBackoff
+    /// The loss is logged once; the attempts that follow it at debug level, until one succeeds.
+    private var lossLogged = false
+    private var stopped = false
+
+    init(loop: EventLoop, endpoint: BusEndpoint) {
+        self.loop = loop
+        self.endpoint = endpoint
+    }
+
+    var description: String { "the \(endpoint.kind.rawValue) bus at \(endpoint.address)" }
+
+    func start() { connect() }
+
+    func stop() {
+        stopped = true
+        retry?.cancel()
+        tearDown()
+    }
+
+    private var userdata: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    private func connect() {
+        guard !stopped, bus == nil else { return }
+        var created: OpaquePointer?
+        var result = sd_bus_new(&created)
+        guard result >= 0, let new = created else { return lost("create a bus connection", result) }
+        result = sd_bus_set_address(new, endpoint.address)
+        if result >= 0 { result = sd_bus_set_bus_client(new, 1) }
+        if result >= 0 { result = sd_bus_set_description(new, "lifecycled-api") }
+        if result >= 0 { result = sd_bus_start(new) }
+        if result >= 0 { result = sd_bus_attach_event(new, loop.event, 0) }
+        guard result >= 0 else {
+            sd_bus_close_unref(new)
+            return lost("connect to \(description)", result)
+        }
+        bus = new
+        // The bus's own Disconnected message is the one sign that the peer went away.
+        var slot: OpaquePointer?
+        result = sd_bus_match_signal_async(new, &slot, "org.freedesktop.DBus.Local", "/org/freedesktop/DBus/Local",
+                                           "org.freedesktop.DBus.Local", "Disconnected", { _, userdata, _ in
+            let connection = Unmanaged<BusConnection>.fromOpaque(userdata!).takeUnretainedValue()
+            // Not torn down inside sd-bus's own dispatch of the bus being freed: after it returns.
+            connection.loop.afterCallback { connection.dropped() }
+            return 0
+        }, nil, userdata)
+        if result >= 0, let slot { slots.append(slot) }
+        connected(new)
+        slot = nil
+        result = sd_bus_request_name_async(new, &slot, Self.busName, 0, { reply, userdata, _ in
+            let connection = Unmanaged<BusConnection>.fromOpaque(userdata!).takeUnretainedValue()
+            connection.nameAnswered(reply)
+            return 0
+        }, userdata)
+        if result >= 0, let slot { slots.append(slot) } else { Log.warning("D-Bus: failed to request the name \(Self.busName): \(Self.reason(result))") }
+    }
+
+    private func nameAnswered(_ reply: OpaquePointer?) {
+        if let reply, let error = sd_bus_message_get_error(reply), sd_bus_error_is_set(error) != 0 {
+            let name = error.pointee.name.map { String(cString: $0) } ?? "an error"
+            // The connection ended before the bus answered: the Disconnected message says so, once.
+            if name == "org.freedesktop.DBus.Error.NoReply" { return }
+            let text = error.pointee.message.map { String(cString: $0) } ?? ""
+            Log.warning("D-Bus: failed to acquire \(Self.busName) on \(description): \(name): \(text); the API is not offered there")
+            return
+        }
+        Log.info(lossLogged ? "D-Bus: reconnected to \(description); serving \(Self.busName)"
+                            : "D-Bus: serving \(Self.busName) on \(description)")
+        lossLogged = false
+        backoff = Self.firstBackoff
+    }
+
+    private func dropped() {
+        guard bus != nil else { return }
+        tearDown()
+        lost("stay connected to \(description)", -ECONNRESET)
+    }
+
+    /// Not `sd_bus_flush_close_unref`: a flush waits for the peer without a bound, and a stopped bus daemon would
+    /// hold the daemon's own stop. Messages are written as they are sent; only a full socket leaves any queued.
+    private func tearDown() {
+        guard let bus else { return }
+        disconnected()
+        for slot in slots { sd_bus_slot_unref(slot) }
+        slots = []
+        _ = sd_bus_detach_event(bus)
+        sd_bus_close_unref(bus)
+        self.bus = nil
+    }
+
+    /// Logged once per loss; the next attempt after the current backoff, which then doubles.
+    private func lost(_ operation: String, _ result: Int32) {
+        guard !stopped else { return }
+        let delay = backoff
+        backoff = min(backoff * 2, Self.maxBackoff)
+        if lossLogged {
+            Log.debug("D-Bus: still no bus (\(operation): \(Self.reason(result))); next attempt in \(delay)")
+        } else {
+            lossLogged = true
+            Log.warning("D-Bus: failed to \(operation): \(Self.reason(result)); retrying with a growing delay, the daemon goes on without the bus meanwhile")
+        }
+        if retry == nil { retry = try? LoopTimer(loop: loop) { [unowned self] in self.connect() } }
+        retry?.arm(after: delay)
+    }
+
+    static func reason(_ result: Int32) -> String { String(cString: strerror(-result)) }
+}

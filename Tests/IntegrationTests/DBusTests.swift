@@ -1,0 +1,297 @@
+import Foundation
+import Glibc
+import LifecycleProtocol
+import Testing
+
+/// The D-Bus API against a real private dbus-daemon, driven by two independent clients: busctl (sd-bus) and
+/// gdbus (GLib's GDBus). Serialized: each test starts its own bus and daemon.
+@Suite("the D-Bus API", .serialized)
+struct DBusTests {
+    static let name = "org.lifecycled.Lifecycle1"
+    static let manager = "/org/lifecycled/Lifecycle1"
+    static let managerInterface = "org.lifecycled.Lifecycle1.Manager"
+    static let appInterface = "org.lifecycled.Lifecycle1.App"
+    static let nobody: UInt32 = 65534
+
+    func client(_ arguments: String = "") -> String {
+        "[App]\nExec=\(DaemonHarness.pythonClient) \(arguments)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n"
+    }
+
+    /// A bus, then a daemon told its address, with these apps; both stopped and removed after `body`.
+    func withBus(_ apps: [String: String], daemonConfig: String = "", environment: [String: String] = [:],
+                 _ body: (DaemonHarness, PrivateBus) throws -> Void) throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let bus = try PrivateBus(directory: harness.root.appendingPathComponent("bus"))
+        defer { bus.stop() }
+        for (name, text) in apps { try harness.app(name, text) }
+        try harness.daemonConfig(daemonConfig)
+        // The socket's path alone: the address dbus-daemon prints names its guid, which a restarted bus does not keep.
+        try harness.start(extraEnvironment: ["LIFECYCLED_BUS_ADDRESS": "unix:path=\(bus.socketPath)"].merging(environment) { $1 })
+        try harness.waitUntil("the daemon owns \(Self.name)") {
+            try bus.run("busctl", ["status", Self.name]).status == 0
+        }
+        try body(harness, bus)
+        #expect(harness.isDaemonRunning, "the daemon must still be running at the end of the test")
+    }
+
+    static func path(_ app: String) -> String { "\(manager)/app/\(app)" }
+
+    /// `busctl call` on the manager (`app` nil) or an app object.
+    @discardableResult
+    func call(_ bus: PrivateBus, _ method: String, on app: String? = nil, _ signature: String = "", _ arguments: String...,
+              asUser uid: UInt32? = nil) throws -> PrivateBus.Output {
+        let path = app.map(Self.path) ?? Self.manager
+        let interface = app == nil ? Self.managerInterface : Self.appInterface
+        return try bus.run("busctl", ["call", Self.name, path, interface, method] + (signature.isEmpty ? [] : [signature]) + arguments,
+                           asUser: uid)
+    }
+
+    func mustCall(_ bus: PrivateBus, _ method: String, on app: String? = nil, _ signature: String = "", _ arguments: String...) throws -> String {
+        try mustCall(bus, method, on: app, signature, arguments)
+    }
+
+    func mustCall(_ bus: PrivateBus, _ method: String, on app: String? = nil, _ signature: String, _ arguments: [String]) throws -> String {
+        let path = app.map(Self.path) ?? Self.manager
+        let interface = app == nil ? Self.managerInterface : Self.appInterface
+        let output = try bus.run("busctl", ["call", Self.name, path, interface, method] + (signature.isEmpty ? [] : [signature]) + arguments)
+        guard output.status == 0 else { throw HarnessError("busctl call \(method) failed: \(output.stderr)") }
+        return output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func property(_ bus: PrivateBus, _ name: String, of app: String? = nil, asUser uid: UInt32? = nil) throws -> String {
+        let output = try bus.run("busctl", ["get-property", Self.name, app.map(Self.path) ?? Self.manager,
+                                            app == nil ? Self.managerInterface : Self.appInterface, name], asUser: uid)
+        guard output.status == 0 else { throw HarnessError("busctl get-property \(name) failed: \(output.stderr)") }
+        return output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// `gdbus call` of `interface.method` on `path`.
+    func gdbus(_ bus: PrivateBus, _ path: String, _ method: String, _ arguments: String...) throws -> PrivateBus.Output {
+        try bus.run("gdbus", ["call", "--address", "ADDRESS", "--dest", Self.name, "--object-path", path, "--method", method] + arguments)
+    }
+
+    @Test("busctl and gdbus see the documented interface and call every manager method; changes answer once settled")
+    func managerMethodsAndProperties() throws {
+        try withBus(["a": client(), "b": client("--observe significantTimeChange")]) { daemon, bus in
+            let introspection = try bus.run("busctl", ["introspect", Self.name, Self.manager]).stdout
+            for member in ["ListApps", "GetApp", "Launch", "Focus", "Deactivate", "Background", "Suspend", "Resume", "Terminate",
+                           "Post", "Reload", "SetDisplay", "SetDisplayPids", "StateChanged", "Version", "CgroupLayout",
+                           "DisplaySource", "AppsActive", "org.freedesktop.DBus.ObjectManager"] {
+                #expect(introspection.contains(member), "introspection lacks \(member)")
+            }
+            #expect(try mustCall(bus, "ListApps")
+                == "a(ssuo) 2 \"a\" \"notRunning\" 0 \"\(Self.path("a"))\" \"b\" \"notRunning\" 0 \"\(Self.path("b"))\"")
+            #expect(try mustCall(bus, "GetApp", "s", "b") == "o \"\(Self.path("b"))\"")
+
+            // Each change is answered when the app has settled: the state is already the new one.
+            _ = try mustCall(bus, "Launch", "sb", "a", "false")
+            #expect(try daemon.status("a").state.rawValue == "inactive")
+            let launched = try gdbus(bus, Self.manager, "\(Self.managerInterface).Launch", "b", "true")
+            #expect(launched.status == 0, "\(launched.stderr)")
+            #expect(try daemon.status("b").state.rawValue == "background")
+            for (method, state) in [("Focus", "active"), ("Deactivate", "inactive"), ("Focus", "active"), ("Background", "background"),
+                                    ("Suspend", "suspended"), ("Resume", "background"), ("Terminate", "notRunning")] {
+                _ = try mustCall(bus, method, "s", "a")
+                #expect(try daemon.status("a").state.rawValue == state, "after \(method)")
+            }
+            #expect(daemon.records("a").first { $0.type == "didFinishLaunching" }?.launchOptions?["launchedBy"] == .string("D-Bus"))
+
+            let listed = try mustCall(bus, "ListApps")
+            let pid = try #require(try daemon.status("b").pid)
+            #expect(listed.contains("\"b\" \"background\" \(pid) \"\(Self.path("b"))\""))
+
+            let posted = try gdbus(bus, Self.manager, "\(Self.managerInterface).Post", "significantTimeChange", "", "{}")
+            #expect(posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "(uint32 1, uint32 0)", "\(posted.stderr)")
+            try daemon.waitUntil("b hears the post") { daemon.records("b").contains { $0.type == "notification" || $0.name == "significantTimeChange" } }
+
+            _ = try mustCall(bus, "Reload")
+            #expect(daemon.log.contains("Reload requested by uid 0"))
+
+            let refused = try call(bus, "SetDisplay", "ass", "1", "a", "a")
+            #expect(refused.status != 0 && refused.stderr.contains("needs [Display] Source=dbus"))
+            let refusedPids = try call(bus, "SetDisplayPids", "auu", "0", "0")
+            #expect(refusedPids.status != 0 && refusedPids.stderr.contains("needs [Display] Source=dbus"))
+
+            // The daemon's properties, through both clients.
+            #expect(try property(bus, "Version") == "s \"0.1.0\"")
+            let layout = try #require(try daemon.lifectl("status", "--json").stdout.split(separator: "\"cgroupLayout\":\"").dropFirst().first?
+                .prefix { $0 != "\"" })
+            #expect(try property(bus, "CgroupLayout") == "s \"\(layout)\"")
+            #expect(try property(bus, "DisplaySource").contains("none"))
+            for (name, count) in [("AppsNotRunning", 1), ("AppsInactive", 0), ("AppsActive", 0), ("AppsBackground", 1), ("AppsSuspended", 0)] {
+                #expect(try property(bus, name) == "u \(count)", "\(name)")
+            }
+            let all = try gdbus(bus, Self.manager, "org.freedesktop.DBus.Properties.GetAll", Self.managerInterface)
+            #expect(all.stdout.contains("'Version': <'0.1.0'>") && all.stdout.contains("'AppsBackground': <uint32 1>"), "\(all.stdout)")
+        }
+    }
+
+    @Test("app objects: every property and method; StateChanged, PropertiesChanged, InterfacesAdded and InterfacesRemoved")
+    func appObjectsAndSignals() throws {
+        try withBus(["a": client()]) { daemon, bus in
+            let signals = daemon.root.appendingPathComponent("signals.txt")
+            let monitor = try bus.monitor(into: signals)
+            defer { PrivateBus.end(monitor) }
+            usleep(300_000)  // gdbus subscribes before it prints; a settled request below is the real ordering point
+
+            _ = try mustCall(bus, "Launch", on: "a", "b", "true")
+            _ = try mustCall(bus, "Focus", on: "a")
+            _ = try mustCall(bus, "Deactivate", on: "a")
+            _ = try mustCall(bus, "Background", on: "a")
+            _ = try mustCall(bus, "Suspend", on: "a")
+            #expect(try property(bus, "State", of: "a") == "s \"suspended\"")
+            _ = try mustCall(bus, "Resume", on: "a")
+            let status = try daemon.status("a")
+            #expect(try property(bus, "Name", of: "a") == "s \"a\"")
+            #expect(try property(bus, "State", of: "a") == "s \"background\"")
+            #expect(try property(bus, "Pid", of: "a") == "u \(try #require(status.pid))")
+            #expect(try property(bus, "Protocol", of: "a") == "s \"\(status.protocol)\"")
+            #expect(try property(bus, "Adopted", of: "a") == "b false")
+            #expect(try property(bus, "DeadlineMisses", of: "a") == "u 0")
+            #expect(try property(bus, "QueuedNotifications", of: "a") == "u 0")
+            #expect(try property(bus, "Scenes", of: "a") == "a(ssss) 0")
+            let since = try property(bus, "Since", of: "a").split(separator: " ").last.flatMap { UInt64($0) } ?? 0
+            let now = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+            #expect(since > now - 600_000_000 && since <= now, "Since is the transition's realtime in microseconds")
+            _ = try mustCall(bus, "Terminate", on: "a")
+
+            // An app added and removed by a reload: its object appears and goes.
+            try daemon.app("c", client())
+            daemon.reload()
+            try daemon.waitUntil("c's object appears") { (try? self.property(bus, "Name", of: "c")) == "s \"c\"" }
+            let objects = try gdbus(bus, Self.manager, "org.freedesktop.DBus.ObjectManager.GetManagedObjects")
+            #expect(objects.stdout.contains("'\(Self.path("c"))': {") && objects.stdout.contains("{'Name': <'c'>, 'State': <'notRunning'>"),
+                    "\(objects.stdout)")
+            try daemon.removeApp("c")
+            daemon.reload()
+            try daemon.waitUntil("c's object goes") { (try? self.property(bus, "Name", of: "c")) == nil }
+            try daemon.waitUntil("the monitor saw InterfacesRemoved") {
+                ((try? String(contentsOf: signals, encoding: .utf8)) ?? "").contains("InterfacesRemoved")
+            }
+            PrivateBus.end(monitor)
+
+            let lines = try String(contentsOf: signals, encoding: .utf8).split(separator: "\n").map(String.init)
+            let transitions = lines.filter { $0.contains("StateChanged") }.compactMap { line -> String? in
+                let fields = line.split(separator: "'").map(String.init)
+                return fields.count > 5 ? "\(fields[3])>\(fields[5])" : nil
+            }
+            #expect(transitions == ["notRunning>inactive", "inactive>background", "background>inactive", "inactive>active", "active>inactive",
+                                    "inactive>background", "background>suspended", "suspended>background", "background>notRunning"],
+                    "\(lines.joined(separator: "\n"))")
+            #expect(lines.contains { $0.contains("StateChanged ('a', 'notRunning', 'inactive', 'launched by D-Bus')") })
+            let changes = lines.filter { $0.hasPrefix("\(Self.path("a")): org.freedesktop.DBus.Properties.PropertiesChanged") }
+            #expect(changes.contains { $0.contains("'State': <'suspended'>") })
+            #expect(changes.contains { $0.contains("'Pid': <uint32 0>") && $0.contains("'State': <'notRunning'>") })
+            #expect(lines.contains { $0.contains("InterfacesAdded (objectpath '\(Self.path("c"))'") })
+            #expect(lines.contains { $0.contains("InterfacesRemoved (objectpath '\(Self.path("c"))'") })
+            #expect(lines.contains { $0.contains("\(Self.manager): org.freedesktop.DBus.Properties.PropertiesChanged ('\(Self.managerInterface)', {'AppsNotRunning'") })
+        }
+    }
+
+    @Test("an app's scene sessions are its Scenes property; a new scene is a PropertiesChanged of Scenes")
+    func scenesProperty() throws {
+        let scenes = "[Scenes]\nSupportsMultipleScenes=yes\nConfiguration=window:Main window:Editor\n"
+        try withBus(["s": client() + "\n" + scenes]) { daemon, bus in
+            _ = try mustCall(bus, "Focus", on: "s")
+            let first = try #require(try daemon.status("s").scenes?.first)
+            #expect(try property(bus, "Scenes", of: "s")
+                == "a(ssss) 1 \"\(first.scene)\" \"\(first.role)\" \"\(first.configuration)\" \"\(first.state)\"")
+            let signals = daemon.root.appendingPathComponent("scene-signals.txt")
+            let monitor = try bus.monitor(into: signals)
+            defer { PrivateBus.end(monitor) }
+            usleep(300_000)
+            try daemon.control("scene", "open", "s")
+            try daemon.waitUntil("Scenes changes") {
+                ((try? String(contentsOf: signals, encoding: .utf8)) ?? "").contains("'Scenes': <[('\(first.scene)'")
+            }
+            let all = try #require(try daemon.status("s").scenes)
+            #expect(all.count == 2)
+            #expect(try property(bus, "Scenes", of: "s").hasPrefix("a(ssss) 2 \"\(first.scene)\""))
+        }
+    }
+
+    @Test("named errors carry lifectl's text: UnknownApp, Refused")
+    func namedErrors() throws {
+        try withBus(["a": client()]) { daemon, bus in
+            let unknown = try gdbus(bus, Self.manager, "\(Self.managerInterface).Focus", "nope")
+            let lifectlUnknown = try daemon.lifectl("focus", "nope").stderr.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(unknown.status != 0)
+            #expect(unknown.stderr.contains("org.lifecycled.Lifecycle1.Error.UnknownApp: cannot focus 'nope': no such app"))
+            #expect(lifectlUnknown.contains("cannot focus 'nope': no such app"))
+            let unknownObject = try gdbus(bus, Self.manager, "\(Self.managerInterface).GetApp", "nope")
+            #expect(unknownObject.stderr.contains("org.lifecycled.Lifecycle1.Error.UnknownApp: no such app 'nope'"))
+            let unknownPost = try gdbus(bus, Self.manager, "\(Self.managerInterface).Post", "significantTimeChange", "nope", "{}")
+            #expect(unknownPost.stderr.contains("org.lifecycled.Lifecycle1.Error.UnknownApp: cannot post 'significantTimeChange' to 'nope': no such app"))
+
+            let refused = try gdbus(bus, Self.path("a"), "\(Self.appInterface).Suspend")
+            let lifectlRefused = try daemon.lifectl("suspend", "a").stderr
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("org.lifecycled.Lifecycle1.Error.Refused: "))
+            let text = try #require(refused.stderr.components(separatedBy: "Error.Refused: ").last?.trimmingCharacters(in: .whitespacesAndNewlines))
+            #expect(!text.isEmpty && lifectlRefused.contains(text), "bus: \(text); lifectl: \(lifectlRefused)")
+            let badPost = try gdbus(bus, Self.manager, "\(Self.managerInterface).Post", "noSuchType", "", "{}")
+            #expect(badPost.stderr.contains("org.lifecycled.Lifecycle1.Error.Refused: cannot post 'noSuchType': no such notification type"))
+        }
+    }
+
+    @Test("nobody reads everything and is refused every change with AccessDenied; [Control] Group= grants changes")
+    func authorization() throws {
+        try withBus(["a": client()]) { daemon, bus in
+            #expect(try property(bus, "State", of: "a", asUser: Self.nobody) == "s \"notRunning\"")
+            #expect(try call(bus, "ListApps", asUser: Self.nobody).status == 0)
+            for (method, signature, arguments) in [("Focus", "s", ["a"]), ("Launch", "sb", ["a", "true"]), ("Reload", "", []),
+                                                   ("Post", "sss", ["significantTimeChange", "", "{}"])] {
+                let output = try bus.run("busctl", ["call", Self.name, Self.manager, Self.managerInterface, method]
+                                                   + (signature.isEmpty ? [] : [signature]) + arguments, asUser: Self.nobody)
+                #expect(output.status != 0 && output.stderr.contains("permission denied: \(method) is for root"), "\(method): \(output.stderr)")
+            }
+            let onObject = try call(bus, "Focus", on: "a", asUser: Self.nobody)
+            #expect(onObject.stderr.contains("permission denied"))
+            #expect(try daemon.status("a").state.rawValue == "notRunning")
+            let named = try bus.run("gdbus", ["call", "--address", "ADDRESS", "--dest", Self.name, "--object-path", Self.manager,
+                                              "--method", "\(Self.managerInterface).Focus", "a"], asUser: Self.nobody)
+            #expect(named.stderr.contains("org.lifecycled.Lifecycle1.Error.AccessDenied"))
+
+            // The group is looked up at each call: the next one is allowed.
+            try daemon.daemonConfig("[Control]\nGroup=nogroup\n")
+            daemon.reload()
+            try daemon.waitUntil("nobody, in group nogroup, may focus a") {
+                try call(bus, "Focus", "s", "a", asUser: Self.nobody).status == 0
+            }
+            #expect(try daemon.status("a").state.rawValue == "active")
+        }
+    }
+
+    @Test("on the system bus with no polkit there, a stranger is still refused (polkit asked, no answer)")
+    func systemBusWithoutPolkitRefuses() throws {
+        // A real polkitd serves only the machine's system bus and reads actions from /usr/share/polkit-1: it cannot
+        // be pointed at the test's private bus without installing files into the machine, so the test covers the
+        // path where the question to polkit fails and the refusal stands.
+        try withBus(["a": client()], daemonConfig: "[Control]\nBus=system\n") { daemon, bus in
+            #expect(daemon.log.contains("on the system bus at unix:path=\(bus.socketPath)"))
+            let output = try call(bus, "Focus", "s", "a", asUser: Self.nobody)
+            #expect(output.status != 0 && output.stderr.contains("permission denied"))
+            #expect(try daemon.status("a").state.rawValue == "notRunning")
+            _ = try mustCall(bus, "Focus", "s", "a")
+            #expect(try daemon.status("a").state.rawValue == "active")
+        }
+    }
+
+    @Test("the bus killed and started again: the daemon goes on, says so once, and serves the new bus")
+    func busRestart() throws {
+        try withBus(["a": client()]) { daemon, bus in
+            bus.kill()
+            try daemon.waitUntil("the daemon logs the loss") { daemon.log.contains("D-Bus: failed to stay connected") }
+            try daemon.control("focus", "a")
+            #expect(try daemon.status("a").state.rawValue == "active")
+            usleep(1_000_000)  // several retries against no bus
+            #expect(daemon.log.components(separatedBy: "D-Bus: failed to").count == 2, "the loss is logged once")
+            try bus.start()
+            try daemon.waitUntil("the daemon is back on the bus") { (try? self.property(bus, "State", of: "a")) == "s \"active\"" }
+            #expect(daemon.log.contains("D-Bus: reconnected to"))
+            _ = try mustCall(bus, "Background", "s", "a")
+            #expect(try daemon.status("a").state.rawValue == "background")
+        }
+    }
+}
