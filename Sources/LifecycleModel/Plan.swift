@@ -26,6 +26,8 @@ enum Step: Sendable, Equatable {
     case terminate
     /// A callback of the catch-up: tells a reconnected client of a transition that happened without it.
     case tell(LifecycleCallback)
+    /// Send `performFetch` for a background wake (Supervisor+BackgroundFetch.swift).
+    case performFetch
 }
 
 /// An app's pending steps, in order, and what they lead to: the state the app will be in, the scene states, whether
@@ -134,7 +136,7 @@ struct Plan: Sendable, Equatable {
             case .stop: state = .suspended
             case .resume: state = .background
             case .terminate: return .notRunning
-            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions, .tell: break
+            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions, .tell, .performFetch: break
             }
         }
         return state

@@ -38,6 +38,8 @@ public struct Supervisor: Sendable {
     var foregroundApps: Set<String> = []
     /// What the display server shows (Supervisor+Display.swift); empty without a display source.
     var display = DisplayState()
+    /// The sound server's and the power supply's facts (Supervisor+RunConditions.swift).
+    var conditions = RunConditions()
     /// The notification types that can be posted, with their coalescing.
     public var catalog = NotificationCatalog()
     /// Memory pressure that persists this long after the warnings terminates suspended apps.
