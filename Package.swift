@@ -15,10 +15,12 @@ let package = Package(
         .target(name: "LifecycleProtocol", dependencies: ["LifecycleModel"]),
         // libsystemd (sd-daemon, sd-event) through pkg-config; Debian's libsystemd-dev.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // libpulse (the sound server's client library) through pkg-config; Debian's libpulse-dev.
+        .systemLibrary(name: "CPulse", pkgConfig: "libpulse", providers: [.apt(["libpulse-dev"])]),
         // Tiny C shims for what Swift's Glibc module lacks (_GNU_SOURCE calls) and for the spawn path.
         .target(name: "CSupport"),
         // Supervision: event loop, processes, cgroups, sockets, config.
-        .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport"]),
+        .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport", "CPulse"]),
         // The library Swift apps import to adopt the protocol.
         .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),

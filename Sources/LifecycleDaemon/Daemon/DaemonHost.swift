@@ -44,6 +44,10 @@ protocol DaemonHost: AnyObject {
     func terminateAll()
     /// What the display server shows changed: the model moves the apps (the effects performed, the events drained).
     func displayChanged(_ facts: DisplayFacts)
+    /// The apps with a playing stream on the sound server changed (the effects performed, the events drained).
+    func audioChanged(playing: Set<String>)
+    /// The machine went on battery or on external power (the effects performed, the events drained).
+    func powerChanged(onBattery: Bool)
     /// lifectl's focus or background asked of the display server instead of the model; false when it takes the
     /// usual way (no display source, or no window of the app).
     func throughDisplay(_ request: Request, for name: String) -> Bool
