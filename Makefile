@@ -9,11 +9,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 all: build clients
 
-# libsystemd-dev (sd-daemon, sd-event) and pkg-config, through apt, only when missing.
+# libsystemd-dev (sd-daemon, sd-event), libpulse-dev (the sound-server rail) and pkg-config, through apt, only
+# when missing.
 deps:
-	@if ! pkg-config --exists libsystemd 2>/dev/null; then \
-		echo "Installing libsystemd-dev and pkg-config through apt"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev pkg-config >/dev/null; \
+	@if ! pkg-config --exists libsystemd libpulse 2>/dev/null; then \
+		echo "Installing libsystemd-dev, libpulse-dev and pkg-config through apt"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev libpulse-dev pkg-config >/dev/null; \
 	fi
 
 build: deps
@@ -24,6 +25,10 @@ test-deps:
 	@if ! command -v sway >/dev/null 2>&1 || ! command -v foot >/dev/null 2>&1; then \
 		echo "Installing sway and foot through apt (the display tests run a headless sway)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sway foot >/dev/null; \
+	fi
+	@if ! command -v pulseaudio >/dev/null 2>&1 || ! command -v pacat >/dev/null 2>&1; then \
+		echo "Installing pulseaudio and pulseaudio-utils through apt (the audio tests run a sound server and pacat)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pulseaudio pulseaudio-utils >/dev/null; \
 	fi
 
 # The main job: the daemon on the shipped demo config (Config/), with a tour of the states.
