@@ -90,7 +90,13 @@ private struct Player {
         let matches = answer["on"] == .string(type)
         var configuration: String?
         if matches, case .string(let name)? = answer["configuration"] { configuration = name }
-        let ack = ClientMessage.ack(id: id, configuration: configuration, state: matches ? answer["state"] : nil)
+        // performFetch is always answered: the app's result, or noData when it says nothing.
+        var result: String?
+        if type == "performFetch" {
+            result = "noData"
+            if matches, case .string(let answered)? = answer["result"] { result = answered }
+        }
+        let ack = ClientMessage.ack(id: id, configuration: configuration, state: matches ? answer["state"] : nil, result: result)
         let deferIt = matches && answer["defer"] == .bool(true)
         if matches { answer = [:] }
         if deferIt {
@@ -115,6 +121,7 @@ private struct Player {
         case .sceneCallback(let callback, let id, _, _, _): try acknowledge(callback.rawValue, id: id)
         case .configurationForConnecting(let id, _, _, _, _, _): try acknowledge("configurationForConnecting", id: id)
         case .didDiscardSceneSessions(let id, _, _): try acknowledge("didDiscardSceneSessions", id: id)
+        case .performFetch(let id, _): try acknowledge("performFetch", id: id)
         default: break
         }
     }

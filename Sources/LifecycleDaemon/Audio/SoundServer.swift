@@ -34,7 +34,7 @@ final class SoundServer {
     static let firstBackoff: Duration = .seconds(1)
     static let maximumBackoff: Duration = .seconds(60)
 
-    /// Connects at once; `playing` is called on the loop's thread with the pids whose streams play, whenever that
+    /// Connects at the loop's next iteration; `playing` is called on the loop's thread with the pids whose streams play, whenever that
     /// set changes (empty when the server goes away); `linkChanged` when the connection comes or goes.
     init(loop: EventLoop, server: String?, playing: @escaping (Set<pid_t>) -> Void, linkChanged: @escaping (Link) -> Void = { _ in }) {
         self.loop = loop
@@ -44,7 +44,8 @@ final class SoundServer {
         mainloop = PulseMainloop(loop: loop)
         backoff = Self.firstBackoff
         retry = try? LoopTimer(loop: loop) { [unowned self] in self.connect() }
-        connect()
+        // From the loop, not from here: the callbacks never run inside this initializer.
+        retry?.arm(after: .zero)
     }
 
     deinit { stop() }
@@ -81,7 +82,9 @@ final class SoundServer {
         pa_context_set_state_callback(context, { context, userdata in
             SoundServer.from(userdata).stateChanged()
         }, userdata)
-        if pa_context_connect(context, server, PA_CONTEXT_NOAUTOSPAWN, nil) < 0 {
+        // A failed connect may already have reported the failure through the state callback, which dropped the
+        // context: only a context still held is asked why.
+        if pa_context_connect(context, server, PA_CONTEXT_NOAUTOSPAWN, nil) < 0, self.context == context {
             unavailable(String(cString: pa_strerror(pa_context_errno(context))))
         }
     }

@@ -379,6 +379,8 @@ extension Daemon: DaemonHost {
         drain()
     }
 
+    func backgroundModes(of name: String) -> Set<String> { model.backgroundModes(of: name) }
+
     func audioChanged(playing: Set<String>) {
         perform(model.audioChanged(playing: playing, now: loop.now))
         drain()

@@ -44,6 +44,8 @@ protocol DaemonHost: AnyObject {
     func terminateAll()
     /// What the display server shows changed: the model moves the apps (the effects performed, the events drained).
     func displayChanged(_ facts: DisplayFacts)
+    /// The app's background modes now: declared, and audio while it plays.
+    func backgroundModes(of name: String) -> Set<String>
     /// The apps with a playing stream on the sound server changed (the effects performed, the events drained).
     func audioChanged(playing: Set<String>)
     /// The machine went on battery or on external power (the effects performed, the events drained).
