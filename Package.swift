@@ -15,8 +15,9 @@ let package = Package(
         .target(name: "LifecycleProtocol", dependencies: ["LifecycleModel"]),
         // libsystemd (sd-daemon, sd-event) through pkg-config; Debian's libsystemd-dev.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        // libpulse (the sound server's client library) through pkg-config; Debian's libpulse-dev.
-        .systemLibrary(name: "CPulse", pkgConfig: "libpulse", providers: [.apt(["libpulse-dev"])]),
+        // libpulse (the sound server's client library), Debian's libpulse-dev (`make deps`). Its headers are in the
+        // default include path; its pkg-config flags (-pthread, -D_REENTRANT) are ones SwiftPM refuses with a warning.
+        .systemLibrary(name: "CPulse"),
         // Tiny C shims for what Swift's Glibc module lacks (_GNU_SOURCE calls) and for the spawn path.
         .target(name: "CSupport"),
         // Supervision: event loop, processes, cgroups, sockets, config.
