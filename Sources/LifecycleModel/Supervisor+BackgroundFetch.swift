@@ -5,11 +5,15 @@
 // app (focus, a request, an exit) ends the wake without a suspension.
 
 extension Supervisor {
-    /// The app's state changed: a suspension arms its next wake, and leaving the suspension cancels it; a wake
-    /// ends when the app leaves the background for anything but the suspension that closes it.
-    mutating func backgroundWakeFollows(_ name: String, from: AppState, to: AppState) {
+    /// Why an app stopped by someone else (a `kill -STOP`, another tool) is suspended: such a stop is theirs, and no
+    /// wake continues it.
+    static let stoppedExternallyReason = "stopped by someone else"
+
+    /// The app's state changed: a suspension of ours arms its next wake, and leaving the suspension cancels it; a
+    /// wake ends when the app leaves the background for anything but the suspension that closes it.
+    mutating func backgroundWakeFollows(_ name: String, from: AppState, to: AppState, reason: String) {
         let slot = table.slot(name)
-        if to == .suspended, let every = table[slot].policy.resumeEvery {
+        if to == .suspended, reason != Self.stoppedExternallyReason, let every = table[slot].policy.resumeEvery {
             emit(.armTimer(app: name, .resumeEvery, after: every))
         } else if from == .suspended, table[slot].policy.resumeEvery != nil {
             emit(.cancelTimer(app: name, .resumeEvery))

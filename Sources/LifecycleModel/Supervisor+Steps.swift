@@ -267,7 +267,7 @@ extension Supervisor {
             emit(.note(app: name, .tasksAbandoned(table[slot].tasks.map(\.name))))
             table[slot].tasks = []
         }
-        backgroundWakeFollows(name, from: from, to: state)
+        backgroundWakeFollows(name, from: from, to: state, reason: reason)
         if state == .active { activeApp = name } else if activeApp == name { activeApp = nil }
         if state.isForeground { foregroundApps.insert(name) } else { foregroundApps.remove(name) }
         emit(.transition(app: name, from: from, to: state, reason: reason))

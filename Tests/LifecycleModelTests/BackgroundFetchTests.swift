@@ -96,6 +96,17 @@ struct BackgroundFetchTests {
         #expect(!h.record(of: "a").run.waking)
     }
 
+    @Test("an app stopped by someone else gets no wake: the stop is theirs")
+    func externalStopArmsNoWake() throws {
+        var h = Harness("a", policy: Self.every)
+        try h.bring("a", to: .background)
+
+        let stopped = h.event(.processStopped(app: "a"))
+
+        #expect(h.state("a") == .suspended)
+        #expect(h.armed(.resumeEvery, "a", in: stopped).isEmpty)
+    }
+
     @Test("a wake that fires after the app was resumed otherwise does nothing")
     func staleWakeIgnored() throws {
         var h = Harness("a", policy: Self.every)
