@@ -107,6 +107,20 @@ struct BackgroundFetchTests {
         #expect(h.armed(.resumeEvery, "a", in: stopped).isEmpty)
     }
 
+    @Test("a suspended app taken back by the next daemon has its wake armed again")
+    func readoptedSuspendedAppWakes() throws {
+        var h = Harness("a", policy: Self.every)
+        try h.bring("a", to: .suspended)
+        let snapshot = try #require(h.model.snapshot(of: "a"))
+
+        var next = Supervisor()
+        next.add("a", policy: Self.every)
+        let effects = next.adopt("a", snapshot, running: true, processesStopped: true, now: .seconds(100))
+
+        #expect(next.app("a")?.state == .suspended)
+        #expect(effects.contains(.armTimer(app: "a", .resumeEvery, after: .seconds(60))))
+    }
+
     @Test("a wake that fires after the app was resumed otherwise does nothing")
     func staleWakeIgnored() throws {
         var h = Harness("a", policy: Self.every)
