@@ -9,12 +9,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 all: build clients
 
-# libsystemd-dev (sd-daemon, sd-event), libxcb1-dev and libxcb-res0-dev (the x11 display source) and pkg-config,
-# through apt, only when missing.
+# libsystemd-dev (sd-daemon, sd-event), libxcb1-dev and libxcb-res0-dev (the x11 display source), libpulse-dev (the
+# sound-server rail) and pkg-config, through apt, only when missing.
 deps:
-	@if ! pkg-config --exists libsystemd xcb xcb-res 2>/dev/null; then \
-		echo "Installing libsystemd-dev, libxcb1-dev, libxcb-res0-dev and pkg-config through apt"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev libxcb1-dev libxcb-res0-dev pkg-config >/dev/null; \
+	@if ! pkg-config --exists libsystemd xcb xcb-res libpulse 2>/dev/null; then \
+		echo "Installing libsystemd-dev, libxcb1-dev, libxcb-res0-dev, libpulse-dev and pkg-config through apt"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev libxcb1-dev libxcb-res0-dev libpulse-dev pkg-config >/dev/null; \
 	fi
 
 build: deps
@@ -35,6 +35,10 @@ test-deps:
 	@if ! command -v dbus-daemon >/dev/null 2>&1 || ! command -v gdbus >/dev/null 2>&1 || ! command -v busctl >/dev/null 2>&1; then \
 		echo "Installing dbus-daemon, libglib2.0-bin and systemd through apt (the D-Bus tests run a private bus)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dbus-daemon libglib2.0-bin systemd >/dev/null; \
+	fi
+	@if ! command -v pulseaudio >/dev/null 2>&1 || ! command -v pacat >/dev/null 2>&1; then \
+		echo "Installing pulseaudio and pulseaudio-utils through apt (the audio tests run a sound server and pacat)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pulseaudio pulseaudio-utils >/dev/null; \
 	fi
 
 # The main job: the daemon on the shipped demo config (Config/), with a tour of the states.

@@ -15,6 +15,9 @@ let package = Package(
         .target(name: "LifecycleProtocol", dependencies: ["LifecycleModel"]),
         // libsystemd (sd-daemon, sd-event) through pkg-config; Debian's libsystemd-dev.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // libpulse (the sound server's client library), Debian's libpulse-dev (`make deps`). Its headers are in the
+        // default include path; its pkg-config flags (-pthread, -D_REENTRANT) are ones SwiftPM refuses with a warning.
+        .systemLibrary(name: "CPulse"),
         // Tiny C shims for what Swift's Glibc module lacks (_GNU_SOURCE calls) and for the spawn path.
         .target(name: "CSupport"),
         // libxcb and its X-Resource extension, for the x11 display source.
@@ -22,7 +25,7 @@ let package = Package(
         // The D-Bus API's sd-bus vtables, whose macros do not import into Swift; linked with libsystemd through CSystemd.
         .target(name: "CBus"),
         // Supervision: event loop, processes, cgroups, sockets, config.
-        .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport", "CXCB", "CBus"]),
+        .target(name: "LifecycleDaemon", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSystemd", "CSupport", "CXCB", "CBus", "CPulse"]),
         // The library Swift apps import to adopt the protocol.
         .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),

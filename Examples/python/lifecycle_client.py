@@ -155,6 +155,10 @@ class App:
     def scene_did_disconnect(self, scene):
         self.scenes.pop(scene, None)
 
+    def perform_fetch(self):
+        # A background wake (ResumeEverySec=): fetch what is new, say what came of it.
+        return "newData"
+
     def did_discard_scene_sessions(self, scenes):
         for scene in scenes:
             self.scenes.pop(scene, None)
@@ -448,6 +452,11 @@ def run(app, options, connection, socket_path=None, external=False):
                 # UIKit's requestSceneSessionDestruction: the daemon disconnects and discards each one.
                 for other in [name for name in app.scenes if name != scene]:
                     connection.send({"type": "requestSceneDestruction", "scene": other})
+        elif kind == "performFetch":
+            app.say("performFetch")
+            result = app.perform_fetch()
+            if not options.no_ack and kind not in options.no_ack_for:
+                connection.send({"type": "ack", "id": message.get("id"), "result": result})
         elif kind == "requestFailed":
             app.say(f"{message.get('request')} refused: {message.get('message')}")
         else:

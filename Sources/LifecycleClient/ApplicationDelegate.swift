@@ -4,6 +4,7 @@ import LifecycleModel
 @_exported import struct LifecycleModel.LaunchOptions
 @_exported import enum LifecycleModel.LifecycleCallback
 @_exported import enum LifecycleModel.JSONValue
+@_exported import enum LifecycleModel.FetchResult
 
 /// The app's lifecycle callbacks, in the shape of `UIApplicationDelegate`.
 ///
@@ -36,6 +37,9 @@ public protocol ApplicationDelegate: AnyObject {
     /// Scene sessions were discarded (by `lifectl scene discard`, or your own request): free what you
     /// kept for them. Sessions discarded while the app was not running are reported after it launches.
     func application(_ application: LifecycleApplication, didDiscardSceneSessions sessions: [String])
+    /// A background wake (`ResumeEverySec=`; UIKit's `application(_:performFetchWithCompletionHandler:)`): fetch
+    /// what is new and return what you found; the app is suspended again after the return (or the deadline).
+    func applicationPerformFetch(_ application: LifecycleApplication) -> FetchResult
 }
 
 extension ApplicationDelegate {
@@ -49,4 +53,5 @@ extension ApplicationDelegate {
     public func application(_ application: LifecycleApplication, configurationForConnecting session: SceneSession,
                             options: JSONValue) -> String? { nil }
     public func application(_ application: LifecycleApplication, didDiscardSceneSessions sessions: [String]) {}
+    public func applicationPerformFetch(_ application: LifecycleApplication) -> FetchResult { .noData }
 }

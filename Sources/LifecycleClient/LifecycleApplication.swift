@@ -151,6 +151,9 @@ public final class LifecycleApplication {
                 send(ClientMessage.ack(id: id))
             case .sceneCallback(let callback, let id, _, let scene, let connection):
                 deliver(callback, id: id, scene: scene, connection: connection)
+            case .performFetch(let id, _):
+                let result = delegate?.applicationPerformFetch(self) ?? .noData
+                send(ClientMessage.ack(id: id, result: result.rawValue))
             }
         }
     }

@@ -188,6 +188,8 @@ struct Run: Sendable {
     /// What the client last heard of, when the app may have moved on without it (a late first hello, a re-adoption,
     /// a hang-up): its next hello is told the way from there (Supervisor+CatchUp.swift).
     var told: Told?
+    /// In a background wake (`ResumeEverySec=`): suspended again when it ends.
+    var waking = false
 
     init(queueLimit: Int) { queue = NotificationQueue(limit: queueLimit) }
 }

@@ -17,6 +17,10 @@ public enum TimerKind: String, Sendable, Equatable, CaseIterable {
     case taskWarning
     /// The background task time is over: suspended even with tasks open.
     case taskDeadline
+    /// A suspended app's next background wake (`ResumeEverySec=`).
+    case resumeEvery
+    /// The end of a background wake (`ResumeForSec=`) of an app that gets no `performFetch`.
+    case fetchWindow
 }
 
 /// How a process ended, from `waitid`.
@@ -61,6 +65,8 @@ public struct Delivery: Sendable, Equatable {
         case configurationForConnecting(scene: String, role: String, proposed: String, options: JSONValue)
         /// `application(_:didDiscardSceneSessions:)`.
         case didDiscardSceneSessions([String])
+        /// `application(_:performFetchWithCompletionHandler:)`: a background wake; the ack ends it.
+        case performFetch
     }
 
     public init(id: Int, message: Message, deadline: Duration) {
@@ -90,6 +96,7 @@ public struct Delivery: Sendable, Equatable {
         case .scene(let callback, _, _): callback.rawValue
         case .configurationForConnecting: "configurationForConnecting"
         case .didDiscardSceneSessions: "didDiscardSceneSessions"
+        case .performFetch: "performFetch"
         }
     }
 }
@@ -157,6 +164,12 @@ public enum Note: Sendable, Equatable {
     /// The state an ack of sceneDidEnterBackground carried is over `SceneSession.savedStateLimit`: the one saved
     /// before is kept (sceneWillConnect carries it back, and must fit in one line).
     case savedStateTooLarge(scene: String, size: Int, limit: Int)
+    /// A background wake (`ResumeEverySec=`) began: the app runs in the background for at most `for`.
+    case backgroundWake(for: Duration)
+    /// The app answered its `performFetch` (nil: no answer before the deadline, or no result in the ack).
+    case fetchCompleted(FetchResult?)
+    /// Whether the app is kept from suspension changed: nil, its grace time runs again.
+    case keptRunning(KeepRunningReason?)
 }
 
 /// A background task as the client named it.

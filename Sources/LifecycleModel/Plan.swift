@@ -28,6 +28,8 @@ enum Step: Sendable, Equatable {
     case tell(LifecycleCallback, LaunchOptions?)
     /// A scene callback of the catch-up.
     case tellScene(SceneCallback, scene: String)
+    /// Send `performFetch` for a background wake (Supervisor+BackgroundFetch.swift).
+    case performFetch
 
     var isCatchUp: Bool {
         switch self {
@@ -149,7 +151,7 @@ struct Plan: Sendable, Equatable {
             case .stop: state = .suspended
             case .resume: state = .background
             case .terminate: return .notRunning
-            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions, .tell, .tellScene: break
+            case .awaitHello, .awaitFocus, .endFocusClaim, .configureScene, .discardSessions, .tell, .tellScene, .performFetch: break
             }
         }
         return state

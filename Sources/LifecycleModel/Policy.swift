@@ -44,6 +44,15 @@ public struct AppPolicy: Sendable, Equatable {
     /// `External=yes`: the daemon never starts the app; a process started by someone else attaches on the app
     /// socket (docs/PROTOCOL.md). Requests that would launch it are refused, and it is never restarted.
     public var external = false
+    /// `OnlyOnBattery=yes`: suspended for its grace time only while the machine runs on battery; on external power
+    /// it runs on in the background, and plugging in resumes it.
+    public var onlyOnBattery = false
+    /// `ResumeEverySec=`: a suspended app is resumed into the background this often (nil: never), so that it can
+    /// keep its connections (xsuspender's resume_every); a protocol app gets `performFetch` (UIKit's background fetch).
+    public var resumeEvery: Duration?
+    /// `ResumeForSec=`: how long such a wake lasts before the app is suspended again (a protocol app: the deadline
+    /// of its `performFetch`, or its ack, whichever comes first).
+    public var resumeFor: Duration = .seconds(10)
 
     public init() {}
 }

@@ -103,8 +103,11 @@ public struct AckReply: Sendable, Equatable {
     public var configuration: String?
     /// For `sceneDidEnterBackground`: the scene's state to keep with its session.
     public var savedState: JSONValue?
-    public init(configuration: String? = nil, savedState: JSONValue? = nil) {
+    /// For `performFetch`: what the fetch found.
+    public var fetchResult: FetchResult?
+    public init(configuration: String? = nil, savedState: JSONValue? = nil, fetchResult: FetchResult? = nil) {
         self.configuration = configuration
         self.savedState = savedState
+        self.fetchResult = fetchResult
     }
 }

@@ -56,6 +56,8 @@ extension Supervisor {
             chooseConfiguration(name, scene: scene, answer: reply?.configuration)
         case .didDiscardSceneSessions:
             break
+        case .performFetch:
+            endWake(name, result: reply?.fetchResult, answered: reply != nil)
         }
     }
 
@@ -149,6 +151,11 @@ extension Supervisor {
                                       options: session.connectionOptions, savedState: session.savedState)
                 tell(name, .scene(callback, scene: scene, connection: connection), deadline: app.policy.ackTimeout)
                 return
+            case .performFetch:
+                guard app.state != .suspended else { return }
+                table[slot].plan.removeFirst()
+                beginWake(name)
+                if table[slot].awaiting != nil { return }
             case .configureScene(let scene):
                 guard app.state != .suspended else { return }
                 table[slot].plan.removeFirst()
@@ -223,8 +230,7 @@ extension Supervisor {
         for name in touched {
             guard let slot = table.slotIfPresent(name), table[slot].isSettled else { continue }
             // Sitting in the background with nothing to do: the grace time runs.
-            if table[slot].state == .background, table[slot].grace == .idle, table[slot].policy.backgroundModes.isEmpty,
-               let grace = table[slot].policy.backgroundTime {
+            if graceMayRun(slot), let grace = table[slot].policy.backgroundTime {
                 table[slot].grace = .armed
                 emit(.armTimer(app: name, .grace, after: grace))
             }
@@ -277,6 +283,7 @@ extension Supervisor {
             emit(.note(app: name, .tasksAbandoned(table[slot].tasks.map(\.name))))
             table[slot].tasks = []
         }
+        backgroundWakeFollows(name, from: from, to: state, reason: reason)
         if state == .active { activeApp = name } else if activeApp == name { activeApp = nil }
         if state.isForeground { foregroundApps.insert(name) } else { foregroundApps.remove(name) }
         emit(.transition(app: name, from: from, to: state, reason: reason))

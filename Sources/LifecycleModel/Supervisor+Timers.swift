@@ -71,6 +71,10 @@ extension Supervisor {
                 bringSceneForward(name, preferredScene(name) ?? newSession(name, role: nil, configuration: nil, origin: "restart"),
                                   activate: false, origin: "restart")
             }
+        case .resumeEvery:
+            wakeForFetch(name)
+        case .fetchWindow:
+            endWake(name, result: nil, answered: false)
         case .kill:
             guard app.run.termination == .signalled, app.state.isRunning else { return }
             emit(.note(app: name, .killTimeout(after: app.policy.stopTimeout)))

@@ -38,6 +38,8 @@ public struct Supervisor: Sendable {
     var foregroundApps: Set<String> = []
     /// What the display server shows (Supervisor+Display.swift); empty without a display source.
     var display = DisplayState()
+    /// The sound server's and the power supply's facts (Supervisor+RunConditions.swift).
+    var conditions = RunConditions()
     /// The notification types that can be posted, with their coalescing.
     public var catalog = NotificationCatalog()
     /// Memory pressure that persists this long after the warnings terminates suspended apps.
@@ -188,7 +190,7 @@ public struct Supervisor: Sendable {
             guard let app = table.record(name), app.state.isRunning, app.state != .suspended,
                   app.run.termination != .signalled else { return [] }
             emit(.note(app: name, .stoppedExternally))
-            setState(name, .suspended, reason: "stopped by someone else")
+            setState(name, .suspended, reason: Self.stoppedExternallyReason)
             // Its scenes leave the foreground with it, and one halfway through connecting stays connected in the
             // background (no callback: the process hears nothing while stopped), so that after a continue the
             // app's state, derived from them, is the background it is in.

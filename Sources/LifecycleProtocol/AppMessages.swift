@@ -10,8 +10,9 @@ public enum ClientMessage: Sendable, Equatable {
     /// daemon gave in its hello.
     case hello(protocol: Int, observe: [String]?, app: String? = nil, token: String? = nil)
     /// The handler of message `id` has returned. Answers ride on the ack: `configuration` for
-    /// configurationForConnecting, `state` (the scene's state to keep) for sceneDidEnterBackground.
-    case ack(id: Int, configuration: String? = nil, state: JSONValue? = nil)
+    /// configurationForConnecting, `state` (the scene's state to keep) for sceneDidEnterBackground, `result`
+    /// (`newData`, `noData`, `failed`) for performFetch.
+    case ack(id: Int, configuration: String? = nil, state: JSONValue? = nil, result: String? = nil)
     /// Replace the set of notification types the client observes.
     case observe([String])
     /// Post a notification to every app that observes it (`app` nil), or to one app.
@@ -29,6 +30,7 @@ public enum ClientMessage: Sendable, Equatable {
 extension ClientMessage: Codable {
     enum CodingKeys: String, CodingKey {
         case type, `protocol`, id, observe, names, name, payload, app, task, configuration, state, scene, role, options, token
+        case result
     }
 
     static let types = ["hello", "ack", "observe", "post", "beginBackgroundTask", "endBackgroundTask",
@@ -46,7 +48,8 @@ extension ClientMessage: Codable {
         case "ack":
             self = .ack(id: try container.decode(Int.self, forKey: .id),
                         configuration: try container.decodeIfPresent(String.self, forKey: .configuration),
-                        state: try container.decodeIfPresent(JSONValue.self, forKey: .state))
+                        state: try container.decodeIfPresent(JSONValue.self, forKey: .state),
+                        result: try container.decodeIfPresent(String.self, forKey: .result))
         case "observe": self = .observe(try container.decode([String].self, forKey: .names))
         case "post":
             self = .post(name: try container.decode(String.self, forKey: .name),
@@ -77,11 +80,12 @@ extension ClientMessage: Codable {
             try container.encodeIfPresent(observe, forKey: .observe)
             try container.encodeIfPresent(app, forKey: .app)
             try container.encodeIfPresent(token, forKey: .token)
-        case .ack(let id, let configuration, let state):
+        case .ack(let id, let configuration, let state, let result):
             try container.encode("ack", forKey: .type)
             try container.encode(id, forKey: .id)
             try container.encodeIfPresent(configuration, forKey: .configuration)
             try container.encodeIfPresent(state, forKey: .state)
+            try container.encodeIfPresent(result, forKey: .result)
         case .observe(let names):
             try container.encode("observe", forKey: .type)
             try container.encode(names, forKey: .names)
@@ -136,6 +140,8 @@ public enum ServerMessage: Sendable, Equatable {
     case didDiscardSceneSessions(id: Int, deadlineMs: Int, scenes: [String])
     /// A scene request the daemon refused (`request` is its type); the connection stays.
     case requestFailed(request: String, message: String)
+    /// A background wake: fetch what is new within `deadlineMs`, then ack with a `result`.
+    case performFetch(id: Int, deadlineMs: Int)
 }
 
 /// A background task on the wire: `{"task": 1, "name": "upload"}`.
@@ -191,6 +197,9 @@ extension ServerMessage: Codable {
             self = .didDiscardSceneSessions(id: try container.decode(Int.self, forKey: .id),
                                             deadlineMs: try container.decode(Int.self, forKey: .deadlineMs),
                                             scenes: try container.decode([String].self, forKey: .scenes))
+        case "performFetch":
+            self = .performFetch(id: try container.decode(Int.self, forKey: .id),
+                                 deadlineMs: try container.decode(Int.self, forKey: .deadlineMs))
         case "requestFailed":
             self = .requestFailed(request: try container.decode(String.self, forKey: .request),
                                   message: try container.decode(String.self, forKey: .message))
@@ -279,6 +288,10 @@ extension ServerMessage: Codable {
             try container.encode(id, forKey: .id)
             try container.encode(deadlineMs, forKey: .deadlineMs)
             try container.encode(scenes, forKey: .scenes)
+        case .performFetch(let id, let deadlineMs):
+            try container.encode("performFetch", forKey: .type)
+            try container.encode(id, forKey: .id)
+            try container.encode(deadlineMs, forKey: .deadlineMs)
         case .requestFailed(let request, let message):
             try container.encode("requestFailed", forKey: .type)
             try container.encode(request, forKey: .request)
@@ -301,6 +314,8 @@ extension ServerMessage {
                                                proposed: proposed, options: options)
         case .didDiscardSceneSessions(let scenes):
             self = .didDiscardSceneSessions(id: delivery.id, deadlineMs: deadlineMs, scenes: scenes)
+        case .performFetch:
+            self = .performFetch(id: delivery.id, deadlineMs: deadlineMs)
         }
     }
 }

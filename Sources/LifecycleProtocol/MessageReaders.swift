@@ -69,7 +69,7 @@ extension ClientMessage {
     }
 
     /// An ack without answers (`{"type":"ack","id":N}`, in any order, unknown keys ignored as `init(from:)` ignores
-    /// them); nil for anything else: other messages, an ack carrying a configuration or a state, an id that is not
+    /// them); nil for anything else: other messages, an ack carrying a configuration, a state or a result, an id that is not
     /// an integer in Int's range.
     init?(parsedAck value: ParsedValue) {
         guard case .object(let keys, let values) = value else { return nil }
@@ -82,7 +82,7 @@ extension ClientMessage {
             case "id":
                 guard case .integer(let number) = value, let exact = Int(exactly: number) else { return nil }
                 id = exact
-            case "configuration", "state": return nil
+            case "configuration", "state", "result": return nil
             default: continue
             }
         }

@@ -13,7 +13,7 @@ import LifecycleModel
 extension ClientMessage {
     /// An ack without answers; false, and nothing written, for any other message.
     func writeJSON(into writer: inout JSONWriter) -> Bool {
-        guard case .ack(let id, nil, nil) = self else { return false }
+        guard case .ack(let id, nil, nil, nil) = self else { return false }
         writer.raw(#"{"id":"#)
         writer.integer(Int64(id))
         writer.raw(#","type":"ack"}"#)

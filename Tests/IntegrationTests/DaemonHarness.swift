@@ -65,7 +65,7 @@ final class DaemonHarness {
     /// lifecycled.conf: `text`, after a `[Sources]` section that turns the machine-wide sources off (a test's own
     /// `[Sources]` keys come later and win).
     func daemonConfig(_ text: String) throws {
-        let quiet = "[Sources]\nTimeChange=no\nLocaleChange=no\nBattery=no\nMemoryPressure=no\n\n"
+        let quiet = "[Sources]\nTimeChange=no\nLocaleChange=no\nBattery=no\nMemoryPressure=no\nAudio=no\n\n"
         try (quiet + text).write(to: configDirectory.appendingPathComponent("lifecycled.conf"), atomically: true, encoding: .utf8)
     }
 

@@ -144,7 +144,13 @@ private struct Player {
         let matches = answer["on"] == .string(type)
         var configuration: String?
         if matches, case .string(let name)? = answer["configuration"] { configuration = name }
-        let ack = ClientMessage.ack(id: id, configuration: configuration, state: matches ? answer["state"] : nil)
+        // performFetch is always answered: the app's result, or noData when it says nothing.
+        var result: String?
+        if type == "performFetch" {
+            result = "noData"
+            if matches, case .string(let answered)? = answer["result"] { result = answered }
+        }
+        let ack = ClientMessage.ack(id: id, configuration: configuration, state: matches ? answer["state"] : nil, result: result)
         let deferIt = matches && answer["defer"] == .bool(true)
         if matches { answer = [:] }
         if deferIt {
@@ -199,6 +205,9 @@ private struct Player {
             report("requestFailed", ["request": .string("post"), "message": .string(message)])
         case .requestFailed(let request, let message):
             report("requestFailed", ["request": .string(request), "message": .string(message)])
+        case .performFetch(let id, _):
+            report("performFetch")
+            try acknowledge("performFetch", id: id)
         case .backgroundTaskBegan:
             break
         }

@@ -63,6 +63,12 @@ extension ConfigLoader {
             .value(section, "BackgroundModes", \.policy.backgroundModes, parseBackgroundModes,
                    shown: { $0.isEmpty ? "" : $0.sorted().joined(separator: " ") }),
             .value(section, "QueueLimit", \.policy.queueLimit, parsePositiveCount, shown: { String($0) }),
+            .value(section, "OnlyOnBattery", \.policy.onlyOnBattery, parseBoolean, shown: formatBoolean),
+            // 0 and infinity both mean no wakes: a wake every 0 s would never let the app sleep.
+            .value(section, "ResumeEverySec", \.policy.resumeEvery,
+                   { text throws(ConfigSyntaxError) in try parseDuration(text, allowInfinity: true).flatMap { $0 > .zero ? $0 : nil } },
+                   shown: formatDuration),
+            .value(section, "ResumeForSec", \.policy.resumeFor, parseFiniteDuration, shown: formatDuration),
         ]
     }
 
@@ -89,6 +95,8 @@ extension ConfigLoader {
         .value("Sources", "PowerSupplyDirectory", \.sources.powerSupplyPath, parseAbsolutePath, shown: { $0 }),
         .value("Sources", "PressureFile", \.sources.pressureFile, parseAbsolutePath, shown: { $0 }),
         .value("Sources", "PressureTrigger", \.sources.pressureTrigger, parsePressureTrigger, shown: { $0 }),
+        .value("Sources", "Audio", \.sources.audio, parseBoolean, shown: formatBoolean),
+        .value("Sources", "AudioServer", \.sources.audioServer, { text throws(ConfigSyntaxError) in text }, shown: { $0 ?? "" }),
     ]
 
     /// `[Memory]` of `lifecycled.conf`.

@@ -24,6 +24,11 @@ public struct SourcesConfig: Sendable, Equatable {
     /// 150 ms of stall in a 2 s window. The window is a multiple of 2 s because the kernel takes other windows
     /// only from a process with CAP_SYS_RESOURCE (without it, `some 150000 1000000` fails with EINVAL).
     public var pressureTrigger = "some 150000 2000000"
+    /// `Audio=`: apps with a playing stream on the sound server are not suspended while they play.
+    public var audio = true
+    /// `AudioServer=`: the sound server to ask, in libpulse's syntax (`unix:/run/user/1000/pulse/native`);
+    /// nil: `$PULSE_SERVER`, or libpulse's default for the daemon's user.
+    public var audioServer: String?
 
     public init() {}
 }

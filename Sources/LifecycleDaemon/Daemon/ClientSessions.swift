@@ -84,8 +84,9 @@ final class ClientSessions {
             host.dispatch(.hello(app: name))
         case _ where !app.helloed:
             violation(app, "message before hello")
-        case .ack(let id, let configuration, let state):
-            host.dispatch(.ack(app: name, id: id, reply: AckReply(configuration: configuration, savedState: state)))
+        case .ack(let id, let configuration, let state, let result):
+            host.dispatch(.ack(app: name, id: id, reply: AckReply(configuration: configuration, savedState: state,
+                                                                       fetchResult: result.flatMap(FetchResult.init(rawValue:)))))
         case .requestSceneActivation(let scene, let role, let configuration, let options):
             let request: Request = scene.map(Request.focusScene)
                 ?? .openScene(role: role, configuration: configuration, options: options ?? .object([:]))

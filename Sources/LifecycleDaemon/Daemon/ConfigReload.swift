@@ -155,6 +155,7 @@ final class ConfigReload {
         daemon.model.catalog = NotificationCatalog(extra: config.daemon.notificationTypes)
         daemon.model.memoryWarningGrace = config.daemon.memory.terminateAfter
         daemon.model.memoryEpisodeGap = config.daemon.memory.episodeGap
+        daemon.audio.apply(config.daemon.sources)
         guard sources == nil || sourcesConfig != config.daemon.sources else { return }
         sources?.stop()
         sourcesConfig = config.daemon.sources
@@ -164,6 +165,11 @@ final class ConfigReload {
             memoryPressure: { [unowned daemon] reading in
                 daemon.memoryPressure(reading: ["someAvg10": .number(reading.someAvg10), "fullAvg10": .number(reading.fullAvg10)])
             })
+        sources?.powerChanged = { [unowned daemon] onBattery in
+            Log.info("power: \(onBattery ? "on battery" : "on external power")")
+            daemon.powerChanged(onBattery: onBattery)
+        }
+        daemon.powerChanged(onBattery: sources?.onBattery ?? false)
         for line in sources?.descriptions ?? [] { Log.info("source \(line)") }
         for app in daemon.apps.values { watchPreferences(of: app.config) }
     }

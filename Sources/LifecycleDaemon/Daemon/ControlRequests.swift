@@ -79,7 +79,9 @@ final class ControlRequests {
         let process = StatusReport.Process(pid: app.pid, sinceWall: app.sinceWall, suspendMethod: method,
                                            cgroupPath: placement.displayPath(of: app))
         let wallNow = wallClockNow(), now = loop.now
-        return host.withRecord(name) { record in StatusReport.app(record, process: process, wallNow: wallNow, now: now) }
+        var status = host.withRecord(name) { record in StatusReport.app(record, process: process, wallNow: wallNow, now: now) }
+        status?.backgroundModes = host.backgroundModes(of: name).sorted()
+        return status
     }
 
     func allStatuses() -> [AppStatus] { host.appNames.compactMap(status(of:)) }

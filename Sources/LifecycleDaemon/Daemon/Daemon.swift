@@ -70,6 +70,7 @@ public final class Daemon {
         stopSources: { [unowned self] in
             self.configuration.sources?.stop()
             self.display.stop()
+            self.audio.stop()
         },
         closeSockets: { [unowned self] in
             self.control?.close()
@@ -79,6 +80,7 @@ public final class Daemon {
     private(set) lazy var externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
     private(set) lazy var configuration = ConfigReload(daemon: self)
     private(set) lazy var display = DisplayFollower(loop: loop, host: self, placement: placement)
+    private(set) lazy var audio = AudioFollower(loop: loop, host: self, placement: placement)
     private(set) lazy var persistence = Persistence(loop: loop, host: self, store: stateStore, placement: placement,
                                                     processes: processes, externalApps: externalApps, fdStore: fdStore,
                                                     retired: retired)
@@ -329,7 +331,8 @@ public final class Daemon {
 
     func daemonStatus() -> DaemonStatus {
         var status = StatusReport.daemon(pid: getpid(), options: options, cgroups: cgroups, configErrors: configuration.problems,
-                                         uptime: loop.now - startedAt, sources: configuration.sources?.descriptions ?? [],
+                                         uptime: loop.now - startedAt,
+                                         sources: (configuration.sources?.descriptions ?? []) + [audio.description],
                                          catalog: model.catalog)
         status.display = display.description
         status.mechanisms = mechanisms
@@ -397,6 +400,18 @@ extension Daemon: DaemonHost {
     }
 
     func displayForgotten() { model.displayForgotten() }
+
+    func backgroundModes(of name: String) -> Set<String> { model.backgroundModes(of: name) }
+
+    func audioChanged(playing: Set<String>) {
+        perform(model.audioChanged(playing: playing, now: loop.now))
+        drain()
+    }
+
+    func powerChanged(onBattery: Bool) {
+        perform(model.powerChanged(onBattery: onBattery, now: loop.now))
+        drain()
+    }
 
     func throughDisplay(_ request: Request, for name: String) -> Bool { display.carryOut(request, for: name) }
 

@@ -46,6 +46,12 @@ protocol DaemonHost: AnyObject {
     func displayChanged(_ facts: DisplayFacts)
     /// The display source in force stopped for good: the model drops its facts, and no app moves.
     func displayForgotten()
+    /// The app's background modes now: declared, and audio while it plays.
+    func backgroundModes(of name: String) -> Set<String>
+    /// The apps with a playing stream on the sound server changed (the effects performed, the events drained).
+    func audioChanged(playing: Set<String>)
+    /// The machine went on battery or on external power (the effects performed, the events drained).
+    func powerChanged(onBattery: Bool)
     /// lifectl's focus or background asked of the display server instead of the model; false when it takes the
     /// usual way (no display source, or no window of the app).
     func throughDisplay(_ request: Request, for name: String) -> Bool

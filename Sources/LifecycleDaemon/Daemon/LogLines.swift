@@ -87,6 +87,14 @@ enum LogLines {
         case .savedStateTooLarge(let scene, let size, let limit):
             return LogLine(level: .warning,
                            message: "\(name)/\(scene): the state saved at sceneDidEnterBackground is about \(size) bytes of JSON, over \(limit); keeping the one saved before")
+        case .backgroundWake(let length):
+            return LogLine(level: .info, message: "\(name): background wake for \(describe(length)) (ResumeEverySec=)")
+        case .fetchCompleted(let result):
+            return LogLine(level: .info, message: "\(name): performFetch acknowledged (\(result?.rawValue ?? "no result"))")
+        case .keptRunning(let reason?):
+            return LogLine(level: .info, message: "\(name): not suspended in the background while \(reason.rawValue)")
+        case .keptRunning(nil):
+            return LogLine(level: .info, message: "\(name): its background time runs again")
         }
     }
 

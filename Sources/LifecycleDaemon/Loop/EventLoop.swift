@@ -305,6 +305,12 @@ public final class EventSource {
         _ = sd_event_source_set_priority(pointer, priority)
     }
 
+    /// For I/O and deferred sources: fire whenever ready (a deferred source: on every iteration) until disarmed.
+    public func enable() {
+        guard let pointer else { return }
+        _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ON))
+    }
+
     /// For I/O sources: change the events waited for (EPOLLIN, EPOLLOUT…).
     public func setEvents(_ events: UInt32) {
         guard let pointer else { return }

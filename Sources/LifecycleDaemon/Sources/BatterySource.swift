@@ -58,6 +58,11 @@ final class BatterySource {
     private var rootProblem: String?
     private var supplySubscriptions: [String: Int] = [:]
     /// How many times the loop woke the uevent socket, and how many kernel uevents it read (for tests).
+    /// Called on the loop's thread when the machine goes on battery or on external power (never from `init`).
+    var powerChanged: ((Bool) -> Void)?
+    /// A battery of the machine discharges: it runs on battery. False without a battery.
+    var onBattery: Bool { batteries.values.contains { $0.state == "discharging" } }
+
     private(set) var wakeups = 0
     private(set) var uevents = 0
 
@@ -167,8 +172,10 @@ final class BatterySource {
             supplySubscriptions[name] = nil
         }
         let previous = batteries
+        let wasOnBattery = onBattery
         batteries = seen
         guard posting else { return }
+        if onBattery != wasOnBattery { powerChanged?(onBattery) }
         for name in Set(previous.keys).union(seen.keys).sorted() {
             let before = previous[name]
             let after = seen[name] ?? BatteryReading(level: nil, state: "unknown")

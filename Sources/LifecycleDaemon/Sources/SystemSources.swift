@@ -68,6 +68,20 @@ public final class SystemSources {
         return lines
     }
 
+    /// Whether the machine runs on battery now (false without a battery, or with `Battery=no`).
+    public var onBattery: Bool { battery?.onBattery ?? false }
+
+    /// Called on the loop's thread when the machine goes on battery (true) or on external power (false).
+    public var powerChanged: ((Bool) -> Void)? {
+        get { battery?.powerChanged }
+        set {
+            battery?.powerChanged = newValue.map { callback in { [weak self] onBattery in
+                guard let self, !self.stopped else { return }
+                callback(onBattery)
+            } }
+        }
+    }
+
     /// Posts `userDefaultsDidChange` to `app` when the file at `path` (absolute) changes; replaces an earlier
     /// watch of that app. Does nothing when `UserDefaults=no`.
     public func watchPreferences(app: String, path: String) {

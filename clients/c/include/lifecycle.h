@@ -92,6 +92,10 @@ typedef struct lifecycle_callbacks {
         void (*connection)(lifecycle *l, lifecycle_connection_event event, void *userdata);
         /* Where the library's own complaints go; NULL: standard error, prefixed "lifecycle: ". */
         void (*log)(lifecycle *l, const char *message, void *userdata);
+        /* A background wake (ResumeEverySec=; UIKit's performFetch): fetch what is new, say what came of it
+         * with lifecycle_message_set_fetch_result() (default LIFECYCLE_FETCH_NO_DATA); the app is suspended again
+         * after the ack, or the deadline. */
+        lifecycle_message_handler perform_fetch;
 } lifecycle_callbacks;
 
 /* lifecycle-new(3) */
@@ -154,6 +158,13 @@ const char *const *lifecycle_message_get_scenes(lifecycle_message *m);
 int lifecycle_message_set_configuration(lifecycle_message *m, const char *configuration);
 /* The state of sceneDidEnterBackground to keep with the session: any JSON text, checked here. */
 int lifecycle_message_set_state(lifecycle_message *m, const char *json);
+/* What a performFetch found, sent in its ack (UIKit's UIBackgroundFetchResult). */
+typedef enum lifecycle_fetch_result {
+        LIFECYCLE_FETCH_NO_DATA,
+        LIFECYCLE_FETCH_NEW_DATA,
+        LIFECYCLE_FETCH_FAILED,
+} lifecycle_fetch_result;
+int lifecycle_message_set_fetch_result(lifecycle_message *m, lifecycle_fetch_result result);
 /* Acknowledges a deferred message. -EALREADY if it was acknowledged already. */
 int lifecycle_message_ack(lifecycle_message *m);
 

@@ -55,6 +55,7 @@ static const handler_entry handlers[] = {
         H("sceneWillResignActive", scene_will_resign_active, true),
         H("sceneDidEnterBackground", scene_did_enter_background, true),
         H("sceneDidDisconnect", scene_did_disconnect, true),
+        H("performFetch", perform_fetch, false),
 };
 #undef H
 

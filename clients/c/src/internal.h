@@ -50,6 +50,7 @@ struct lifecycle_message {
         char *scene, *role, *configuration, *options, *saved_state;
         char **scenes;
         char *answer_configuration, *answer_state;
+        lifecycle_fetch_result answer_fetch;
 };
 
 /* lifecycle.c */

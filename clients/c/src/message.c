@@ -59,6 +59,12 @@ int lifecycle_message_set_configuration(lifecycle_message *m, const char *config
         return replace(&m->answer_configuration, configuration);
 }
 
+int lifecycle_message_set_fetch_result(lifecycle_message *m, lifecycle_fetch_result result) {
+        if (!m || m->acked || result < LIFECYCLE_FETCH_NO_DATA || result > LIFECYCLE_FETCH_FAILED) return -EINVAL;
+        m->answer_fetch = result;
+        return 0;
+}
+
 int lifecycle_message_set_state(lifecycle_message *m, const char *json) {
         if (!m || m->acked) return -EINVAL;
         if (json && !lc_json_valid(json, strlen(json))) return -EINVAL;
@@ -85,6 +91,12 @@ int lifecycle_message_ack(lifecycle_message *m) {
         if (r == 0 && m->answer_state) {
                 r = lc_buffer_append_string(&line, ",\"state\":");
                 if (r == 0) r = lc_buffer_append_string(&line, m->answer_state);
+        }
+        /* performFetch is always answered: noData unless the handler said otherwise. */
+        if (r == 0 && strcmp(m->type, "performFetch") == 0) {
+                static const char *const results[] = { "noData", "newData", "failed" };
+                r = lc_buffer_append_string(&line, ",\"result\":");
+                if (r == 0) r = lc_buffer_append_json_string(&line, results[m->answer_fetch]);
         }
         if (r == 0) r = lc_buffer_append_string(&line, "}");
         if (r == 0) r = lc_send_line(l, &line);

@@ -35,7 +35,7 @@ typedef struct run {
         int daemon, listener;
         lc_buffer input;
         queue events, output;
-        char answer_on[64], *answer_configuration, *answer_state;
+        char answer_on[64], *answer_configuration, *answer_state, *answer_result;
         bool answer_defer;
         lifecycle_message *deferred;
 } run;
@@ -87,6 +87,13 @@ static int on_message(lifecycle_message *m, void *userdata) {
         r->answer_on[0] = 0;
         if (r->answer_configuration) lifecycle_message_set_configuration(m, r->answer_configuration);
         if (r->answer_state) CHECK(lifecycle_message_set_state(m, r->answer_state) == 0, "set_state");
+        if (r->answer_result) {
+                lifecycle_fetch_result result = strcmp(r->answer_result, "newData") == 0 ? LIFECYCLE_FETCH_NEW_DATA
+                        : strcmp(r->answer_result, "failed") == 0 ? LIFECYCLE_FETCH_FAILED : LIFECYCLE_FETCH_NO_DATA;
+                CHECK(lifecycle_message_set_fetch_result(m, result) == 0, "set_fetch_result");
+        }
+        free(r->answer_result);
+        r->answer_result = NULL;
         free(r->answer_configuration);
         free(r->answer_state);
         r->answer_configuration = r->answer_state = NULL;
@@ -259,6 +266,7 @@ static void run_file(const char *directory, const char *name) {
                 .scene_did_become_active = on_message, .scene_will_resign_active = on_message,
                 .scene_did_enter_background = on_message, .scene_did_disconnect = on_message,
                 .notification = on_notification, .request_failed = on_failed, .connection = on_connection, .log = on_log,
+                .perform_fetch = on_message,
         };
         char *text = NULL;
         size_t capacity = 0;
@@ -336,6 +344,8 @@ static void run_file(const char *directory, const char *name) {
                         const char *configuration = str(&d, o, "configuration");
                         r.answer_configuration = configuration ? strdup(configuration) : NULL;
                         r.answer_state = raw(&d, o, "state");
+                        const char *result = str(&d, o, "result");
+                        r.answer_result = result ? strdup(result) : NULL;
                         const lc_json *defer = lc_json_member(&d, o, "defer");
                         r.answer_defer = defer && defer->boolean;
                         break;
@@ -363,6 +373,7 @@ static void run_file(const char *directory, const char *name) {
         lc_buffer_free(&r.input);
         free(r.answer_configuration);
         free(r.answer_state);
+        free(r.answer_result);
         lc_json_document_free(&setup);
         free(text);
         fclose(f);

@@ -12,11 +12,12 @@ Standard library only; no thread of its own. ``run`` is a blocking loop; ``run_a
 join an asyncio loop, where a delegate method may be a coroutine (acknowledged when it completes).
 """
 from .application import Application, DeferredAck
-from .delegates import NO_STATE, ApplicationDelegate, SceneDelegate
+from .delegates import FETCH_FAILED, FETCH_NEW_DATA, FETCH_NO_DATA, NO_STATE, ApplicationDelegate, SceneDelegate
 from .loops import AsyncioDriver, run, run_async
 from .types import (LINE_MAX, PROTOCOL_VERSION, AppState, ConnectionEvent, LaunchOptions, Notification, Scene,
                     SceneSession)
 
 __all__ = ["Application", "ApplicationDelegate", "AppState", "AsyncioDriver", "ConnectionEvent", "DeferredAck",
+           "FETCH_FAILED", "FETCH_NEW_DATA", "FETCH_NO_DATA",
            "LINE_MAX", "LaunchOptions", "NO_STATE", "Notification", "PROTOCOL_VERSION", "Scene", "SceneDelegate",
            "SceneSession", "run", "run_async"]

@@ -360,5 +360,7 @@ class Application:
             ack["configuration"] = message.configuration
         if message.has_state:
             ack["state"] = message.state
+        if message.result is not None:
+            ack["result"] = message.result
         self._send(ack)
         return True

@@ -28,6 +28,13 @@ class ApplicationDelegate:
         return None
 
     def did_discard_scene_sessions(self, application: "Application", sessions: List[str]) -> Any: ...
+
+    def perform_fetch(self, application: "Application") -> Optional[str]:
+        """A background wake (``ResumeEverySec=``; UIKit's performFetch): fetch what is new and return
+        ``FETCH_NEW_DATA``, ``FETCH_NO_DATA`` or ``FETCH_FAILED``; the app is suspended again after the return
+        (or the message's deadline). None is ``FETCH_NO_DATA``."""
+        return None
+
     def notification(self, application: "Application", notification: Notification) -> None: ...
     def request_failed(self, application: "Application", request: str, message: str) -> None: ...
     def connection_changed(self, application: "Application", event: ConnectionEvent) -> None: ...
@@ -55,3 +62,8 @@ class _NoState:
 
 
 NO_STATE: Any = _NoState()
+
+FETCH_NEW_DATA = "newData"
+FETCH_NO_DATA = "noData"
+FETCH_FAILED = "failed"
+_FETCH_RESULTS = (FETCH_NEW_DATA, FETCH_NO_DATA, FETCH_FAILED)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from .delegates import NO_STATE, SceneDelegate
+from .delegates import _FETCH_RESULTS, FETCH_NO_DATA, NO_STATE, SceneDelegate
 from .types import AppState, ConnectionEvent, LaunchOptions, Message, Notification, Scene, SceneSession
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ _DID_STATES = {"didFinishLaunching": AppState.INACTIVE, "didBecomeActive": AppSt
 _ACKNOWLEDGED = {"didFinishLaunching", "didBecomeActive", "willResignActive", "didEnterBackground",
                  "willEnterForeground", "willTerminate", "configurationForConnecting", "didDiscardSceneSessions",
                  "sceneWillConnect", "sceneWillEnterForeground", "sceneDidBecomeActive", "sceneWillResignActive",
-                 "sceneDidEnterBackground", "sceneDidDisconnect"}
+                 "sceneDidEnterBackground", "sceneDidDisconnect", "performFetch"}
 
 
 def _uint(value: Any) -> Optional[int]:
@@ -114,6 +114,11 @@ def run_app_callback(app: "Application", message: Message) -> None:
     elif kind == "didDiscardSceneSessions":
         scenes = [s for s in fields.get("scenes") or [] if isinstance(s, str)]
         result = _call(app, delegate.did_discard_scene_sessions, app, scenes)
+    elif kind == "performFetch":
+        found = _call(app, delegate.perform_fetch, app)
+        message.result = found if found in _FETCH_RESULTS else FETCH_NO_DATA
+        app._ack(message)
+        return
     else:
         from .application import _APP_CALLBACKS
         result = _call(app, getattr(delegate, _APP_CALLBACKS[kind]), app)

@@ -71,3 +71,4 @@ class Message:
     configuration: Optional[str] = None
     state: Any = None
     has_state: bool = False
+    result: Optional[str] = None

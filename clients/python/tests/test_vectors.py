@@ -88,6 +88,9 @@ def recording_delegates(run: Run):
                                "role": session.role, "configuration": session.configuration, "options": options,
                                "state": None})
             return run.answer_for("configurationForConnecting").get("configuration")
+        def perform_fetch(self, app):
+            run.events.append({"event": "performFetch"})
+            return run.answer_for("performFetch").get("result")
         def did_discard_scene_sessions(self, app, sessions):
             run.events.append({"event": "didDiscardSceneSessions", "scenes": sessions})
             return result("didDiscardSceneSessions", app)

@@ -1,0 +1,141 @@
+import Foundation
+import Glibc
+import LifecycleModel
+import LifecycleProtocol
+import Testing
+
+/// The rails that apply to every app, end to end: audio is never cut off (a real PulseAudio and a real `pacat`),
+/// background wakes (a plain sleeper, and the Python client's performFetch), and OnlyOnBattery (a power-supply
+/// directory the test writes: this machine has no battery, so the supply is mocked as files in sysfs's layout).
+@Suite("the rails: audio, background wakes, battery", .serialized)
+struct RailsIntegrationTests {
+    let python = DaemonHarness.pythonClient
+
+    /// An app that plays silence through `pacat` (a real stream on the server) as a child, and sleeps.
+    func player(_ pulse: PulseServer, lifecycle: String) -> String {
+        "[App]\nExec=sh -c 'pacat --playback --raw < /dev/zero & exec sleep 100000'\nProtocol=none\n"
+            + "Environment=PULSE_SERVER=\(pulse.address)\n\n[Lifecycle]\n\(lifecycle)\n"
+    }
+
+    let marker = "[App]\nExec=/bin/sleep 100000\nProtocol=none\n\n[Lifecycle]\nBackgroundTimeSec=0.3\n"
+
+    @Test("an app whose process plays a stream is not suspended while it plays, and is suspended after it stops")
+    func playingAppIsNotSuspended() throws {
+        let pulse = try PulseServer()
+        try pulse.start()
+        defer { pulse.stop() }
+        let apps = ["player": player(pulse, lifecycle: "BackgroundTimeSec=0.3"), "marker": marker]
+        try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\n") { daemon in
+            try daemon.waitUntil("the daemon is connected to the sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
+            }
+            try daemon.control("launch", "player", "--background")
+            let pid = try #require(try daemon.status("player").pid)
+            try daemon.waitUntil("the stream plays") { daemon.log.contains("player: not suspended in the background while playing audio") }
+            // The marker's suspension, after the same grace time, is the later event before the player is looked at.
+            try daemon.control("launch", "marker", "--background")
+            try daemon.waitForState("marker", "suspended")
+            let state = try daemon.status("player").state
+            #expect(state == .background)
+            let modes = try daemon.status("player").backgroundModes
+            #expect(modes == ["audio"])
+            #expect(Kernel.state(pid) != "T")
+            let status = try daemon.lifectl("status").stdout
+            #expect(status.contains("1 playing process (player)"))
+
+            let pacat = try #require(Kernel.children(pid).first { Kernel.command($0) == "pacat" })
+            kill(pacat, SIGKILL)
+            try daemon.waitForState("player", "suspended")
+            #expect(Kernel.state(pid) == "T")
+            #expect(daemon.log.contains("player: its background time runs again"))
+        }
+    }
+
+    @Test("without a sound server the rule is off and status says so; the daemon connects once one appears")
+    func noSoundServerThenOne() throws {
+        let pulse = try PulseServer()
+        defer { pulse.stop() }
+        try DaemonHarness.running([:], daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\n") { daemon in
+            try daemon.waitUntil("status says there is no sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: off, no sound server")
+            }
+            try pulse.start()
+            try daemon.waitUntil("the daemon connects to the new server", timeout: 40) {
+                try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), 0 playing processes")
+            }
+        }
+    }
+
+    @Test("Audio=no: status says the rule is off")
+    func audioOff() throws {
+        try DaemonHarness.running([:], daemonConfig: "[Sources]\nAudio=no\n") { daemon in
+            let status = try daemon.lifectl("status").stdout
+            #expect(status.contains("audio: off (Audio=no)"))
+        }
+    }
+
+    @Test("ResumeEverySec: a suspended sleeper wakes into the background and is stopped again, over and over")
+    func sleeperWakesAndSleeps() throws {
+        let app = "[App]\nExec=/bin/sleep 100000\nProtocol=none\n\n[Lifecycle]\nBackgroundTimeSec=0.2\nResumeEverySec=1\nResumeForSec=0.5\n"
+        try DaemonHarness.running(["a": app]) { daemon in
+            try daemon.control("launch", "a", "--background")
+            try daemon.waitForState("a", "suspended")
+            let pid = try #require(try daemon.status("a").pid)
+            for wake in 1...2 {
+                try daemon.waitUntil("wake \(wake) runs the process", timeout: 10) { Kernel.state(pid) == "S" }
+                try daemon.waitUntil("wake \(wake) ends in a stop", timeout: 10) { Kernel.state(pid) == "T" }
+            }
+            #expect(daemon.log.contains("a: background wake for 500ms (ResumeEverySec=)"))
+        }
+    }
+
+    @Test("ResumeEverySec for a protocol app: performFetch, then suspended again after its ack")
+    func protocolAppFetches() throws {
+        let app = "[App]\nExec=\(python)\n\n[Lifecycle]\nBackgroundTimeSec=0.2\nResumeEverySec=1\nResumeForSec=20\n"
+        try DaemonHarness.running(["a": app]) { daemon in
+            try daemon.control("launch", "a", "--background")
+            try daemon.waitForState("a", "suspended")
+            let pid = try #require(try daemon.status("a").pid)
+            try daemon.waitUntil("two fetches", timeout: 20) { daemon.types("a").filter { $0 == "performFetch" }.count >= 2 }
+            try daemon.waitForState("a", "suspended")
+            try daemon.waitUntil("stopped") { Kernel.state(pid) == "T" }
+            #expect(daemon.log.contains("a: performFetch acknowledged (newData)"))
+            // Two wakes within far less than one deadline (ResumeForSec=20): each ended at its ack.
+            #expect(!daemon.log.contains("was not acknowledged"))
+        }
+    }
+
+    @Test("OnlyOnBattery: on external power the app runs on; on battery it is suspended; plugging in resumes it")
+    func onlyOnBatteryFollowsThePowerSupply() throws {
+        // Mock: this machine has no battery, so the test writes a supply in sysfs's layout and points the daemon at it.
+        let supplies = FileManager.default.temporaryDirectory.appendingPathComponent("lifecycled-power-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let battery = supplies.appendingPathComponent("BAT0")
+        try FileManager.default.createDirectory(at: battery, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: supplies) }
+        func write(_ name: String, _ value: String) throws {
+            try (value + "\n").write(to: battery.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        try write("type", "Battery")
+        try write("capacity", "80")
+        try write("status", "Charging")
+        let app = "[App]\nExec=/bin/sleep 100000\nProtocol=none\n\n[Lifecycle]\nBackgroundTimeSec=0.3\nOnlyOnBattery=yes\n"
+        let config = "[Sources]\nBattery=yes\nPowerSupplyDirectory=\(supplies.path)\n"
+        try DaemonHarness.running(["a": app, "marker": marker], daemonConfig: config) { daemon in
+            try daemon.control("launch", "a", "--background")
+            let pid = try #require(try daemon.status("a").pid)
+            try daemon.control("launch", "marker", "--background")
+            try daemon.waitForState("marker", "suspended")
+            let state = try daemon.status("a").state
+            #expect(state == .background, "on external power it runs on")
+            #expect(Kernel.state(pid) != "T")
+
+            try write("status", "Discharging")
+            try daemon.waitForState("a", "suspended")
+            #expect(Kernel.state(pid) == "T")
+
+            try write("status", "Charging")
+            try daemon.waitForState("a", "background")
+            try daemon.waitUntil("the process runs again") { Kernel.state(pid) != "T" }
+        }
+    }
+}
