@@ -67,7 +67,7 @@ extension Supervisor {
             if let next = callback.resultingState { told.state = next }
         case .scene(let callback, let scene, _):
             if let next = callback.resultingState { told.scenes[scene] = next }
-        case .configurationForConnecting, .didDiscardSceneSessions:
+        case .configurationForConnecting, .didDiscardSceneSessions, .performFetch:
             break
         }
         table[name].run.told = told
