@@ -44,6 +44,9 @@ public struct AppPolicy: Sendable, Equatable {
     /// `External=yes`: the daemon never starts the app; a process started by someone else attaches on the app
     /// socket (docs/PROTOCOL.md). Requests that would launch it are refused, and it is never restarted.
     public var external = false
+    /// Adopted from the desktop (`[Adopt]`): a process someone else started and no file configures. Like an
+    /// external app it is never launched nor restarted by the daemon, and it speaks no protocol.
+    public var adopted = false
 
     public init() {}
 }

@@ -96,6 +96,8 @@ public struct AppStatus: Codable, Sendable, Equatable {
     public var terminatedInBackground = false
     /// Its scene sessions, for apps with `[Scenes]` (nil for the others).
     public var scenes: [SceneStatus]?
+    /// For an app adopted from the desktop (`[Adopt]`): `scope UNIT` or `process PID`; nil for a configured app.
+    public var adopted: String?
 
     public init(name: String, state: AppState, pid: Int32?, since: String, sinceSeconds: Double, protocol: String,
                 launches: Int, deadlineMisses: Int, awaiting: String?, suspendMethod: String, cgroup: String?) {

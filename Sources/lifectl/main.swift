@@ -289,7 +289,8 @@ func pad(_ text: String, _ width: Int) -> String {
 
 func table(_ apps: [AppStatus]) {
     let header = ["NAME", "STATE", "PID", "SINCE", "PROTOCOL"]
-    let rows = apps.map { [$0.name, $0.state.rawValue, $0.pid.map(String.init) ?? "-", age($0.sinceSeconds), $0.protocol] }
+    let rows = apps.map { [$0.name, $0.state.rawValue, $0.pid.map(String.init) ?? "-", age($0.sinceSeconds),
+                           $0.protocol + ($0.adopted.map { " (adopted: \($0))" } ?? "")] }
     let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
     output(header.indices.map { $0 == header.count - 1 ? header[$0] : pad(header[$0], widths[$0]) }.joined(separator: "  "))
     for row in rows {
@@ -311,6 +312,7 @@ func details(_ app: AppStatus) {
     output("  deadline misses: \(app.deadlineMisses)")
     output("  suspend method:  \(app.suspendMethod)")
     output("  cgroup:          \(app.cgroup ?? "-")")
+    if let adopted = app.adopted { output("  adopted:         \(adopted)") }
     output("  observing:       \(app.observing.isEmpty ? "-" : app.observing.joined(separator: ", "))")
     output("  queued:          \(app.queuedNotifications) notifications (\(app.queuedPosts) posts)")
     if !app.backgroundModes.isEmpty { output("  background modes: \(app.backgroundModes.joined(separator: ", "))") }

@@ -125,6 +125,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var controlGroup: String?
     /// `[Display]`.
     public var display = DisplayConfig()
+    /// `[Adopt]`.
+    public var adopt = AdoptConfig()
 
     /// All defaults: what an absent `lifecycled.conf` means.
     public init() {

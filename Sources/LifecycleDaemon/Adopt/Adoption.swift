@@ -1,0 +1,195 @@
+import Glibc
+import LifecycleModel
+
+/// The daemon's owner of adopted apps (`[Adopt]`, docs/CONFIG.md "Adoption"): processes the desktop started, which
+/// no file configures, managed like unaware apps (priorities, the grace time, suspension, focus from the display)
+/// and never launched, restarted or terminated on the daemon's own account. It holds the rails (`AdoptRails`), the
+/// record that lets the next daemon thaw what this one froze (`AdoptionLedger`), and lets every adopted app go,
+/// thawed and continued, when the daemon stops or a reload stops adopting it.
+final class Adoption {
+    private unowned let daemon: Daemon
+    private let watcher: DirectoryWatcher
+    private(set) var config = AdoptConfig()
+    private lazy var scopes = ScopeAdoption(adoption: self, watcher: watcher)
+    private let ledger: AdoptionLedger
+    /// Refusals already logged, by what was refused: each is logged once.
+    private var refusalsLogged: Set<String> = []
+    /// What each adopted app is, for the ledger and status.
+    private(set) var places: [String: AdoptionLedger.Entry] = [:]
+
+    init(daemon: Daemon, stateDirectory: String) {
+        self.daemon = daemon
+        watcher = DirectoryWatcher(loop: daemon.loop)
+        ledger = AdoptionLedger(stateDirectory: stateDirectory)
+    }
+
+    /// At start, before the configuration: what a previous daemon left frozen or stopped is thawed and continued.
+    func recoverPreviousRun() { ledger.thawLeftovers() }
+
+    /// The configuration's `[Adopt]`, at start and at every reload: adoption starts or stops, adopted apps that an
+    /// exclusion now names are let go, and the others take the new grace time.
+    func apply(_ new: AdoptConfig) {
+        let old = config
+        config = new
+        if !new.scopes && scopes.running {
+            releaseAll(where: { place in if case .scope = place { true } else { false } }, reason: "Scopes= is off now")
+            scopes.stop()
+        }
+        if new.exclude != old.exclude {
+            refusalsLogged = []
+            for name in places.keys.sorted() {
+                if let why = rails().excluded(appID: name) { release(name, reason: why) }
+            }
+        }
+        if new.backgroundTime != old.backgroundTime {
+            for name in places.keys { daemon.model.setPolicy(policy(), for: name) }
+        }
+        if new.scopes && (!scopes.running || new.appSlice != old.appSlice || new.user != old.user) {
+            scopes.stop()
+            scopes.start(new)
+        }
+    }
+
+    /// The daemon stops (or hands over): every adopted app is thawed, continued and let go.
+    func stop() {
+        scopes.stop()
+        releaseAll(where: { _ in true }, reason: "lifecycled stops")
+        watcher.stop()
+    }
+
+    /// For `lifectl status`.
+    var description: String {
+        guard config.enabled else { return "off" }
+        var parts: [String] = []
+        if config.scopes { parts.append("scopes " + (scopes.slice.map { "in \($0.path)" } ?? "(no app slice found)")) }
+        return parts.joined(separator: "; ") + ", \(places.count) adopted"
+    }
+
+    /// The adoption of each adopted app as status shows it, nil for a configured app.
+    func place(of name: String) -> String? {
+        switch places[name] {
+        case .scope(let path)?: "scope " + (path.split(separator: "/").last.map(String.init) ?? path)
+        case .process(let pid, _)?: "process \(pid)"
+        case nil: nil
+        }
+    }
+
+    // MARK: Adopting
+
+    /// The policy of an adopted app: unaware, the `[Adopt]` grace time, never restarted.
+    private func policy() -> AppPolicy {
+        var policy = daemon.configuration.config.daemon.defaults.policy
+        policy.speaksProtocol = false
+        policy.adopted = true
+        policy.external = false
+        policy.restart = .no
+        policy.scenes = nil
+        policy.backgroundTime = config.backgroundTime
+        return policy
+    }
+
+    private func rails() -> AdoptRails {
+        AdoptRails(uid: getuid() == 0 ? config.user.flatMap(ConfigLoader.systemUserID) ?? 0 : getuid(),
+                   configured: config.exclude, protected: AdoptRails.ownLine(in: ProcessTree.read()))
+    }
+
+    private func refuse(_ what: String, _ why: String) {
+        guard refusalsLogged.insert(what).inserted else { return }
+        Log.notice("adopt: not adopting \(what): \(why)")
+    }
+
+    /// A launcher's unit with processes in it: adopted as the app named by its AppID, unless a rail says no.
+    /// Returns the app's name.
+    func adoptScope(_ unit: LauncherUnit, path: String) -> String? {
+        guard !daemon.stopping else { return nil }
+        if AdoptRails.underSessionSlice(path) { refuse(unit.unit, "it is under session.slice"); return nil }
+        let rails = rails()
+        if let why = rails.excluded(appID: unit.appID, unit: unit.unit) { refuse(unit.unit, why); return nil }
+        let scope = AppCgroup(app: unit.appID, unifiedPath: path, cpuPath: nil, freezerPath: nil)
+        let pids = scope.pids()
+        guard let leader = pids.min() else { return nil }
+        if let why = rails.refuses(pids, uidOf: { ProcessIdentity.realUID(of: $0) }) { refuse(unit.unit, why); return nil }
+        guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
+        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer,
+                                                           policy: policy()))
+        app.cgroup = scope
+        adopt(app, leader: leader, place: .scope(path),
+              what: "scope \(unit.unit) (process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")))")
+        return name
+    }
+
+    /// The app id as an app name, or the first free `ID-2`, `ID-3`… when a configured or adopted app has it.
+    private func freeName(for appID: String) -> String? {
+        let valid = appID.utf8.count <= 60 && appID.first.map { $0.isASCII && ($0.isLetter || $0.isNumber) } == true
+            && appID.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_.-".contains($0)) }
+        guard valid else { return nil }
+        if daemon.apps[appID] == nil { return appID }
+        return (2...99).lazy.map { "\(appID)-\($0)" }.first { self.daemon.apps[$0] == nil }
+    }
+
+    private func adopt(_ app: AppRuntime, leader: pid_t, place: AdoptionLedger.Entry, what: String) {
+        let name = app.name
+        daemon.model.add(name, policy: app.config.policy)
+        daemon.apps[name] = app
+        app.began(pid: leader, token: nil)
+        places[name] = place
+        app.adoptedAs = self.place(of: name)
+        ledger.write(Array(places.values))
+        daemon.observers.tell(.added(name))
+        Log.event(.launch, .notice, "\(name): adopted \(what)",
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(leader)), ("LIFECYCLE_LAUNCHED_BY", "adopted")])
+        do {
+            daemon.perform(try daemon.model.attach(name, launchedBy: "adopted", now: daemon.loop.now))
+        } catch {
+            Log.error("\(name): Failed to adopt: \(error)")
+        }
+        daemon.drain()
+    }
+
+    // MARK: Letting go
+
+    /// Processes came or went while some remain: the app's main process is one that still runs.
+    func membersChanged(_ name: String) {
+        guard let app = daemon.runtime(name), let pid = app.pid, ProcessTable.state(of: pid) == nil || kill(pid, 0) != 0 else { return }
+        if let next = daemon.placement.members(of: app).min() { app.pid = next }
+    }
+
+    /// The app's last process exited: it ends, and is forgotten (the desktop owns its lifetime: no restart).
+    func ended(_ name: String) {
+        guard let app = daemon.runtime(name), places[name] != nil else { return }
+        Log.notice("\(name): its last process exited; forgotten")
+        app.pid = nil
+        app.suspendedWith = nil
+        app.stopCheck?.cancel()
+        daemon.suspension.forget(name)
+        daemon.dispatch(.exited(app: name, .unknown))
+        drop(name)
+        daemon.forget(name)
+    }
+
+    /// Lets go of an adopted app that runs: thawed, continued, and forgotten by the model and the daemon.
+    func release(_ name: String, reason: String) {
+        guard let app = daemon.runtime(name), places[name] != nil else { return }
+        daemon.placement.thawIfFrozen(app)
+        let members = daemon.placement.members(of: app)
+        for pid in members where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
+        for timer in app.timers.values { timer.cancel() }
+        app.stopCheck?.cancel()
+        daemon.suspension.forget(name)
+        app.suspendedWith = nil
+        _ = daemon.model.release(name)
+        Log.notice("\(name): let go (\(reason)); thawed and continued")
+        drop(name)
+        daemon.forget(name)
+    }
+
+    private func releaseAll(where matches: (AdoptionLedger.Entry) -> Bool, reason: String) {
+        for (name, place) in places.sorted(by: { $0.key < $1.key }) where matches(place) { release(name, reason: reason) }
+    }
+
+    private func drop(_ name: String) {
+        if case .scope(let path)? = places[name], let unit = path.split(separator: "/").last { scopes.forget(String(unit)) }
+        places[name] = nil
+        ledger.write(Array(places.values))
+    }
+}
