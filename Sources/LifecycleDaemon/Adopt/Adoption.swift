@@ -11,6 +11,7 @@ final class Adoption {
     private let watcher: DirectoryWatcher
     private(set) var config = AdoptConfig()
     private lazy var scopes = ScopeAdoption(adoption: self, watcher: watcher)
+    private lazy var windows = WindowAdoption(adoption: self, loop: daemon.loop)
     private let ledger: AdoptionLedger
     /// Refusals already logged, by what was refused: each is logged once.
     private var refusalsLogged: Set<String> = []
@@ -35,6 +36,9 @@ final class Adoption {
             releaseAll(where: { place in if case .scope = place { true } else { false } }, reason: "Scopes= is off now")
             scopes.stop()
         }
+        if !new.windows && old.windows {
+            releaseAll(where: { place in if case .process = place { true } else { false } }, reason: "Windows= is off now")
+        }
         if new.exclude != old.exclude {
             refusalsLogged = []
             for name in places.keys.sorted() {
@@ -48,6 +52,8 @@ final class Adoption {
             scopes.stop()
             scopes.start(new)
         }
+        // After the scopes: a window whose process is in a scope is the scope's.
+        if new.windows && !old.windows { daemon.display.refresh() }
     }
 
     /// The daemon stops (or hands over): every adopted app is thawed, continued and let go.
@@ -62,6 +68,7 @@ final class Adoption {
         guard config.enabled else { return "off" }
         var parts: [String] = []
         if config.scopes { parts.append("scopes " + (scopes.slice.map { "in \($0.path)" } ?? "(no app slice found)")) }
+        if config.windows { parts.append("windows") }
         return parts.joined(separator: "; ") + ", \(places.count) adopted"
     }
 
@@ -88,12 +95,12 @@ final class Adoption {
         return policy
     }
 
-    private func rails() -> AdoptRails {
+    func rails() -> AdoptRails {
         AdoptRails(uid: getuid() == 0 ? config.user.flatMap(ConfigLoader.systemUserID) ?? 0 : getuid(),
                    configured: config.exclude, protected: AdoptRails.ownLine(in: ProcessTree.read()))
     }
 
-    private func refuse(_ what: String, _ why: String) {
+    func refuse(_ what: String, _ why: String) {
         guard refusalsLogged.insert(what).inserted else { return }
         Log.notice("adopt: not adopting \(what): \(why)")
     }
@@ -115,6 +122,21 @@ final class Adoption {
         app.cgroup = scope
         adopt(app, leader: leader, place: .scope(path),
               what: "scope \(unit.unit) (process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")))")
+        return name
+    }
+
+    /// A display picture came: with `Windows=yes`, the processes of windows no app owns are adopted. Returns
+    /// whether any was (the picture is then read again, with them).
+    func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool {
+        guard config.windows, !daemon.stopping else { return false }
+        return windows.adopt(picture, ownership: ownership, appSlice: scopes.slice?.cgroup)
+    }
+
+    /// A window's process, checked by `WindowAdoption`, becomes the app named by its app id. Returns its name.
+    func adoptWindowProcess(appID: String, pid: pid_t, startTime: UInt64, what: String) -> String? {
+        guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
+        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: .signal, policy: policy()))
+        adopt(app, leader: pid, place: .process(pid, startTime: startTime), what: what)
         return name
     }
 
@@ -158,10 +180,12 @@ final class Adoption {
     func ended(_ name: String) {
         guard let app = daemon.runtime(name), places[name] != nil else { return }
         Log.notice("\(name): its last process exited; forgotten")
-        app.pid = nil
-        app.suspendedWith = nil
         app.stopCheck?.cancel()
         daemon.suspension.forget(name)
+        // Processes it left behind, stopped by this daemon, are never left stopped.
+        for pid in app.stopMembers where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
+        app.pid = nil
+        app.suspendedWith = nil
         daemon.dispatch(.exited(app: name, .unknown))
         drop(name)
         daemon.forget(name)
@@ -189,6 +213,7 @@ final class Adoption {
 
     private func drop(_ name: String) {
         if case .scope(let path)? = places[name], let unit = path.split(separator: "/").last { scopes.forget(String(unit)) }
+        windows.forget(name)
         places[name] = nil
         ledger.write(Array(places.values))
     }

@@ -8,6 +8,8 @@ import Glibc
 struct AppSlice: Equatable {
     /// The slice's directory in the cgroup2 hierarchy.
     var path: String
+    /// The slice as /proc/PID/cgroup names it (below the mount, with a leading `/`).
+    var cgroup: String
     /// `AppSlice=`, the daemon's own cgroup, or `User=`.
     var foundBy: String
 
@@ -19,16 +21,16 @@ struct AppSlice: Equatable {
         guard let mount = unifiedMount(mountinfo: mountinfo) else {
             throw AdoptFailure("no cgroup2 hierarchy is mounted (/proc/self/mountinfo)")
         }
-        if let relative = config.appSlice { return AppSlice(path: mount + "/" + relative, foundBy: "AppSlice=") }
+        if let relative = config.appSlice { return AppSlice(path: mount + "/" + relative, cgroup: "/" + relative, foundBy: "AppSlice=") }
         if let user = config.user {
             guard let id = uid(user) else { throw AdoptFailure("User=\(user): no such user") }
-            return AppSlice(path: mount + "/" + userSlice(uid: id), foundBy: "User=\(user)")
+            return AppSlice(path: mount + "/" + userSlice(uid: id), cgroup: "/" + userSlice(uid: id), foundBy: "User=\(user)")
         }
         guard let own = unifiedCgroup(procSelfCgroup: ownCgroup), let slice = sessionSlice(of: own) else {
             throw AdoptFailure("lifecycled runs in no user's session (its cgroup is not under user@UID.service):"
                 + " set [Adopt] User= to adopt from a user's session, or AppSlice=")
         }
-        return AppSlice(path: mount + slice, foundBy: "its own cgroup")
+        return AppSlice(path: mount + slice, cgroup: slice, foundBy: "its own cgroup")
     }
 
     /// The mount point of the cgroup2 hierarchy (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on hybrid hosts):

@@ -168,6 +168,7 @@ public final class Daemon {
 
         adoption.recoverPreviousRun()
         configuration.load()
+        display.adoptWindows = { [unowned self] picture, ownership in self.adoption.adoptWindows(picture, ownership: ownership) }
         display.unanswered = { [unowned self] name in if let app = self.runtime(name) { self.requests.settled(app) } }
         display.start(configuration.config.daemon.display, environment: options.environment)
         do {
