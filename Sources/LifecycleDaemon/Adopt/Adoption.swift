@@ -133,10 +133,10 @@ final class Adoption {
     }
 
     /// A window's process, checked by `WindowAdoption`, becomes the app named by its app id. Returns its name.
-    func adoptWindowProcess(appID: String, pid: pid_t, startTime: UInt64, what: String) -> String? {
+    func adoptWindowProcess(appID: String, pid: pid_t, pidfd: FileDescriptor, startTime: UInt64, what: String) -> String? {
         guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
         let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: .signal, policy: policy()))
-        adopt(app, leader: pid, place: .process(pid, startTime: startTime), what: what)
+        adopt(app, leader: pid, pidfd: pidfd, place: .process(pid, startTime: startTime), what: what)
         return name
     }
 
@@ -149,11 +149,13 @@ final class Adoption {
         return (2...99).lazy.map { "\(appID)-\($0)" }.first { self.daemon.apps[$0] == nil }
     }
 
-    private func adopt(_ app: AppRuntime, leader: pid_t, place: AdoptionLedger.Entry, what: String) {
+    /// `pidfd`: the leader's, when the caller has one. Not the daemon's child, the leader is signalled like the
+    /// other members (`Suspension` signals each member outside the leader's process group).
+    private func adopt(_ app: AppRuntime, leader: pid_t, pidfd: FileDescriptor? = nil, place: AdoptionLedger.Entry, what: String) {
         let name = app.name
         daemon.model.add(name, policy: app.config.policy)
         daemon.apps[name] = app
-        app.began(pid: leader, token: nil)
+        app.began(pid: leader, pidfd: pidfd ?? (try? openPidFD(leader)), token: nil)
         places[name] = place
         app.adoptedAs = self.place(of: name)
         ledger.write(Array(places.values))

@@ -7,8 +7,8 @@ import LifecycleModel
 final class WindowAdoption {
     private unowned let adoption: Adoption
     private let loop: EventLoop
-    /// The exit watch of each adopted window process, by app name.
-    private var exits: [String: (pidfd: FileDescriptor, source: EventSource)] = [:]
+    /// The exit watch of each adopted window process (on the app's pidfd, which `AppRuntime` owns), by app name.
+    private var exits: [String: EventSource] = [:]
 
     init(adoption: Adoption, loop: EventLoop) {
         self.adoption = adoption
@@ -55,10 +55,10 @@ final class WindowAdoption {
             adoption.refuse("window process \(pid)", "\(what) cannot be watched (\(error))")
             return false
         }
-        guard let name = adoption.adoptWindowProcess(appID: appID, pid: pid, startTime: startTime, what: what) else { return false }
+        guard let name = adoption.adoptWindowProcess(appID: appID, pid: pid, pidfd: pidfd, startTime: startTime, what: what)
+        else { return false }
         do {
-            let source = try loop.watch(fd: pidfd.rawValue, events: IOEvents.readable) { [unowned self] _ in self.exited(name) }
-            exits[name] = (pidfd, source)
+            exits[name] = try loop.watch(fd: pidfd.rawValue, events: IOEvents.readable) { [unowned self] _ in self.exited(name) }
         } catch {
             Log.warning("\(name): Failed to watch process \(pid): \(error); it is let go")
             adoption.release(name, reason: "its exit cannot be watched")
@@ -73,8 +73,8 @@ final class WindowAdoption {
 
     /// The app is let go or ended: its exit is watched no more.
     func forget(_ name: String) {
-        guard let watch = exits.removeValue(forKey: name) else { return }
-        watch.source.cancel()  // before the pidfd closes: its number could be reused by then
+        // Cancelled before the app's pidfd closes: its number could be reused by then.
+        exits.removeValue(forKey: name)?.cancel()
     }
 
     /// The name of the program (/proc/PID/comm), for a window without an app id.
