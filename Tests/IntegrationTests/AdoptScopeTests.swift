@@ -145,4 +145,24 @@ struct AdoptScopeTests {
             #expect(!FakeUserSession.idle(pids[0]))
         }
     }
+
+    @Test("an app file with AppId= and no Exec= holds the settings of an adopted app: its [Lifecycle] keys apply when it appears, and it is never launched")
+    func ownFileSettingsApplyWhenAdopted() throws {
+        try withSession { daemon, session in
+            try daemon.app("player", "[App]\nAppId=org.example.Player\n\n[Lifecycle]\nBackgroundModes=audio\n")
+            let pids = try session.unit("app-gnome-org.example.Player-3.scope", busy: true)
+            try session.unit(Self.foo)
+            try daemon.start()
+            try daemon.waitUntil("both scopes are adopted") { try adopted(daemon).count == 2 }
+            #expect(try daemon.list().count == 2, "the settings file is no app of its own")
+            #expect(try daemon.status("org.example.Player").backgroundModes == ["audio"])
+            try daemon.control("background", "org.example.Player")
+            try daemon.control("background", "org.example.Foo")
+            try daemon.waitForState("org.example.Foo", "suspended")
+            usleep(1_500_000)
+            #expect(try daemon.status("org.example.Player").state == .background, "BackgroundModes=audio keeps it running")
+            #expect(!session.frozen("app-gnome-org.example.Player-3.scope"))
+            #expect(!FakeUserSession.idle(pids[0]))
+        }
+    }
 }

@@ -38,6 +38,22 @@ import Testing
         #expect(diagnostics.count == 1)
     }
 
+    @Test func anAppFileWithAppIdAndNoExecHoldsAdoptedSettings() throws {
+        let directory = "/tmp/lifecycled-adopt-config-\(getpid())"
+        defer { _ = try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/apps", withIntermediateDirectories: true)
+        try "[Adopt]\nScopes=yes\nBackgroundTimeSec=45\n".write(toFile: directory + "/lifecycled.conf", atomically: true, encoding: .utf8)
+        try "[App]\nAppId=org.example.Player\n\n[Lifecycle]\nBackgroundModes=audio\n"
+            .write(toFile: directory + "/apps/player.conf", atomically: true, encoding: .utf8)
+        try "[App]\nDescription=nothing to run\n".write(toFile: directory + "/apps/broken.conf", atomically: true, encoding: .utf8)
+        let loaded = ConfigLoader.load(directory: directory)
+        #expect(loaded.apps.isEmpty)
+        let player = try #require(loaded.adoptSettings["org.example.Player"])
+        #expect(player.policy.backgroundModes == ["audio"])
+        #expect(player.policy.backgroundTime == .seconds(45), "unset keys come from [Adopt] first")
+        #expect(loaded.diagnostics.map(\.message).contains { $0.contains("no valid Exec=") }, "a file with neither stays an error")
+    }
+
     @Test func launcherUnitsNameTheirApp() {
         #expect(LauncherUnit(unit: "app-gnome-org.example.Foo-1234.scope")?.appID == "org.example.Foo")
         #expect(LauncherUnit(unit: "app-gnome-org.example.Foo-1234.scope")?.launcher == "gnome")

@@ -17,6 +17,8 @@ final class Adoption {
     private var refusalsLogged: Set<String> = []
     /// What each adopted app is, for the ledger and status.
     private(set) var places: [String: AdoptionLedger.Entry] = [:]
+    /// The app id each adopted app was adopted by, for its settings (`[App] AppId=` without `Exec=`).
+    private var appIDs: [String: String] = [:]
 
     init(daemon: Daemon, stateDirectory: String) {
         self.daemon = daemon
@@ -45,8 +47,11 @@ final class Adoption {
                 if let why = rails().excluded(appID: name) { release(name, reason: why) }
             }
         }
-        if new.backgroundTime != old.backgroundTime {
-            for name in places.keys { daemon.model.setPolicy(policy(), for: name) }
+        // The grace time and the apps' own settings may have changed: every adopted app takes them from now on.
+        for (name, appID) in appIDs {
+            let (policy, _) = settings(for: appID)
+            daemon.model.setPolicy(policy, for: name)
+            daemon.runtime(name)?.config.policy = policy
         }
         if new.scopes && (!scopes.running || new.appSlice != old.appSlice || new.user != old.user) {
             scopes.stop()
@@ -83,16 +88,20 @@ final class Adoption {
 
     // MARK: Adopting
 
-    /// The policy of an adopted app: unaware, the `[Adopt]` grace time, never restarted.
-    private func policy() -> AppPolicy {
-        var policy = daemon.configuration.config.daemon.defaults.policy
+    /// The policy of an adopted app, from its own file (`[App] AppId=ID` without `Exec=`) or else from
+    /// `[Defaults]` with the `[Adopt]` grace time: unaware and never restarted either way. With the file's
+    /// `SuspendMethod=`, which a scope overrides with its freezer.
+    private func settings(for appID: String) -> (AppPolicy, SuspendMethod?) {
+        let loaded = daemon.configuration.config
+        let own = loaded.adoptSettings[appID]
+        var policy = own?.policy ?? loaded.daemon.defaults.policy
+        if own == nil { policy.backgroundTime = config.backgroundTime }
         policy.speaksProtocol = false
         policy.adopted = true
         policy.external = false
         policy.restart = .no
         policy.scenes = nil
-        policy.backgroundTime = config.backgroundTime
-        return policy
+        return (policy, own?.suspendMethod)
     }
 
     func rails() -> AdoptRails {
@@ -117,9 +126,11 @@ final class Adoption {
         guard let leader = pids.min() else { return nil }
         if let why = rails.refuses(pids, uidOf: { ProcessIdentity.realUID(of: $0) }) { refuse(unit.unit, why); return nil }
         guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
+        let (policy, _) = settings(for: unit.appID)
         let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer,
-                                                           policy: policy()))
+                                                           policy: policy))
         app.cgroup = scope
+        appIDs[name] = unit.appID
         adopt(app, leader: leader, place: .scope(path),
               what: "scope \(unit.unit) (process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")))")
         return name
@@ -135,7 +146,9 @@ final class Adoption {
     /// A window's process, checked by `WindowAdoption`, becomes the app named by its app id. Returns its name.
     func adoptWindowProcess(appID: String, pid: pid_t, pidfd: FileDescriptor, startTime: UInt64, what: String) -> String? {
         guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
-        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: .signal, policy: policy()))
+        let (policy, method) = settings(for: appID)
+        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy))
+        appIDs[name] = appID
         adopt(app, leader: pid, pidfd: pidfd, place: .process(pid, startTime: startTime), what: what)
         return name
     }
@@ -217,6 +230,7 @@ final class Adoption {
         if case .scope(let path)? = places[name], let unit = path.split(separator: "/").last { scopes.forget(String(unit)) }
         windows.forget(name)
         places[name] = nil
+        appIDs[name] = nil
         ledger.write(Array(places.values))
     }
 }

@@ -77,6 +77,7 @@ final class ConfigReload {
         for name in unloadedApps.subtracting(stillUnloaded) where fresh.apps[name] == nil { daemon.persistence.removeKept(name) }
         unloadedApps = stillUnloaded
         config = LoadedConfig(daemon: daemonConfig, apps: configuredApps(), diagnostics: fresh.diagnostics)
+        config.adoptSettings = fresh.adoptSettings
         applyDaemonConfig()
         daemon.adoption.apply(daemonConfig.adopt)
         let changed = (plan.changed.map(\.name) + plan.added.map(\.name) + plan.removed).sorted()
