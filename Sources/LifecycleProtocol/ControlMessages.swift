@@ -54,6 +54,8 @@ public struct ControlRequest: Codable, Sendable, Equatable {
                                         "scene-open", "scene-focus", "scene-background", "scene-close", "scene-discard"]
     /// Verbs that change something but are not lifecycle requests.
     public static let otherVerbs = ["post", "simulate-memory-pressure", "reload"]
+    /// Changing verbs that lifectl spells otherwise on its command line: `resume-all` is `lifectl resume --all`.
+    public static let spelledOtherwise = ["resume-all"]
     /// Verbs that change nothing; anyone who can reach the socket may use them.
     public static let queryVerbs = ["list", "status", "scenes"]
 }

@@ -19,6 +19,7 @@ let usage = """
       background APP                → background (suspended after its BackgroundTimeSec)
       suspend APP                   → suspended now
       resume APP                    suspended → background
+      resume --all                  every suspended app → background: thawed and continued, adopted ones too
       terminate APP                 willTerminate, SIGTERM, SIGKILL
     Notifications (as lifecycle verbs):
       post TYPE [--app APP] [--data JSON]
@@ -84,6 +85,7 @@ var quiet = false
 var noPager = false
 var follow = false
 var background = false
+var all = false
 var targetApp: String?
 var data: String?
 var sceneRole: String?
@@ -103,6 +105,7 @@ while let argument = arguments.popFirst() {
     case "--no-pager": noPager = true
     case "-f", "--follow": follow = true
     case "--background": background = true
+    case "--all": all = true
     case "--app": targetApp = optionValue(argument, needs: "an app name")
     case "--data": data = optionValue(argument, needs: "a JSON value")
     case "--role": sceneRole = optionValue(argument, needs: "a scene role")
@@ -193,7 +196,11 @@ case "post":
 case "simulate-memory-pressure", "reload":
     guard app == nil else { fail("\(verb) takes no app", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb)
+case "resume" where all:
+    guard app == nil else { fail("resume --all takes no app", status: ExitStatus.usage) }
+    request = ControlRequest(verb: "resume-all")
 case _ where ControlRequest.lifecycleVerbs.contains(verb) && !verb.hasPrefix("scene-"):
+    guard !all else { fail("--all goes with resume only", status: ExitStatus.usage) }
     guard let app else { fail("\(verb) needs an app name", status: ExitStatus.usage) }
     guard !background || verb == "launch" else { fail("--background goes with launch only", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb, app: app, background: background ? true : nil)

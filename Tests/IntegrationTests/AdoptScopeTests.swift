@@ -165,4 +165,29 @@ struct AdoptScopeTests {
             #expect(!FakeUserSession.idle(pids[0]))
         }
     }
+
+    @Test("lifectl resume --all thaws and continues every suspended app, adopted or configured")
+    func resumeAllThawsEverything() throws {
+        try withSession("BackgroundTimeSec=infinity\n") { daemon, session in
+            try daemon.app("sleeper", "[App]\nExec=/bin/sleep 100000\nProtocol=none\n")
+            let pids = try session.unit(Self.foo, busy: true)
+            try daemon.start()
+            try daemon.waitUntil("the scope is adopted") { try adopted(daemon)["org.example.Foo"] != nil }
+            try daemon.control("launch", "sleeper")
+            try daemon.control("suspend", "org.example.Foo")
+            try daemon.control("suspend", "sleeper")
+            #expect(session.frozen(Self.foo))
+            let sleeper = try #require(try daemon.status("sleeper").pid)
+            #expect(Kernel.state(sleeper) == "T")
+
+            let result = try daemon.lifectl("resume", "--all")
+            #expect(result.status == 0, "\(result.stderr)")
+            try daemon.waitForState("org.example.Foo", "background")
+            try daemon.waitForState("sleeper", "background")
+            #expect(!session.frozen(Self.foo))
+            #expect(!FakeUserSession.idle(pids[0]))
+            #expect(Kernel.state(sleeper) != "T")
+            #expect(try daemon.lifectl("resume", "--all", "sleeper").status == 2, "--all takes no app")
+        }
+    }
 }

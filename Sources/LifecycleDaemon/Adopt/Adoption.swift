@@ -183,6 +183,19 @@ final class Adoption {
         daemon.drain()
     }
 
+    /// `lifectl resume --all`: every suspended app, adopted or configured, is resumed into the background (thawed,
+    /// continued); its grace time starts again.
+    func resumeAll() {
+        for record in daemon.model.records where record.state == .suspended {
+            do {
+                daemon.perform(try daemon.model.handle(.resume, for: record.name, origin: "lifectl resume --all", now: daemon.loop.now))
+            } catch {
+                Log.warning("\(record.name): Failed to resume: \(error)")
+            }
+        }
+        daemon.drain()
+    }
+
     // MARK: Letting go
 
     /// Processes came or went while some remain: the app's main process is one that still runs.
