@@ -54,6 +54,18 @@ import Testing
         #expect(loaded.diagnostics.map(\.message).contains { $0.contains("no valid Exec=") }, "a file with neither stays an error")
     }
 
+    @Test func aUsersDaemonReadsItsXDGConfigDirectory() {
+        let env = ["HOME": "/home/alice"]
+        #expect(ConfigDirectory.path(uid: 0, environment: env, exists: { _ in true }) == "/etc/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: env, exists: { _ in true }) == "/home/alice/.config/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: env, exists: { $0 == "/etc/xdg/lifecycled" }) == "/etc/xdg/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: env, exists: { _ in false }) == "/home/alice/.config/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: ["HOME": "/home/alice", "XDG_CONFIG_HOME": "/cfg"], exists: { _ in true })
+                == "/cfg/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: ["XDG_CONFIG_DIRS": "/opt/xdg:/etc/xdg"], exists: { $0 == "/etc/xdg/lifecycled" })
+                == "/etc/xdg/lifecycled")
+    }
+
     @Test func launcherUnitsNameTheirApp() {
         #expect(LauncherUnit(unit: "app-gnome-org.example.Foo-1234.scope")?.appID == "org.example.Foo")
         #expect(LauncherUnit(unit: "app-gnome-org.example.Foo-1234.scope")?.launcher == "gnome")
