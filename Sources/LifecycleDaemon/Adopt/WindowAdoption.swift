@@ -39,7 +39,8 @@ final class WindowAdoption {
         let appID = window.appID.flatMap { $0.isEmpty ? nil : $0 } ?? command(of: pid)
         guard let appID else { return false }
         let rails = adoption.rails()
-        if let why = rails.excluded(appID: appID) {
+        // The program's own name too: a compositor or panel that reports a window under another app id.
+        if let why = rails.excluded(appID: appID, unit: command(of: pid)) {
             adoption.refuse("window process \(pid)", "\(what): \(why)")
             return false
         }
