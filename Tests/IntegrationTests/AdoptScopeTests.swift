@@ -51,13 +51,13 @@ struct AdoptScopeTests {
             // In the background for its grace time: the whole scope is frozen through its own cgroup.freeze.
             try daemon.control("background", "org.example.Foo")
             try daemon.waitForState("org.example.Foo", "suspended")
-            #expect(session.frozen(Self.foo))
+            try session.wait("the scope is frozen") { session.frozen(Self.foo) }
             for pid in fooPids { #expect(FakeUserSession.idle(pid), "a frozen busy process uses no CPU") }
             #expect(!session.frozen("app-org.example.Bar-99.scope"), "another scope is left alone")
 
             try daemon.control("focus", "org.example.Foo")
             try daemon.waitForState("org.example.Foo", "active")
-            #expect(!session.frozen(Self.foo))
+            try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
             #expect(!FakeUserSession.idle(fooPids[0]), "a thawed busy process runs")
 
             // The desktop owns its lifetime: its last process gone, the app is gone, and nothing is restarted.
@@ -103,12 +103,12 @@ struct AdoptScopeTests {
             try daemon.waitUntil("the scope is adopted") { try adopted(daemon)["org.example.Foo"] != nil }
             try daemon.control("background", "org.example.Foo")
             try daemon.waitForState("org.example.Foo", "suspended")
-            #expect(session.frozen(Self.foo))
+            try session.wait("the scope is frozen") { session.frozen(Self.foo) }
             try daemon.crash()
             #expect(session.frozen(Self.foo), "a crashed daemon thaws nothing itself")
             try daemon.start(keepLog: true)
             try daemon.waitUntil("the scope is adopted again") { try adopted(daemon)["org.example.Foo"]?.state == .inactive }
-            #expect(!session.frozen(Self.foo))
+            try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
             #expect(!FakeUserSession.idle(pids[0]))
             #expect(daemon.log.contains("thawed \(session.path(Self.foo)), which a previous lifecycled left frozen"))
         }
@@ -122,12 +122,12 @@ struct AdoptScopeTests {
             try daemon.waitUntil("the scope is adopted") { try adopted(daemon)["org.example.Foo"] != nil }
             try daemon.control("background", "org.example.Foo")
             try daemon.waitForState("org.example.Foo", "suspended")
-            #expect(session.frozen(Self.foo))
+            try session.wait("the scope is frozen") { session.frozen(Self.foo) }
 
             try daemon.daemonConfig("[Adopt]\nScopes=no\n")
             daemon.reload()
             try daemon.waitUntil("the app is let go") { try adopted(daemon).isEmpty }
-            #expect(!session.frozen(Self.foo))
+            try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
             #expect(!FakeUserSession.idle(pids[0]))
 
             try daemon.daemonConfig(config(session))
@@ -135,12 +135,12 @@ struct AdoptScopeTests {
             try daemon.waitUntil("the scope is adopted again") { try adopted(daemon)["org.example.Foo"] != nil }
             try daemon.control("background", "org.example.Foo")
             try daemon.waitForState("org.example.Foo", "suspended")
-            #expect(session.frozen(Self.foo))
+            try session.wait("the scope is frozen") { session.frozen(Self.foo) }
 
             let daemonPID = try #require(daemon.daemonPID)
             kill(daemonPID, SIGTERM)
             try daemon.waitUntil("the daemon stops") { !daemon.isDaemonRunning }
-            #expect(!session.frozen(Self.foo))
+            try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
             #expect(Kernel.exists(pids[0]), "an adopted app is the desktop's: not terminated when the daemon stops")
             #expect(!FakeUserSession.idle(pids[0]))
         }
@@ -161,7 +161,7 @@ struct AdoptScopeTests {
             try daemon.waitForState("org.example.Foo", "suspended")
             usleep(1_500_000)
             #expect(try daemon.status("org.example.Player").state == .background, "BackgroundModes=audio keeps it running")
-            #expect(!session.frozen("app-gnome-org.example.Player-3.scope"))
+            try session.wait("the scope is thawed") { !session.frozen("app-gnome-org.example.Player-3.scope") }
             #expect(!FakeUserSession.idle(pids[0]))
         }
     }
@@ -176,7 +176,7 @@ struct AdoptScopeTests {
             try daemon.control("launch", "sleeper")
             try daemon.control("suspend", "org.example.Foo")
             try daemon.control("suspend", "sleeper")
-            #expect(session.frozen(Self.foo))
+            try session.wait("the scope is frozen") { session.frozen(Self.foo) }
             let sleeper = try #require(try daemon.status("sleeper").pid)
             #expect(Kernel.state(sleeper) == "T")
 
@@ -184,7 +184,7 @@ struct AdoptScopeTests {
             #expect(result.status == 0, "\(result.stderr)")
             try daemon.waitForState("org.example.Foo", "background")
             try daemon.waitForState("sleeper", "background")
-            #expect(!session.frozen(Self.foo))
+            try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
             #expect(!FakeUserSession.idle(pids[0]))
             #expect(Kernel.state(sleeper) != "T")
             #expect(try daemon.lifectl("resume", "--all", "sleeper").status == 2, "--all takes no app")

@@ -65,14 +65,14 @@ struct AdoptWindowTests {
         try harness.waitForState(plain, "suspended")
         #expect(Kernel.state(plainView.pid) == "T")
         for child in children(of: plainView.pid) { #expect(Kernel.state(child) == "T", "its descendants are stopped too") }
-        #expect(!session.frozen(scope))
+        try session.wait("the scope is thawed") { !session.frozen(scope) }
 
         // Showing workspace 2 resumes it first; the scope's app goes to the background and its scope is frozen.
         try sway.msg("workspace 2")
         try harness.waitForState(plain, "active")
         #expect(Kernel.state(plainView.pid) != "T")
         try harness.waitForState("org.example.Term", "suspended")
-        #expect(session.frozen(scope))
+        try session.wait("the scope is frozen") { session.frozen(scope) }
 
         // Back: the plain app is stopped again; then the daemon dies with one app frozen and one stopped.
         try sway.msg("workspace 1")
@@ -85,7 +85,7 @@ struct AdoptWindowTests {
         try harness.start(keepLog: true)
         try harness.waitUntil("the stopped process is continued") { Kernel.state(plainView.pid) != "T" }
         #expect(harness.log.contains("which a previous lifecycled left stopped"))
-        #expect(!session.frozen(scope))
+        try session.wait("the scope is thawed") { !session.frozen(scope) }
         #expect(try harness.list().isEmpty)
     }
 
