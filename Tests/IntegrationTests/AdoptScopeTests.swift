@@ -190,4 +190,24 @@ struct AdoptScopeTests {
             #expect(try daemon.lifectl("resume", "--all", "sleeper").status == 2, "--all takes no app")
         }
     }
+
+    @Test("a reload that configures an app of an adopted app's name lets the adopted one go, thawed, and adds the configured one")
+    func configuredNameTakesOverFromAdopted() throws {
+        try withSession { daemon, session in
+            let pids = try session.unit(Self.foo, busy: true)
+            try daemon.start()
+            try daemon.waitUntil("the scope is adopted") { try adopted(daemon)["org.example.Foo"] != nil }
+            try daemon.control("suspend", "org.example.Foo")
+            try session.wait("the scope is frozen") { session.frozen(Self.foo) }
+            try daemon.app("org.example.Foo", "[App]\nExec=/bin/sleep 100000\nProtocol=none\n")
+            daemon.reload()
+            try daemon.waitUntil("the configured app replaces the adopted one") {
+                (try? daemon.status("org.example.Foo"))?.adopted == nil && (try? daemon.status("org.example.Foo")) != nil
+            }
+            try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
+            #expect(try daemon.status("org.example.Foo").state == .notRunning)
+            #expect(!FakeUserSession.idle(pids[0]))
+            #expect(daemon.isDaemonRunning)
+        }
+    }
 }

@@ -43,8 +43,11 @@ final class Adoption {
         }
         if new.exclude != old.exclude {
             refusalsLogged = []
-            for name in places.keys.sorted() {
-                if let why = rails().excluded(appID: name) { release(name, reason: why) }
+            let rails = rails()
+            for (name, place) in places.sorted(by: { $0.key < $1.key }) {
+                var unit: String?
+                if case .scope(let path) = place { unit = path.split(separator: "/").last.map(String.init) }
+                if let why = rails.excluded(appID: appIDs[name] ?? name, unit: unit) { release(name, reason: why) }
             }
         }
         // The grace time and the apps' own settings may have changed: every adopted app takes them from now on.
@@ -54,6 +57,10 @@ final class Adoption {
             daemon.runtime(name)?.config.policy = policy
         }
         if new.scopes && (!scopes.running || new.appSlice != old.appSlice || new.user != old.user) {
+            // Another slice: the units of the old one are watched no more, so their apps are let go first.
+            if scopes.running {
+                releaseAll(where: { place in if case .scope = place { true } else { false } }, reason: "the app slice changed")
+            }
             scopes.stop()
             scopes.start(new)
         }
@@ -181,6 +188,11 @@ final class Adoption {
             Log.error("\(name): Failed to adopt: \(error)")
         }
         daemon.drain()
+    }
+
+    /// A configured app takes the name of an adopted one (a reload added its file): the adopted app is let go.
+    func yieldName(_ name: String) {
+        if places[name] != nil { release(name, reason: "an app file of the same name is configured now") }
     }
 
     /// `lifectl resume --all`: every suspended app, adopted or configured, is resumed into the background (thawed,

@@ -140,6 +140,7 @@ final class ConfigReload {
     }
 
     private func add(_ appConfig: AppConfig) {
+        daemon.adoption.yieldName(appConfig.name)
         daemon.model.add(appConfig.name, policy: appConfig.policy)
         let app = AppRuntime(name: appConfig.name, config: appConfig)
         daemon.apps[appConfig.name] = app
