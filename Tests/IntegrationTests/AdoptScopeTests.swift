@@ -43,6 +43,8 @@ struct AdoptScopeTests {
             #expect(foo.cgroup == session.path(Self.foo))
             #expect(foo.suspendMethod == "freezer")
             #expect(fooPids.contains(try #require(foo.pid)))
+            let status = try daemon.lifectl("status").stdout
+            #expect(status.contains("adopt: scopes in \(session.mount)/\(session.appSlice), 1 adopted"), "\(status)")
 
             let barPids = try session.unit("app-org.example.Bar-99.scope")
             try daemon.waitUntil("the scope made later is adopted") { try adopted(daemon)["org.example.Bar"] != nil }

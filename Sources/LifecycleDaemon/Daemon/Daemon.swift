@@ -320,7 +320,7 @@ public final class Daemon {
                                          uptime: loop.now - startedAt, sources: configuration.sources?.descriptions ?? [],
                                          catalog: model.catalog)
         status.display = display.description
-        status.mechanisms = mechanisms
+        status.mechanisms = mechanisms + ["adopt: \(adoption.description)"]
         return status
     }
 
