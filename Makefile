@@ -78,6 +78,7 @@ test-clients: clients deps
 # Installation, with the usual PREFIX (default /usr/local) and DESTDIR (a staging root for packages and tests):
 #   $(PREFIX)/bin                                lifecycled, lifectl
 #   $(UNITDIR)                                   lifecycled.service (ExecStart=, ExecReload= set to $(PREFIX)/bin), .socket
+#   $(USERUNITDIR)                               lifecycled.service for a desktop session (systemctl --user)
 #   $(PREFIX)/share/man/man{1,5,8}               lifectl(1), lifecycled.conf(5), lifecycled(8)
 #   $(PREFIX)/share/bash-completion/completions  lifectl
 #   /etc/lifecycled/lifecycled.conf, apps/       only if there is no lifecycled.conf yet (no demo apps)
@@ -102,6 +103,7 @@ BINDIR = $(PREFIX)/bin
 MANDIR = $(PREFIX)/share/man
 COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
 UNITDIR = $(PREFIX)/lib/systemd/system
+USERUNITDIR = $(PREFIX)/lib/systemd/user
 CONFDIR = /etc/lifecycled
 # Where the bus daemon and polkitd read them, whatever the prefix: neither looks under /usr/local.
 DBUSPOLICYDIR ?= /usr/share/dbus-1/system.d
@@ -109,7 +111,7 @@ POLKITACTIONDIR ?= /usr/share/polkit-1/actions
 RELEASE := -c release --static-swift-stdlib --scratch-path .build/static
 RELEASE_LIFECTL := -c release --scratch-path .build/static-executable -Xswiftc -static-executable
 INSTALLED = $(BINDIR)/lifecycled $(BINDIR)/lifectl \
-	$(UNITDIR)/lifecycled.service $(UNITDIR)/lifecycled.socket \
+	$(UNITDIR)/lifecycled.service $(UNITDIR)/lifecycled.socket $(USERUNITDIR)/lifecycled.service \
 	$(MANDIR)/man1/lifectl.1 $(MANDIR)/man5/lifecycled.conf.5 $(MANDIR)/man8/lifecycled.8 \
 	$(COMPLETIONDIR)/lifectl \
 	$(DBUSPOLICYDIR)/org.lifecycled.Lifecycle1.conf $(POLKITACTIONDIR)/org.lifecycled.policy
@@ -132,6 +134,13 @@ endif
 		|| { echo "make install: could not set ExecStart= and ExecReload= in lifecycled.service" >&2; exit 1; }
 	chmod 0644 "$(DESTDIR)$(UNITDIR)/lifecycled.service"
 	install -m 0644 systemd/lifecycled.socket "$(DESTDIR)$(UNITDIR)/lifecycled.socket"
+	install -d "$(DESTDIR)$(USERUNITDIR)"
+	sed -e 's|^ExecStart=/usr/local/bin/lifecycled |ExecStart=$(BINDIR)/lifecycled |' \
+		-e 's|^ExecReload=/usr/local/bin/lifectl |ExecReload=$(BINDIR)/lifectl |' systemd/user/lifecycled.service \
+		> "$(DESTDIR)$(USERUNITDIR)/lifecycled.service"
+	grep -q '^ExecStart=$(BINDIR)/lifecycled ' "$(DESTDIR)$(USERUNITDIR)/lifecycled.service" \
+		|| { echo "make install: could not set ExecStart= in the user's lifecycled.service" >&2; exit 1; }
+	chmod 0644 "$(DESTDIR)$(USERUNITDIR)/lifecycled.service"
 	install -D -m 0644 docs/man/lifectl.1 "$(DESTDIR)$(MANDIR)/man1/lifectl.1"
 	install -D -m 0644 docs/man/lifecycled.conf.5 "$(DESTDIR)$(MANDIR)/man5/lifecycled.conf.5"
 	install -D -m 0644 docs/man/lifecycled.8 "$(DESTDIR)$(MANDIR)/man8/lifecycled.8"
@@ -145,6 +154,7 @@ endif
 		echo "Note: $(DESTDIR)/etc/systemd/system/lifecycled.service (an earlier install?) overrides $(UNITDIR)/lifecycled.service"; \
 	fi
 	@[ -n "$(DESTDIR)" ] || echo "Next: systemctl daemon-reload && systemctl enable --now lifecycled.socket lifecycled.service"
+	@[ -n "$(DESTDIR)" ] || echo "  or, in a desktop session: systemctl --user daemon-reload && systemctl --user enable --now lifecycled"
 
 uninstall:
 	rm -f $(addprefix "$(DESTDIR),$(addsuffix ",$(INSTALLED)))

@@ -53,6 +53,9 @@ public struct AppPolicy: Sendable, Equatable {
     /// `ResumeForSec=`: how long such a wake lasts before the app is suspended again (a protocol app: the deadline
     /// of its `performFetch`, or its ack, whichever comes first).
     public var resumeFor: Duration = .seconds(10)
+    /// Adopted from the desktop (`[Adopt]`): a process someone else started and no file configures. Like an
+    /// external app it is never launched nor restarted by the daemon, and it speaks no protocol.
+    public var adopted = false
 
     public init() {}
 }

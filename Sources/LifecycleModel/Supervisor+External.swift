@@ -10,7 +10,7 @@ extension Supervisor {
         guard let app = table.record(name) else {
             throw RequestError(app: name, state: nil, request: request, reason: .unknownApp)
         }
-        guard app.policy.external else {
+        guard app.policy.external || app.policy.adopted else {
             throw RequestError(app: name, state: app.state, request: request,
                                reason: .notAllowed(hint: "it is not an external app (no External=yes)"))
         }

@@ -18,7 +18,7 @@ extension Supervisor {
         }
 
         let policy = app.policy
-        let restart = !requested && !policy.external && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
+        let restart = !requested && !policy.external && !policy.adopted && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
         guard restart else { return }
         let windowStart = now - policy.startLimitInterval
         table[name].recentStarts.removeAll { $0 < windowStart }

@@ -55,6 +55,8 @@ public struct ControlRequest: Codable, Sendable, Equatable {
                                         "scene-open", "scene-focus", "scene-background", "scene-close", "scene-discard"]
     /// Verbs that change something but are not lifecycle requests.
     public static let otherVerbs = ["post", "simulate-memory-pressure", "reload"]
+    /// Changing verbs that lifectl spells otherwise on its command line: `resume-all` is `lifectl resume --all`.
+    public static let spelledOtherwise = ["resume-all"]
     /// Verbs that change nothing; anyone who can reach the socket may use them.
     public static let queryVerbs = ["list", "status", "scenes", "watch"]
     /// The control protocol's version (docs/CONTROL.md). Requests carry none: later versions only add verbs and
@@ -100,6 +102,8 @@ public struct AppStatus: Codable, Sendable, Equatable {
     public var terminatedInBackground = false
     /// Its scene sessions, for apps with `[Scenes]` (nil for the others).
     public var scenes: [SceneStatus]?
+    /// For an app adopted from the desktop (`[Adopt]`): `scope UNIT` or `process PID`; nil for a configured app.
+    public var adopted: String?
 
     public init(name: String, state: AppState, pid: Int32?, since: String, sinceSeconds: Double, protocol: String,
                 launches: Int, deadlineMisses: Int, awaiting: String?, suspendMethod: String, cgroup: String?) {

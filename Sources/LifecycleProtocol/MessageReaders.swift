@@ -189,7 +189,7 @@ extension AppStatus {
         var launches: Int?, deadlineMisses: Int?, suspendMethod: String?, queuedNotifications: Int?, queuedPosts: Int?
         var observing: [String]?, backgroundTasks: [TaskStatus]?, taskOverruns: Int?, backgroundModes: [String]?
         var memoryTerminations: Int?, terminatedInBackground: Bool?
-        var pid: Int32?, awaiting: String?, cgroup: String?, backgroundTimeRemaining: Double?, scenes: [SceneStatus]?
+        var pid: Int32?, adopted: String?, awaiting: String?, cgroup: String?, backgroundTimeRemaining: Double?, scenes: [SceneStatus]?
         for (key, value) in zip(keys, values) {
             switch key {
             case "name": name = value.plainString
@@ -213,6 +213,10 @@ extension AppStatus {
                 guard !value.isNull else { continue }
                 guard let number = value.plainInt32 else { return nil }
                 pid = number
+            case "adopted":
+                guard !value.isNull else { continue }
+                guard let text = value.plainString else { return nil }
+                adopted = text
             case "awaiting":
                 guard !value.isNull else { continue }
                 guard let text = value.plainString else { return nil }
@@ -250,6 +254,7 @@ extension AppStatus {
         self.memoryTerminations = memoryTerminations
         self.terminatedInBackground = terminatedInBackground
         self.scenes = scenes
+        self.adopted = adopted
     }
 }
 

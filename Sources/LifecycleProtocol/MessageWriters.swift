@@ -85,6 +85,7 @@ extension ControlReply {
 extension AppStatus {
     func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
         writer.byte(UInt8(ascii: "{"))
+        writer.memberThenComma(#""adopted":"#, adopted)
         writer.memberThenComma(#""awaiting":"#, awaiting)
         writer.raw(#""backgroundModes":"#)
         writer.strings(backgroundModes)

@@ -21,6 +21,7 @@ let usage = """
       background APP                → background (suspended after its BackgroundTimeSec)
       suspend APP                   → suspended now
       resume APP                    suspended → background
+      resume --all                  every suspended app → background: thawed and continued, adopted ones too
       terminate APP                 willTerminate, SIGTERM, SIGKILL
     Notifications (as lifecycle verbs):
       post TYPE [--app APP] [--data JSON]
@@ -88,6 +89,7 @@ var quiet = false
 var noPager = false
 var follow = false
 var background = false
+var all = false
 var targetApp: String?
 var data: String?
 var sceneRole: String?
@@ -107,6 +109,7 @@ while let argument = arguments.popFirst() {
     case "--no-pager": noPager = true
     case "-f", "--follow": follow = true
     case "--background": background = true
+    case "--all": all = true
     case "--app": targetApp = optionValue(argument, needs: "an app name")
     case "--data": data = optionValue(argument, needs: "a JSON value")
     case "--role": sceneRole = optionValue(argument, needs: "a scene role")
@@ -199,7 +202,11 @@ case "post":
 case "simulate-memory-pressure", "reload":
     guard app == nil else { fail("\(verb) takes no app", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb)
+case "resume" where all:
+    guard app == nil else { fail("resume --all takes no app", status: ExitStatus.usage) }
+    request = ControlRequest(verb: "resume-all")
 case _ where ControlRequest.lifecycleVerbs.contains(verb) && !verb.hasPrefix("scene-"):
+    guard !all else { fail("--all goes with resume only", status: ExitStatus.usage) }
     guard let app else { fail("\(verb) needs an app name", status: ExitStatus.usage) }
     guard !background || verb == "launch" else { fail("--background goes with launch only", status: ExitStatus.usage) }
     request = ControlRequest(verb: verb, app: app, background: background ? true : nil)
@@ -298,7 +305,8 @@ func pad(_ text: String, _ width: Int) -> String {
 
 func table(_ apps: [AppStatus]) {
     let header = ["NAME", "STATE", "PID", "SINCE", "PROTOCOL"]
-    let rows = apps.map { [$0.name, $0.state.rawValue, $0.pid.map(String.init) ?? "-", age($0.sinceSeconds), $0.protocol] }
+    let rows = apps.map { [$0.name, $0.state.rawValue, $0.pid.map(String.init) ?? "-", age($0.sinceSeconds),
+                           $0.protocol + ($0.adopted.map { " (adopted: \($0))" } ?? "")] }
     let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
     output(header.indices.map { $0 == header.count - 1 ? header[$0] : pad(header[$0], widths[$0]) }.joined(separator: "  "))
     for row in rows {
@@ -320,6 +328,7 @@ func details(_ app: AppStatus) {
     output("  deadline misses: \(app.deadlineMisses)")
     output("  suspend method:  \(app.suspendMethod)")
     output("  cgroup:          \(app.cgroup ?? "-")")
+    if let adopted = app.adopted { output("  adopted:         \(adopted)") }
     output("  observing:       \(app.observing.isEmpty ? "-" : app.observing.joined(separator: ", "))")
     output("  queued:          \(app.queuedNotifications) notifications (\(app.queuedPosts) posts)")
     if !app.backgroundModes.isEmpty { output("  background modes: \(app.backgroundModes.joined(separator: ", "))") }

@@ -22,7 +22,9 @@ let usage = """
 
     Supervises apps through the iOS app lifecycle: notRunning, inactive, active, background, suspended.
 
-      --config DIR        configuration directory (default /etc/lifecycled): DIR/lifecycled.conf, DIR/apps/*.conf
+      --config DIR        configuration directory: DIR/lifecycled.conf, DIR/apps/*.conf (default /etc/lifecycled
+                          for root; otherwise $XDG_CONFIG_HOME/lifecycled, ~/.config/lifecycled, if it exists,
+                          else /etc/xdg/lifecycled)
       --runtime-dir DIR   sockets (default: $LIFECYCLED_RUNTIME_DIR, /run/lifecycled for root,
                           $XDG_RUNTIME_DIR/lifecycled otherwise)
       --log-level LEVEL   debug, info (default), notice, warning, error
@@ -35,7 +37,7 @@ let usage = """
 
 var environment: [String: String] = [:]
 for (key, value) in ProcessEnvironment.all() { environment[key] = value }
-var configDirectory = "/etc/lifecycled"
+var configDirectory = ConfigDirectory.path(uid: getuid(), environment: environment)
 var runtimeDirectory = RuntimeDirectory.path(environment: environment, uid: getuid())
 var arguments = CommandLine.arguments.dropFirst()
 

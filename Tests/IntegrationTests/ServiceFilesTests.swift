@@ -192,6 +192,7 @@ struct ServiceFilesTests {
             "usr/local/bin/lifectl": 0o755,
             "usr/local/lib/systemd/system/lifecycled.service": 0o644,
             "usr/local/lib/systemd/system/lifecycled.socket": 0o644,
+            "usr/local/lib/systemd/user/lifecycled.service": 0o644,
             "usr/local/share/man/man1/lifectl.1": 0o644,
             "usr/local/share/man/man5/lifecycled.conf.5": 0o644,
             "usr/local/share/man/man8/lifecycled.8": 0o644,
@@ -220,6 +221,10 @@ struct ServiceFilesTests {
         let service = try String(contentsOfFile: root + "/usr/local/lib/systemd/system/lifecycled.service", encoding: .utf8)
         #expect(service.contains("\nExecStart=/usr/local/bin/lifecycled --config /etc/lifecycled\n"))
         #expect(service.contains("\nExecReload=/usr/local/bin/lifectl reload\n"))
+        // The desktop session's unit: no --config (the user's own directories), Type=notify, Delegate=yes.
+        let userService = try String(contentsOfFile: root + "/usr/local/lib/systemd/user/lifecycled.service", encoding: .utf8)
+        #expect(userService.contains("\nExecStart=/usr/local/bin/lifecycled --log-level info\n"))
+        #expect(userService.contains("\nType=notify\n") && userService.contains("\nDelegate=yes\n"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: root + "/etc/lifecycled/lifecycled.conf"))
             == Data(contentsOf: Self.repository.appendingPathComponent("Config/lifecycled.conf")))
         #expect(try Data(contentsOf: URL(fileURLWithPath: root + "/usr/local/bin/lifectl"))

@@ -76,7 +76,7 @@ extension SourceTests {
             let (_, diagnostics) = ConfigLoader.parseDaemon(text: "[Source]\nBattery=no\n", file: "lifecycled.conf")
 
             #expect(diagnostics.map(\.description) == [
-                "lifecycled.conf:1: unknown section [Source], ignoring it and the keys under it (known: [Control], [Defaults], [Display], [Memory], [NotificationTypes], [Sources])",
+                "lifecycled.conf:1: unknown section [Source], ignoring it and the keys under it (known: [Adopt], [Control], [Defaults], [Display], [Memory], [NotificationTypes], [Sources])",
             ])
         }
 

@@ -50,6 +50,7 @@ struct LineCoderTests {
         status.backgroundTasks = [TaskStatus(task: 1, name: "upload \"photos\"")]
         status.backgroundTimeRemaining = 29.5
         status.backgroundModes = ["audio"]
+        status.adopted = "scope app-gnome-\(name)-1234.scope"
         return status
     }
 

@@ -77,6 +77,8 @@ public struct AppConfig: Sendable, Equatable {
     public var appID: String?
     /// `External=yes`: the daemon never starts this app; a process someone else started attaches on the app socket.
     public var external: Bool { policy.external }
+    /// `AppId=` and no `Exec=`: the settings of an app that is only ever adopted (`[Adopt]`), never launched.
+    public var adoptOnly: Bool { exec.isEmpty && !external && appID != nil }
 
     public init(
         name: String,
@@ -127,6 +129,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var bus: BusChoice = .auto
     /// `[Display]`.
     public var display = DisplayConfig()
+    /// `[Adopt]`.
+    public var adopt = AdoptConfig()
 
     /// All defaults: what an absent `lifecycled.conf` means.
     public init() {
@@ -147,6 +151,8 @@ public struct LoadedConfig: Sendable, Equatable {
     public var apps: [String: AppConfig]
     /// In file order: `lifecycled.conf` first, then the app files sorted by name.
     public var diagnostics: [ConfigDiagnostic]
+    /// App files with `AppId=` and no `Exec=`: settings for an app that is only ever adopted, keyed by the app id.
+    public var adoptSettings: [String: AppConfig] = [:]
 
     public init(daemon: DaemonConfig = DaemonConfig(), apps: [String: AppConfig] = [:], diagnostics: [ConfigDiagnostic] = []) {
         self.daemon = daemon

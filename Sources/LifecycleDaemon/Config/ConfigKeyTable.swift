@@ -123,7 +123,7 @@ extension ConfigLoader {
     /// `lifecycled.conf`. (`[NotificationTypes]` has free-form keys, the type names: see `parseNotificationTypes`.)
     static let daemonKeys: [Key<DaemonConfig>] =
         (restartKeys(in: "Defaults") + lifecycleKeys(in: "Defaults")).map { $0.lifted(\DaemonConfig.defaults) } + sourcesKeys
-        + memoryKeys + controlKeys + displayKeys
+        + memoryKeys + controlKeys + displayKeys + adoptKeys
 
     /// UIKit's background modes (UIBackgroundModes), as words: `audio`, `voip`, `location`…; any word of letters,
     /// digits and `-` is taken, since the daemon treats every mode alike (never suspended for its grace time).

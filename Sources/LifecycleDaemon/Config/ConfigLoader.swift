@@ -67,9 +67,19 @@ public enum ConfigLoader {
                     severity: .error, file: file, message: "Failed to read: \(error), app '\(appName)' not loaded"))
                 continue
             }
-            let (app, diagnostics) = parseApp(name: appName, text: text, file: file, defaults: loaded.daemon.defaults)
+            var (app, diagnostics) = parseApp(name: appName, text: text, file: file, defaults: loaded.daemon.defaults)
+            if let parsed = app, parsed.adoptOnly {
+                // Keys the file does not set come from [Adopt] (its grace time) before [Defaults].
+                var defaults = loaded.daemon.defaults
+                defaults.policy.backgroundTime = loaded.daemon.adopt.backgroundTime
+                (app, diagnostics) = parseApp(name: appName, text: text, file: file, defaults: defaults)
+            }
             loaded.diagnostics += diagnostics
-            if let app { loaded.apps[appName] = app }
+            if let app, let appID = app.appID, app.adoptOnly {
+                loaded.adoptSettings[appID] = app
+            } else if let app {
+                loaded.apps[appName] = app
+            }
         }
         return loaded
     }
@@ -102,7 +112,7 @@ public enum ConfigLoader {
         guard checkExternal(&app, items: items, file: file, resolveUser: resolveUser, diagnostics: &diagnostics) else {
             return (nil, diagnostics)
         }
-        guard !app.exec.isEmpty || app.external else {
+        guard !app.exec.isEmpty || app.external || app.appID != nil else {
             diagnostics.append(ConfigDiagnostic(
                 severity: .error, file: file, message: "no valid Exec= in [App], app '\(name)' not loaded"))
             return (nil, diagnostics)

@@ -47,6 +47,8 @@ final class AppRuntime {
     private var membersRead: (iteration: UInt64, leader: pid_t?, pids: [pid_t])?
     /// Removed from the config while running: forget it once it has exited.
     var removeWhenStopped = false
+    /// For an app adopted from the desktop (`[Adopt]`): what it is, as status shows it (`scope UNIT`, `process PID`).
+    var adoptedAs: String?
 
     init(name: String, config: AppConfig) {
         self.name = name

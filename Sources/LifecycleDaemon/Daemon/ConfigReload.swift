@@ -45,7 +45,7 @@ final class ConfigReload {
         daemon.serviceManager.reloading()
         defer { daemon.serviceManager.ready { [unowned daemon] in daemon.statusLine() } }
         let fresh = ConfigLoader.load(directory: daemon.options.configDirectory)
-        let plan = ReloadPlan.reload(inForce: daemon.apps.mapValues(\.config), fresh: fresh)
+        let plan = ReloadPlan.reload(inForce: configuredApps(), fresh: fresh)
         report(fresh.diagnostics, plan.rejected)
         config.diagnostics = fresh.diagnostics
         guard let daemonConfig = plan.daemon else {
@@ -76,9 +76,11 @@ final class ConfigReload {
         let stillUnloaded = Set(plan.rejected.compactMap { ReloadPlan.appName(of: $0.file) }).filter { daemon.apps[$0] == nil }
         for name in unloadedApps.subtracting(stillUnloaded) where fresh.apps[name] == nil { daemon.persistence.removeKept(name) }
         unloadedApps = stillUnloaded
-        config = LoadedConfig(daemon: daemonConfig, apps: daemon.apps.mapValues(\.config), diagnostics: fresh.diagnostics)
+        config = LoadedConfig(daemon: daemonConfig, apps: configuredApps(), diagnostics: fresh.diagnostics)
+        config.adoptSettings = fresh.adoptSettings
         applyDaemonConfig()
         daemon.display.apply(daemonConfig.display, environment: daemon.options.environment)
+        daemon.adoption.apply(daemonConfig.adopt)
         let changed = (plan.changed.map(\.name) + plan.added.map(\.name) + plan.removed).sorted()
         let summary = changed.isEmpty ? "nothing changed" : "changed " + changed.joined(separator: ", ")
         if plan.rejected.isEmpty {
@@ -87,6 +89,12 @@ final class ConfigReload {
             Log.error("Reloaded the configuration: \(summary); not applied: \(plan.rejected.map(\.file).joined(separator: ", "))")
         }
         return plan
+    }
+
+    /// The apps the configuration holds: adopted apps have no file, and a reload never removes them as if theirs
+    /// were gone (`Adoption` lets them go).
+    private func configuredApps() -> [String: AppConfig] {
+        daemon.apps.filter { !$0.value.config.policy.adopted }.mapValues(\.config)
     }
 
     /// `lifectl reload`: the reply goes out once the reload is done, a failure naming every file not applied.
@@ -133,6 +141,7 @@ final class ConfigReload {
     }
 
     private func add(_ appConfig: AppConfig) {
+        daemon.adoption.yieldName(appConfig.name)
         daemon.model.add(appConfig.name, policy: appConfig.policy)
         let app = AppRuntime(name: appConfig.name, config: appConfig)
         daemon.apps[appConfig.name] = app

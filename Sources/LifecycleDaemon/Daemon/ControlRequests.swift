@@ -77,7 +77,7 @@ final class ControlRequests {
         let method = StatusReport.suspendMethod(inForce: app.suspendedWith, configured: app.config.suspendMethod,
                                                 freezerAvailable: placement.freezer(of: app) != nil || placement.canFreeze)
         let process = StatusReport.Process(pid: app.pid, sinceWall: app.sinceWall, suspendMethod: method,
-                                           cgroupPath: placement.displayPath(of: app))
+                                           cgroupPath: placement.displayPath(of: app), adoptedAs: app.adoptedAs)
         let wallNow = wallClockNow(), now = loop.now
         var status = host.withRecord(name) { record in StatusReport.app(record, process: process, wallNow: wallNow, now: now) }
         status?.backgroundModes = host.backgroundModes(of: name).sorted()

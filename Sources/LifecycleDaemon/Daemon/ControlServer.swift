@@ -220,6 +220,7 @@ final class ControlServer {
             }
         default:
             let verbs = ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs + ControlRequest.otherVerbs
+                + ControlRequest.spelledOtherwise
             guard verbs.contains(request.verb) else {
                 return client.reply(.failure("unknown verb '\(ProtocolError.clipped(request.verb, to: 80))' (expected one of: \(verbs.joined(separator: ", ")))"))
             }
@@ -238,6 +239,11 @@ final class ControlServer {
                 Log.notice("Memory pressure simulated by uid \(client.uid) (pid \(client.pid))")
                 daemon.memoryPressure(reading: ["simulated": true])
                 return client.reply(ControlReply(ok: true))
+            }
+            if request.verb == "resume-all" {
+                Log.notice("Resume of every suspended app requested by uid \(client.uid) (pid \(client.pid))")
+                daemon.adoption.resumeAll()
+                return client.reply(ControlReply(ok: true, apps: daemon.requests.allStatuses()))
             }
             if request.verb == "reload" {
                 return client.reply(daemon.configuration.reloadRequested(by: client.uid, pid: client.pid))

@@ -48,11 +48,13 @@ public final class Daemon {
     // The owners: each holds its own state, reaches the model and the event queue through this daemon
     // (`DaemonHost`), and the owners it builds on (placement, fd store, processes) through their methods.
     let placement: any ProcessPlacement
+    /// The placement of configured apps, behind the one adopted apps go through (`AdoptedPlacement`).
+    private let basePlacement: any ProcessPlacement
     /// Why apps are, or are not, in systemd scopes (`ScopePlacement.make`), for the log.
     private let placementReason: String
     /// The lines that say how apps are placed, weighed and frozen, for the log and `lifectl status`.
     var mechanisms: [String] {
-        (placement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms + (cgroups.fallbackReason.map { ["fallback: \($0)"] } ?? [])
+        (basePlacement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms + (cgroups.fallbackReason.map { ["fallback: \($0)"] } ?? [])
     }
     /// Held from the first moment to the last: no other daemon serves this runtime directory meanwhile.
     private let runtimeLock: RuntimeDirectoryLock
@@ -71,6 +73,7 @@ public final class Daemon {
             self.configuration.sources?.stop()
             self.display.stop()
             self.audio.stop()
+            self.adoption.stop()
         },
         closeSockets: { [unowned self] in
             self.control?.close()
@@ -79,6 +82,7 @@ public final class Daemon {
         })
     private(set) lazy var externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
     private(set) lazy var configuration = ConfigReload(daemon: self)
+    private(set) lazy var adoption = Adoption(daemon: self, stateDirectory: stateStore.directory)
     private(set) lazy var display = DisplayFollower(loop: loop, host: self, placement: placement)
     private(set) lazy var audio = AudioFollower(loop: loop, host: self, placement: placement)
     private(set) lazy var persistence = Persistence(loop: loop, host: self, store: stateStore, placement: placement,
@@ -115,11 +119,12 @@ public final class Daemon {
         placementReason = scopeReason
         if let scopes {
             cgroups = CgroupSupport(layout: .unified)
-            placement = scopes
+            basePlacement = scopes
         } else {
             cgroups = CgroupSupport.detect(groupName: cgroupGroupName(runtimeDirectory: options.runtimeDirectory))
-            placement = cgroups.layout == .none ? ProcessGroupPlacement() : CgroupPlacement(cgroups)
+            basePlacement = cgroups.layout == .none ? ProcessGroupPlacement() : CgroupPlacement(cgroups)
         }
+        placement = AdoptedPlacement(basePlacement)
         serviceManager = ServiceManager(environment: options.environment)
         fdStore = FDStore(serviceManager: serviceManager)
         retired = RetiredSources(loop: loop)
@@ -139,14 +144,14 @@ public final class Daemon {
     /// Returns the exit code.
     public func run() throws(SystemError) -> Int32 {
         Log.info("lifecycled \(daemonVersion) starting (pid \(getpid()), config \(options.configDirectory), runtime \(options.runtimeDirectory))")
-        if placement is ScopePlacement {
+        if basePlacement is ScopePlacement {
             Log.info("apps in systemd scopes: \(placementReason)")
         } else {
             Log.info("apps not in systemd scopes: \(placementReason)")
             if let reason = cgroups.fallbackReason { Log.notice("cgroups: \(reason)") }
             Log.info("cgroup layout: \(cgroups.layout.rawValue)")
         }
-        for line in (placement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms { Log.info("  \(line)") }
+        for line in (basePlacement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms { Log.info("  \(line)") }
 
         let passed = ServiceManager.passedSockets()
         if passed["control"] == nil { try makeDirectory(options.runtimeDirectory) }
@@ -166,8 +171,10 @@ public final class Daemon {
         }
         signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] in self.configuration.reload() })
 
+        adoption.recoverPreviousRun()
         configuration.load()
         startBus()
+        display.adoptWindows = { [unowned self] picture, ownership in self.adoption.adoptWindows(picture, ownership: ownership) }
         display.unanswered = { [unowned self] name in if let app = self.runtime(name) { self.requests.settled(app) } }
         display.start(configuration.config.daemon.display, environment: options.environment)
         do {
@@ -176,6 +183,7 @@ public final class Daemon {
             Log.error("Failed to prepare the state directory: \(error); a restart of lifecycled will not find its apps")
         }
         persistence.restorePreviousRun(keepingStateOf: configuration.unloadedApps)
+        adoption.apply(configuration.config.daemon.adopt)
         fdStore.dropUnusedPidfds()
         sessions.attachStored(fdStore.takeConnections())
         processes.launchingTogether {
@@ -335,7 +343,7 @@ public final class Daemon {
                                          sources: (configuration.sources?.descriptions ?? []) + [audio.description],
                                          catalog: model.catalog)
         status.display = display.description
-        status.mechanisms = mechanisms
+        status.mechanisms = mechanisms + ["adopt: \(adoption.description)"]
         return status
     }
 
@@ -386,6 +394,8 @@ extension Daemon: DaemonHost {
     }
 
     func terminateAll() {
+        // Adopted apps are the desktop's: let go, thawed, rather than terminated.
+        adoption.stop()
         perform(model.shutdown(now: loop.now))
         drain()
     }

@@ -72,7 +72,8 @@ final class Persistence {
 
     /// Puts `app` on the list of apps to save, once; false if it was there.
     private func flag(_ app: AppRuntime) -> Bool {
-        guard !app.dirty else { return false }
+        // An adopted app has no state file: the next daemon adopts it afresh (`AdoptionLedger`).
+        guard !app.dirty, !app.config.policy.adopted else { return false }
         app.dirty = true
         dirty.append(app)
         return true

@@ -14,6 +14,8 @@ enum StatusReport {
         var suspendMethod: String
         /// The app's cgroup as a person reads it, if it has one.
         var cgroupPath: String?
+        /// For an adopted app: its scope or process (`AppRuntime.adoptedAs`).
+        var adoptedAs: String? = nil
     }
 
     /// The suspension in force if there is one, else the one the next suspension uses: the freezer only where the
@@ -37,6 +39,7 @@ enum StatusReport {
                                launches: record.launches, deadlineMisses: record.deadlineMisses,
                                awaiting: record.awaitingCallback?.rawValue, suspendMethod: process.suspendMethod,
                                cgroup: process.cgroupPath)
+        status.adopted = process.adoptedAs
         status.queuedNotifications = record.queue.count
         status.queuedPosts = record.queue.postCount
         status.observing = record.observing.sorted()

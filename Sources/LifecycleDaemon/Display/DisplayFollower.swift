@@ -92,9 +92,20 @@ final class DisplayFollower {
         return unavailable ?? "none (focus follows lifectl alone)"
     }
 
+    /// Called with each picture before the model hears it (`Adoption`): takes on the processes of windows no app
+    /// owns, and says whether it did, so that the picture is read again with them.
+    var adoptWindows: (WindowPicture, WindowOwnership) -> Bool = { _, _ in false }
+
+    /// The last picture read again (adoption was turned on by a reload, or after the first one came).
+    func refresh() {
+        if source?.connected == true { reported(picture) }
+    }
+
     private func reported(_ picture: WindowPicture) {
         self.picture = picture
-        host.displayChanged(ownership().facts(of: picture))
+        var ownership = ownership()
+        if adoptWindows(picture, ownership) { ownership = self.ownership() }
+        host.displayChanged(ownership.facts(of: picture))
     }
 
     /// The rule, with each running app's process tree as placement finds it, and its session as a fallback (an

@@ -1,0 +1,261 @@
+import Glibc
+import LifecycleModel
+
+/// The daemon's owner of adopted apps (`[Adopt]`, docs/CONFIG.md "Adoption"): processes the desktop started, which
+/// no file configures, managed like unaware apps (priorities, the grace time, suspension, focus from the display)
+/// and never launched, restarted or terminated on the daemon's own account. It holds the rails (`AdoptRails`), the
+/// record that lets the next daemon thaw what this one froze (`AdoptionLedger`), and lets every adopted app go,
+/// thawed and continued, when the daemon stops or a reload stops adopting it.
+final class Adoption {
+    private unowned let daemon: Daemon
+    private let watcher: DirectoryWatcher
+    private(set) var config = AdoptConfig()
+    private lazy var scopes = ScopeAdoption(adoption: self, watcher: watcher)
+    private lazy var windows = WindowAdoption(adoption: self, loop: daemon.loop)
+    private let ledger: AdoptionLedger
+    /// Refusals already logged, by what was refused: each is logged once.
+    private var refusalsLogged: Set<String> = []
+    /// What each adopted app is, for the ledger and status.
+    private(set) var places: [String: AdoptionLedger.Entry] = [:]
+    /// The app id each adopted app was adopted by, for its settings (`[App] AppId=` without `Exec=`).
+    private var appIDs: [String: String] = [:]
+
+    init(daemon: Daemon, stateDirectory: String) {
+        self.daemon = daemon
+        watcher = DirectoryWatcher(loop: daemon.loop)
+        ledger = AdoptionLedger(stateDirectory: stateDirectory)
+    }
+
+    /// At start, before the configuration: what a previous daemon left frozen or stopped is thawed and continued.
+    func recoverPreviousRun() { ledger.thawLeftovers() }
+
+    /// The configuration's `[Adopt]`, at start and at every reload: adoption starts or stops, adopted apps that an
+    /// exclusion now names are let go, and the others take the new grace time.
+    func apply(_ new: AdoptConfig) {
+        let old = config
+        config = new
+        if !new.scopes && scopes.running {
+            releaseAll(where: { place in if case .scope = place { true } else { false } }, reason: "Scopes= is off now")
+            scopes.stop()
+        }
+        if !new.windows && old.windows {
+            releaseAll(where: { place in if case .process = place { true } else { false } }, reason: "Windows= is off now")
+        }
+        if new.exclude != old.exclude {
+            refusalsLogged = []
+            let rails = rails()
+            for (name, place) in places.sorted(by: { $0.key < $1.key }) {
+                var unit: String?
+                if case .scope(let path) = place { unit = path.split(separator: "/").last.map(String.init) }
+                if let why = rails.excluded(appID: appIDs[name] ?? name, unit: unit) { release(name, reason: why) }
+            }
+        }
+        // The grace time and the apps' own settings may have changed: every adopted app takes them from now on.
+        for (name, appID) in appIDs {
+            let (policy, _) = settings(for: appID)
+            daemon.model.setPolicy(policy, for: name)
+            daemon.runtime(name)?.config.policy = policy
+        }
+        if new.scopes && (!scopes.running || new.appSlice != old.appSlice || new.user != old.user) {
+            // Another slice: the units of the old one are watched no more, so their apps are let go first.
+            if scopes.running {
+                releaseAll(where: { place in if case .scope = place { true } else { false } }, reason: "the app slice changed")
+            }
+            scopes.stop()
+            scopes.start(new)
+        }
+        // After the scopes: a window whose process is in a scope is the scope's.
+        if new.windows && !old.windows { daemon.display.refresh() }
+    }
+
+    /// The daemon stops (or hands over): every adopted app is thawed, continued and let go.
+    func stop() {
+        scopes.stop()
+        releaseAll(where: { _ in true }, reason: "lifecycled stops")
+        watcher.stop()
+    }
+
+    /// For `lifectl status`.
+    var description: String {
+        guard config.enabled else { return "off" }
+        var parts: [String] = []
+        if config.scopes { parts.append("scopes " + (scopes.slice.map { "in \($0.path)" } ?? "(no app slice found)")) }
+        if config.windows { parts.append("windows") }
+        return parts.joined(separator: "; ") + ", \(places.count) adopted"
+    }
+
+    /// The adoption of each adopted app as status shows it, nil for a configured app.
+    func place(of name: String) -> String? {
+        switch places[name] {
+        case .scope(let path)?: "scope " + (path.split(separator: "/").last.map(String.init) ?? path)
+        case .process(let pid, _)?: "process \(pid)"
+        case nil: nil
+        }
+    }
+
+    // MARK: Adopting
+
+    /// The policy of an adopted app, from its own file (`[App] AppId=ID` without `Exec=`) or else from
+    /// `[Defaults]` with the `[Adopt]` grace time: unaware and never restarted either way. With the file's
+    /// `SuspendMethod=`, which a scope overrides with its freezer.
+    private func settings(for appID: String) -> (AppPolicy, SuspendMethod?) {
+        let loaded = daemon.configuration.config
+        let own = loaded.adoptSettings[appID]
+        var policy = own?.policy ?? loaded.daemon.defaults.policy
+        if own == nil { policy.backgroundTime = config.backgroundTime }
+        policy.speaksProtocol = false
+        policy.adopted = true
+        policy.external = false
+        policy.restart = .no
+        policy.scenes = nil
+        return (policy, own?.suspendMethod)
+    }
+
+    func rails() -> AdoptRails {
+        AdoptRails(uid: getuid() == 0 ? config.user.flatMap(ConfigLoader.systemUserID) ?? 0 : getuid(),
+                   configured: config.exclude, protected: AdoptRails.ownLine(in: ProcessTree.read()))
+    }
+
+    func refuse(_ what: String, _ why: String) {
+        guard refusalsLogged.insert(what).inserted else { return }
+        Log.notice("adopt: not adopting \(what): \(why)")
+    }
+
+    /// A launcher's unit with processes in it: adopted as the app named by its AppID, unless a rail says no.
+    /// Returns the app's name.
+    func adoptScope(_ unit: LauncherUnit, path: String) -> String? {
+        guard !daemon.stopping else { return nil }
+        if AdoptRails.underSessionSlice(path) { refuse(unit.unit, "it is under session.slice"); return nil }
+        let rails = rails()
+        if let why = rails.excluded(appID: unit.appID, unit: unit.unit) { refuse(unit.unit, why); return nil }
+        let scope = AppCgroup(app: unit.appID, unifiedPath: path, cpuPath: nil, freezerPath: nil)
+        let pids = scope.pids()
+        guard let leader = pids.min() else { return nil }
+        if let why = rails.refuses(pids, uidOf: { ProcessIdentity.realUID(of: $0) }) { refuse(unit.unit, why); return nil }
+        guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
+        let (policy, _) = settings(for: unit.appID)
+        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer,
+                                                           policy: policy))
+        app.cgroup = scope
+        appIDs[name] = unit.appID
+        adopt(app, leader: leader, place: .scope(path),
+              what: "scope \(unit.unit) (process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")))")
+        return name
+    }
+
+    /// A display picture came: with `Windows=yes`, the processes of windows no app owns are adopted. Returns
+    /// whether any was (the picture is then read again, with them).
+    func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool {
+        guard config.windows, !daemon.stopping else { return false }
+        return windows.adopt(picture, ownership: ownership, appSlice: scopes.slice?.cgroup)
+    }
+
+    /// A window's process, checked by `WindowAdoption`, becomes the app named by its app id. Returns its name.
+    func adoptWindowProcess(appID: String, pid: pid_t, pidfd: FileDescriptor, startTime: UInt64, what: String) -> String? {
+        guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
+        let (policy, method) = settings(for: appID)
+        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy))
+        appIDs[name] = appID
+        adopt(app, leader: pid, pidfd: pidfd, place: .process(pid, startTime: startTime), what: what)
+        return name
+    }
+
+    /// The app id as an app name, or the first free `ID-2`, `ID-3`… when a configured or adopted app has it.
+    private func freeName(for appID: String) -> String? {
+        let valid = appID.utf8.count <= 60 && appID.first.map { $0.isASCII && ($0.isLetter || $0.isNumber) } == true
+            && appID.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_.-".contains($0)) }
+        guard valid else { return nil }
+        if daemon.apps[appID] == nil { return appID }
+        return (2...99).lazy.map { "\(appID)-\($0)" }.first { self.daemon.apps[$0] == nil }
+    }
+
+    /// `pidfd`: the leader's, when the caller has one. Not the daemon's child, the leader is signalled like the
+    /// other members (`Suspension` signals each member outside the leader's process group).
+    private func adopt(_ app: AppRuntime, leader: pid_t, pidfd: FileDescriptor? = nil, place: AdoptionLedger.Entry, what: String) {
+        let name = app.name
+        daemon.model.add(name, policy: app.config.policy)
+        daemon.apps[name] = app
+        app.began(pid: leader, pidfd: pidfd ?? (try? openPidFD(leader)), token: nil)
+        places[name] = place
+        app.adoptedAs = self.place(of: name)
+        ledger.write(Array(places.values))
+        daemon.observers.tell(.added(name))
+        Log.event(.launch, .notice, "\(name): adopted \(what)",
+                  [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(leader)), ("LIFECYCLE_LAUNCHED_BY", "adopted")])
+        do {
+            daemon.perform(try daemon.model.attach(name, launchedBy: "adopted", now: daemon.loop.now))
+        } catch {
+            Log.error("\(name): Failed to adopt: \(error)")
+        }
+        daemon.drain()
+    }
+
+    /// A configured app takes the name of an adopted one (a reload added its file): the adopted app is let go.
+    func yieldName(_ name: String) {
+        if places[name] != nil { release(name, reason: "an app file of the same name is configured now") }
+    }
+
+    /// `lifectl resume --all`: every suspended app, adopted or configured, is resumed into the background (thawed,
+    /// continued); its grace time starts again.
+    func resumeAll() {
+        for record in daemon.model.records where record.state == .suspended {
+            do {
+                daemon.perform(try daemon.model.handle(.resume, for: record.name, origin: "lifectl resume --all", now: daemon.loop.now))
+            } catch {
+                Log.warning("\(record.name): Failed to resume: \(error)")
+            }
+        }
+        daemon.drain()
+    }
+
+    // MARK: Letting go
+
+    /// Processes came or went while some remain: the app's main process is one that still runs.
+    func membersChanged(_ name: String) {
+        guard let app = daemon.runtime(name), let pid = app.pid, ProcessTable.state(of: pid) == nil || kill(pid, 0) != 0 else { return }
+        if let next = daemon.placement.members(of: app).min() { app.pid = next }
+    }
+
+    /// The app's last process exited: it ends, and is forgotten (the desktop owns its lifetime: no restart).
+    func ended(_ name: String) {
+        guard let app = daemon.runtime(name), places[name] != nil else { return }
+        Log.notice("\(name): its last process exited; forgotten")
+        app.stopCheck?.cancel()
+        daemon.suspension.forget(name)
+        // Processes it left behind, stopped by this daemon, are never left stopped.
+        for pid in app.stopMembers where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
+        app.pid = nil
+        app.suspendedWith = nil
+        daemon.dispatch(.exited(app: name, .unknown))
+        drop(name)
+        daemon.forget(name)
+    }
+
+    /// Lets go of an adopted app that runs: thawed, continued, and forgotten by the model and the daemon.
+    func release(_ name: String, reason: String) {
+        guard let app = daemon.runtime(name), places[name] != nil else { return }
+        daemon.placement.thawIfFrozen(app)
+        let members = daemon.placement.members(of: app)
+        for pid in members where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
+        for timer in app.timers.values { timer.cancel() }
+        app.stopCheck?.cancel()
+        daemon.suspension.forget(name)
+        app.suspendedWith = nil
+        _ = daemon.model.release(name)
+        Log.notice("\(name): let go (\(reason)); thawed and continued")
+        drop(name)
+        daemon.forget(name)
+    }
+
+    private func releaseAll(where matches: (AdoptionLedger.Entry) -> Bool, reason: String) {
+        for (name, place) in places.sorted(by: { $0.key < $1.key }) where matches(place) { release(name, reason: reason) }
+    }
+
+    private func drop(_ name: String) {
+        if case .scope(let path)? = places[name], let unit = path.split(separator: "/").last { scopes.forget(String(unit)) }
+        windows.forget(name)
+        places[name] = nil
+        appIDs[name] = nil
+        ledger.write(Array(places.values))
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Glibc
+import LifecycleProtocol
+import Testing
+
+/// `[Adopt] Windows=yes` (with `Scopes=yes`) against a real headless sway: two foot windows started by the test as
+/// the session's user (through sway's own `exec`, as a launcher would), one moved into a launcher's scope and one
+/// not. Neither is configured; both are adopted and follow what sway shows, the scope's by its freezer and the
+/// other by signals.
+@Suite("Adopt: windows on a real sway", .serialized)
+struct AdoptWindowTests {
+    @Test("a window no app owns is adopted as its process and its descendants; one in a scope is the scope's; both follow sway, and a crash leaves nothing stopped")
+    func windowsAreAdoptedAndFollowSway() throws {
+        let harness = try DaemonHarness()
+        let sway = try HeadlessSway(tag: harness.tag)
+        let session = try FakeUserSession(tag: harness.tag)
+        var footPIDs: [pid_t] = []
+        defer {
+            harness.stop()
+            for pid in footPIDs { kill(pid, SIGCONT); kill(pid, SIGKILL) }
+            sway.stop()
+            session.stop()
+        }
+        let tag = harness.tag
+        let scope = "app-sway-org.example.Term-77.scope"
+        try sway.msg("exec foot --app-id term-\(tag) sleep 100000")
+        let termView = try sway.waitForView("term-\(tag)")
+        try sway.msg("exec foot --app-id plain-\(tag) sleep 100000")
+        let plainView = try sway.waitForView("plain-\(tag)")
+        footPIDs = [termView.pid, plainView.pid]
+        // The launcher's part: the first foot and its child go into their scope.
+        try FileManager.default.createDirectory(atPath: session.path(scope), withIntermediateDirectories: true)
+        for pid in [termView.pid] + children(of: termView.pid) {
+            try "\(pid)".write(toFile: session.path(scope) + "/cgroup.procs", atomically: false, encoding: .utf8)
+        }
+
+        try harness.daemonConfig("""
+            [Display]
+            Source=sway
+            SwaySocket=\(sway.socketLink)
+
+            [Adopt]
+            Scopes=yes
+            Windows=yes
+            AppSlice=\(session.appSlice)
+            User=\(HeadlessSway.user)
+            BackgroundTimeSec=1
+
+            """)
+        try harness.start()
+        let plain = "plain-\(tag)"
+        try harness.waitUntil("both are adopted") {
+            let apps = try harness.list()
+            return apps.contains { $0.name == "org.example.Term" } && apps.contains { $0.name == plain }
+        }
+        #expect(try harness.status("org.example.Term").adopted == "scope \(scope)")
+        #expect(try harness.status(plain).adopted == "process \(plainView.pid)")
+        #expect(try harness.list().count == 2, "the scope's window is not adopted a second time")
+        // Side by side on one workspace, the newer window focused.
+        try harness.waitForState(plain, "active")
+        try harness.waitForState("org.example.Term", "inactive")
+
+        // The plain window to another workspace: its app goes to the background and is stopped by signals.
+        try sway.msg("[con_id=\(plainView.id)] move container to workspace 2")
+        try harness.waitForState(plain, "suspended")
+        #expect(Kernel.state(plainView.pid) == "T")
+        for child in children(of: plainView.pid) { #expect(Kernel.state(child) == "T", "its descendants are stopped too") }
+        try session.wait("the scope is thawed") { !session.frozen(scope) }
+
+        // Showing workspace 2 resumes it first; the scope's app goes to the background and its scope is frozen.
+        try sway.msg("workspace 2")
+        try harness.waitForState(plain, "active")
+        #expect(Kernel.state(plainView.pid) != "T")
+        try harness.waitForState("org.example.Term", "suspended")
+        try session.wait("the scope is frozen") { session.frozen(scope) }
+
+        // Back: the plain app is stopped again; then the daemon dies with one app frozen and one stopped.
+        try sway.msg("workspace 1")
+        try harness.waitForState("org.example.Term", "active")
+        try harness.waitForState(plain, "suspended")
+        #expect(Kernel.state(plainView.pid) == "T")
+        try harness.crash()
+        #expect(Kernel.state(plainView.pid) == "T", "a crashed daemon continues nothing itself")
+        try harness.daemonConfig("[Adopt]\nScopes=no\nWindows=no\n")
+        try harness.start(keepLog: true)
+        try harness.waitUntil("the stopped process is continued") { Kernel.state(plainView.pid) != "T" }
+        #expect(harness.log.contains("which a previous lifecycled left stopped"))
+        try session.wait("the scope is thawed") { !session.frozen(scope) }
+        #expect(try harness.list().isEmpty)
+    }
+
+    /// The children of `pid` (from /proc/PID/task/PID/children).
+    func children(of pid: pid_t) -> [pid_t] {
+        ((try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? "")
+            .split(separator: " ").compactMap { pid_t($0) }
+    }
+}

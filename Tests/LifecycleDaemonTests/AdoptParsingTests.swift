@@ -1,0 +1,148 @@
+import Foundation
+import Glibc
+import LifecycleModel
+import Testing
+@testable import LifecycleDaemon
+
+/// The pure readings behind adoption: `[Adopt]`, launcher unit names, where the app slice is, the rails and the
+/// record a crashed daemon leaves.
+@Suite struct AdoptParsingTests {
+    @Test func everyAdoptKeyIsParsed() {
+        let text = """
+            [Adopt]
+            Scopes=yes
+            Windows=on
+            User=alice
+            AppSlice=/user.slice/user-1000.slice/user@1000.service/app.slice/
+            Exclude=org.example.Chat "My Player"
+            BackgroundTimeSec=45s
+            """
+        let (daemon, diagnostics) = ConfigLoader.parseDaemon(text: text, file: "lifecycled.conf")
+        #expect(diagnostics == [])
+        #expect(daemon.adopt.scopes && daemon.adopt.windows)
+        #expect(daemon.adopt.user == "alice")
+        #expect(daemon.adopt.appSlice == "user.slice/user-1000.slice/user@1000.service/app.slice")
+        #expect(daemon.adopt.exclude == ["org.example.Chat", "My Player"])
+        #expect(daemon.adopt.backgroundTime == .seconds(45))
+    }
+
+    @Test func adoptionIsOffByDefaultWithAThirtySecondGrace() {
+        let (daemon, _) = ConfigLoader.parseDaemon(text: "", file: "lifecycled.conf")
+        #expect(!daemon.adopt.enabled)
+        #expect(daemon.adopt.backgroundTime == .seconds(30))
+    }
+
+    @Test func aSlicePathThatClimbsOutIsAnError() {
+        let (daemon, diagnostics) = ConfigLoader.parseDaemon(text: "[Adopt]\nAppSlice=../etc\n", file: "lifecycled.conf")
+        #expect(daemon.adopt.appSlice == nil)
+        #expect(diagnostics.count == 1)
+    }
+
+    @Test func anAppFileWithAppIdAndNoExecHoldsAdoptedSettings() throws {
+        let directory = "/tmp/lifecycled-adopt-config-\(getpid())"
+        defer { _ = try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/apps", withIntermediateDirectories: true)
+        try "[Adopt]\nScopes=yes\nBackgroundTimeSec=45\n".write(toFile: directory + "/lifecycled.conf", atomically: true, encoding: .utf8)
+        try "[App]\nAppId=org.example.Player\n\n[Lifecycle]\nBackgroundModes=audio\n"
+            .write(toFile: directory + "/apps/player.conf", atomically: true, encoding: .utf8)
+        try "[App]\nDescription=nothing to run\n".write(toFile: directory + "/apps/broken.conf", atomically: true, encoding: .utf8)
+        let loaded = ConfigLoader.load(directory: directory)
+        #expect(loaded.apps.isEmpty)
+        let player = try #require(loaded.adoptSettings["org.example.Player"])
+        #expect(player.policy.backgroundModes == ["audio"])
+        #expect(player.policy.backgroundTime == .seconds(45), "unset keys come from [Adopt] first")
+        #expect(loaded.diagnostics.map(\.message).contains { $0.contains("no valid Exec=") }, "a file with neither stays an error")
+    }
+
+    @Test func aUsersDaemonReadsItsXDGConfigDirectory() {
+        let env = ["HOME": "/home/alice"]
+        #expect(ConfigDirectory.path(uid: 0, environment: env, exists: { _ in true }) == "/etc/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: env, exists: { _ in true }) == "/home/alice/.config/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: env, exists: { $0 == "/etc/xdg/lifecycled" }) == "/etc/xdg/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: env, exists: { _ in false }) == "/home/alice/.config/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: ["HOME": "/home/alice", "XDG_CONFIG_HOME": "/cfg"], exists: { _ in true })
+                == "/cfg/lifecycled")
+        #expect(ConfigDirectory.path(uid: 1000, environment: ["XDG_CONFIG_DIRS": "/opt/xdg:/etc/xdg"], exists: { $0 == "/etc/xdg/lifecycled" })
+                == "/etc/xdg/lifecycled")
+    }
+
+    @Test func launcherUnitsNameTheirApp() {
+        #expect(LauncherUnit(unit: "app-gnome-org.example.Foo-1234.scope")?.appID == "org.example.Foo")
+        #expect(LauncherUnit(unit: "app-gnome-org.example.Foo-1234.scope")?.launcher == "gnome")
+        #expect(LauncherUnit(unit: "app-org.kde.konsole-5678.scope")?.appID == "org.kde.konsole")
+        #expect(LauncherUnit(unit: "app-org.kde.konsole-5678.scope")?.launcher == nil)
+        #expect(LauncherUnit(unit: "app-gnome-firefox\\x2desr-99.scope")?.appID == "firefox-esr")
+        #expect(LauncherUnit(unit: "app-flatpak-org.gnome.Maps@12ab.service")?.appID == "org.gnome.Maps")
+        #expect(LauncherUnit(unit: "app-dbus\\x2d:1.2\\x2dorg.example.Svc.service")?.appID != nil)
+        #expect(LauncherUnit(unit: "session-2.scope") == nil)
+        #expect(LauncherUnit(unit: "app-.scope") == nil)
+        #expect(LauncherUnit(unit: "app-gnome-x-.scope") == nil)
+        #expect(LauncherUnit(unit: "app-foo.slice") == nil)
+    }
+
+    @Test func theCgroup2MountIsFoundOnHybridAndUnifiedHosts() {
+        let hybrid = """
+            31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+            32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+            41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+            """
+        #expect(AppSlice.unifiedMount(mountinfo: hybrid) == "/sys/fs/cgroup/unified")
+        let unified = "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+        #expect(AppSlice.unifiedMount(mountinfo: unified) == "/sys/fs/cgroup")
+        #expect(AppSlice.unifiedMount(mountinfo: "1 0 0:1 / /my\\040cg rw - cgroup2 none rw") == "/my cg")
+        #expect(AppSlice.unifiedMount(mountinfo: hybrid.replacingLast("cgroup2 cgroup2", "tmpfs tmpfs")) == nil)
+    }
+
+    @Test func theSliceComesFromAppSliceThenUserThenTheDaemonsOwnCgroup() throws {
+        let mountinfo = "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw"
+        let own = "1:cpu:/\n0::/user.slice/user-1000.slice/user@1000.service/app.slice/lifecycled.service\n"
+        var config = AdoptConfig()
+        let fromOwn = try AppSlice.find(config, mountinfo: mountinfo, ownCgroup: own, uid: { _ in nil })
+        #expect(fromOwn.path == "/sys/fs/cgroup/unified/user.slice/user-1000.slice/user@1000.service/app.slice")
+        config.user = "alice"
+        let fromUser = try AppSlice.find(config, mountinfo: mountinfo, ownCgroup: "0::/system.slice/x.service\n",
+                                         uid: { $0 == "alice" ? 1001 : nil })
+        #expect(fromUser.path == "/sys/fs/cgroup/unified/user.slice/user-1001.slice/user@1001.service/app.slice")
+        config.appSlice = "test.slice/app.slice"
+        #expect(try AppSlice.find(config, mountinfo: mountinfo, ownCgroup: own, uid: { _ in nil }).path
+                == "/sys/fs/cgroup/unified/test.slice/app.slice")
+        #expect(throws: AdoptFailure.self) {
+            try AppSlice.find(AdoptConfig(), mountinfo: mountinfo, ownCgroup: "0::/system.slice/x.service\n", uid: { _ in nil })
+        }
+        #expect(throws: AdoptFailure.self) { try AppSlice.find(AdoptConfig(), mountinfo: "", ownCgroup: own, uid: { _ in nil }) }
+    }
+
+    @Test func theRailsRefuseTheDesktopOtherUsersAndTheDaemonsOwnLine() {
+        let rails = AdoptRails(uid: 1000, configured: ["org.example.Chat"], protected: [1, 50])
+        #expect(rails.excluded(appID: "org.example.Editor") == nil)
+        #expect(rails.excluded(appID: "ORG.EXAMPLE.CHAT") != nil)
+        #expect(rails.excluded(appID: "mako") != nil)
+        #expect(rails.excluded(appID: "x", unit: "pipewire") != nil)
+        #expect(rails.refuses([200, 201], uidOf: { _ in 1000 }) == nil)
+        #expect(rails.refuses([200, 50], uidOf: { _ in 1000 }) != nil)
+        #expect(rails.refuses([200, 201], uidOf: { $0 == 201 ? 0 : 1000 }) != nil)
+        #expect(AdoptRails.underSessionSlice("/sys/fs/cgroup/user.slice/user@1000.service/session.slice/org.gnome.Shell.service"))
+        #expect(!AdoptRails.underSessionSlice("/sys/fs/cgroup/user.slice/user@1000.service/app.slice/app-x-1.scope"))
+    }
+
+    @Test func theProcessTreeGivesDescendantsAndAncestors() {
+        let tree = ProcessTree(parents: [1: 0, 10: 1, 11: 10, 12: 11, 13: 10, 20: 1])
+        #expect(tree.subtree(of: 10) == [10, 11, 12, 13])
+        #expect(tree.ancestors(of: 12) == [11, 10, 1])
+        #expect(tree.subtree(of: 99) == [])
+        let live = ProcessTree.read()
+        #expect(live.ancestors(of: getpid()).contains(1) || live.ancestors(of: getpid()).isEmpty == false)
+    }
+
+    @Test func theLedgerReadsWhatItWrites() {
+        let entries = AdoptionLedger.parse("scope /sys/fs/cgroup/unified/a/app-x-1.scope\npid 42 123456\nnonsense\npid x 1\n")
+        #expect(entries == [.scope("/sys/fs/cgroup/unified/a/app-x-1.scope"), .process(42, startTime: 123456)])
+    }
+}
+
+private extension String {
+    func replacingLast(_ old: String, _ new: String) -> String {
+        guard let range = self.range(of: old, options: .backwards) else { return self }
+        return replacingCharacters(in: range, with: new)
+    }
+}
