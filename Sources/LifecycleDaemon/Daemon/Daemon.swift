@@ -34,7 +34,7 @@ public final class Daemon {
     /// RUNTIME_DIR/app.sock, where clients reconnect after a restart of the daemon.
     var appSocket: AppSocketServer?
     private var signalSources: [EventSource] = []
-    private var events: [Event] = []
+    var events: [Event] = []
     private var draining = false
     let serviceManager: ServiceManager
     /// The control socket's watchers and the bus follow the apps through these.
@@ -194,22 +194,6 @@ public final class Daemon {
         return loop.run()
     }
 
-    /// The D-Bus API on the bus `[Control] Bus=` names; the daemon runs on without it when there is none.
-    private func startBus() {
-        switch BusEndpoint.resolve(configuration.config.daemon.bus, environment: options.environment,
-                                   runtimeDirectory: options.runtimeDirectory, euid: geteuid()) {
-        case .success(let endpoint):
-            let bus = BusService(daemon: self, endpoint: endpoint)
-            self.bus = bus
-            display.dbusSource = DBusDisplaySource(bus: bus) { [unowned self] name in
-                self.model.app(name)?.state.isRunning == true ? self.runtime(name)?.pid : nil
-            }
-            bus.start()
-        case .failure(let unavailable):
-            Log.info("D-Bus: no API (\(unavailable.reason))")
-        }
-    }
-
     // MARK: Events
 
     /// Feed an event to the model and carry out what it decides. Events raised while effects are
@@ -300,7 +284,7 @@ public final class Daemon {
         }
     }
 
-    private func log(_ name: String, _ note: Note) {
+    func log(_ name: String, _ note: Note) {
         Log.record(LogLines.line(app: name, note: note, pid: runtime(name)?.pid))
     }
 
@@ -350,83 +334,6 @@ public final class Daemon {
     /// One line for systemd's STATUS=.
     func statusLine() -> String {
         StatusReport.line(model.records.map { ($0.state, $0.queue.count) })
-    }
-}
-
-extension Daemon: DaemonHost {
-    var now: MonotonicTime { loop.now }
-    var stopping: Bool { shutdown.stopping }
-    var appNames: [String] { apps.keys.sorted() }
-    func record(_ name: String) -> AppRecord? { model.app(name) }
-    func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? { model.withApp(name, body) }
-    var records: [AppRecord] { model.records }
-    func hasOpenTask(app: String, id: Int) -> Bool { model.hasOpenTask(app: app, id: id) }
-    func snapshot(of name: String) -> AppSnapshot? { model.snapshot(of: name) }
-    func queue(_ event: Event) { events.append(event) }
-
-    /// A request that launches its app takes effect only once the app's process runs: the spawn comes first, and
-    /// when it fails the model is as it was before the request (no other app left the foreground, nobody was told
-    /// anything) and the failure is the request's answer.
-    func request(_ request: Request, for name: String, origin: String) throws(RequestError) -> [Effect] {
-        let before = model
-        var effects = try model.handle(request, for: name, origin: origin, now: loop.now)
-        guard let index = effects.firstIndex(where: { if case .spawn = $0 { true } else { false } }),
-              case .spawn(let launched, let options) = effects[index], let app = runtime(launched) else { return effects }
-        effects.remove(at: index)
-        if let failure = processes.spawn(app, options) {
-            model = before
-            log(launched, .spawnFailed(failure))
-            throw RequestError(app: name, state: before.state(of: name), request: request, reason: .spawnFailed(failure))
-        }
-        return effects
-    }
-
-    func post(_ type: String, payload: JSONValue, to app: String?, from origin: PostOrigin = .daemon) throws(PostError) -> PostOutcome {
-        let outcome = try model.post(type, payload: payload, to: app, from: origin, now: loop.now)
-        perform(outcome.effects)
-        return outcome
-    }
-
-    func openConnection(_ app: String, fd: FileDescriptor) throws(SystemError) -> Connection { try sessions.open(app, fd: fd) }
-
-    func attach(_ name: String) throws(RequestError) -> [Effect] {
-        try model.attach(name, launchedBy: "external", now: loop.now)
-    }
-
-    func terminateAll() {
-        // Adopted apps are the desktop's: let go, thawed, rather than terminated.
-        adoption.stop()
-        perform(model.shutdown(now: loop.now))
-        drain()
-    }
-
-    func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, processesStopped: Bool?) {
-        perform(model.adopt(name, snapshot, running: running, processesStopped: processesStopped, now: loop.now))
-    }
-
-    func displayChanged(_ facts: DisplayFacts) {
-        perform(model.displayChanged(facts, now: loop.now))
-        drain()
-    }
-
-    func displayForgotten() { model.displayForgotten() }
-
-    func backgroundModes(of name: String) -> Set<String> { model.backgroundModes(of: name) }
-
-    func audioChanged(playing: Set<String>) {
-        perform(model.audioChanged(playing: playing, now: loop.now))
-        drain()
-    }
-
-    func powerChanged(onBattery: Bool) {
-        perform(model.powerChanged(onBattery: onBattery, now: loop.now))
-        drain()
-    }
-
-    func throughDisplay(_ request: Request, for name: String) -> Bool { display.carryOut(request, for: name) }
-
-    func markDirty(_ name: String) {
-        if let app = runtime(name) { persistence.markDirty(app) }
     }
 }
 
