@@ -4,7 +4,7 @@ import Glibc
 /// The daemon's client of the sound server (PulseAudio, or PipeWire's PulseAudio service): it subscribes to the
 /// sink inputs (the playing streams) and reports the pids of those that play, from each stream's
 /// `application.process.id`. It runs on the loop through `PulseMainloop`; nothing polls. Without a sound server it
-/// says so and tries again, waiting twice as long each time up to `maximumBackoff`. Nothing here logs.
+/// says so and tries again, waiting twice as long each time, up to a minute. Nothing here logs.
 final class SoundServer {
     /// Whom it talks to, for `lifectl status`.
     enum Link: Equatable {
@@ -21,8 +21,7 @@ final class SoundServer {
     private let playing: (Set<pid_t>) -> Void
     private let linkChanged: (Link) -> Void
     private var context: OpaquePointer?
-    private var retry: LoopTimer?
-    private var backoff: Duration
+    private var reconnection: Reconnection?
     private(set) var link = Link.connecting
     /// A listing of the sink inputs is under way; `stale`: a change came meanwhile, so another follows it.
     private var listing = false
@@ -30,9 +29,6 @@ final class SoundServer {
     private var found: Set<pid_t> = []
     private(set) var playingPids: Set<pid_t> = []
     private var stopped = false
-
-    static let firstBackoff: Duration = .seconds(1)
-    static let maximumBackoff: Duration = .seconds(60)
 
     /// Connects at the loop's next iteration; `playing` is called on the loop's thread with the pids whose streams play, whenever that
     /// set changes (empty when the server goes away); `linkChanged` when the connection comes or goes.
@@ -42,10 +38,9 @@ final class SoundServer {
         self.playing = playing
         self.linkChanged = linkChanged
         mainloop = PulseMainloop(loop: loop)
-        backoff = Self.firstBackoff
-        retry = try? LoopTimer(loop: loop) { [unowned self] in self.connect() }
+        reconnection = try? Reconnection(loop: loop, first: .seconds(1), cap: .seconds(60)) { [unowned self] in self.connect() }
         // From the loop, not from here: the callbacks never run inside this initializer.
-        retry?.arm(after: .zero)
+        reconnection?.now()
     }
 
     deinit { stop() }
@@ -53,7 +48,7 @@ final class SoundServer {
     func stop() {
         guard !stopped else { return }
         stopped = true
-        retry?.cancel()
+        reconnection?.cancel()
         dropContext()
     }
 
@@ -93,7 +88,7 @@ final class SoundServer {
         guard let context else { return }
         switch pa_context_get_state(context) {
         case PA_CONTEXT_READY:
-            backoff = Self.firstBackoff
+            reconnection?.succeeded()
             setLink(.connected)
             pa_context_set_subscribe_callback(context, { _, type, _, userdata in
                 let facility = type.rawValue & PA_SUBSCRIPTION_EVENT_FACILITY_MASK.rawValue
@@ -145,9 +140,8 @@ final class SoundServer {
     private func unavailable(_ why: String) {
         dropContext()
         report([])
-        setLink(.unavailable(why, retryIn: backoff))
-        retry?.arm(after: backoff)
-        backoff = min(backoff * 2, Self.maximumBackoff)
+        let delay = reconnection?.schedule() ?? .zero
+        setLink(.unavailable(why, retryIn: delay))
     }
 
     private func setLink(_ next: Link) {

@@ -3,11 +3,9 @@ import Glibc
 
 /// The daemon's connection to a D-Bus bus, dispatched by the daemon's own sd-event loop (`sd_bus_attach_event`).
 /// A bus that is not there at start or goes away never stops the daemon: the loss is logged once, and the
-/// connection is tried again after a delay that doubles up to `maxBackoff`, until a bus answers.
+/// connection is tried again after a delay that doubles up to 30 s, until a bus answers.
 final class BusConnection {
     static let busName = "org.lifecycled.Lifecycle1"
-    static let firstBackoff: Duration = .milliseconds(100)
-    static let maxBackoff: Duration = .seconds(30)
 
     private let loop: EventLoop
     let endpoint: BusEndpoint
@@ -18,8 +16,9 @@ final class BusConnection {
     /// Called when the connection is gone, before the bus is freed: the objects' slots are dropped.
     var disconnected: () -> Void = {}
     private var slots: [OpaquePointer] = []
-    private var retry: LoopTimer?
-    private var backoff = BusConnection.firstBackoff
+    private lazy var reconnection = try? Reconnection(loop: loop, first: .milliseconds(100), cap: .seconds(30)) {
+        [unowned self] in self.connect()
+    }
     /// The loss is logged once; the attempts that follow it at debug level, until one succeeds.
     private var lossLogged = false
     private var stopped = false
@@ -35,7 +34,7 @@ final class BusConnection {
 
     func stop() {
         stopped = true
-        retry?.cancel()
+        reconnection?.cancel()
         tearDown()
     }
 
@@ -88,7 +87,7 @@ final class BusConnection {
         Log.info(lossLogged ? "D-Bus: reconnected to \(description); serving \(Self.busName)"
                             : "D-Bus: serving \(Self.busName) on \(description)")
         lossLogged = false
-        backoff = Self.firstBackoff
+        reconnection?.succeeded()
     }
 
     private func dropped() {
@@ -112,16 +111,13 @@ final class BusConnection {
     /// Logged once per loss; the next attempt after the current backoff, which then doubles.
     private func lost(_ operation: String, _ result: Int32) {
         guard !stopped else { return }
-        let delay = backoff
-        backoff = min(backoff * 2, Self.maxBackoff)
+        let delay = reconnection?.schedule() ?? .zero
         if lossLogged {
             Log.debug("D-Bus: still no bus (\(operation): \(Self.reason(result))); next attempt in \(delay)")
         } else {
             lossLogged = true
             Log.warning("D-Bus: failed to \(operation): \(Self.reason(result)); retrying with a growing delay, the daemon goes on without the bus meanwhile")
         }
-        if retry == nil { retry = try? LoopTimer(loop: loop) { [unowned self] in self.connect() } }
-        retry?.arm(after: delay)
     }
 
     static func reason(_ result: Int32) -> String { String(cString: strerror(-result)) }

@@ -23,11 +23,10 @@ final class SwaySource: DisplaySource {
     private var awaiting: [UInt32] = []
     /// A tree was asked for while one was on its way: ask again once it arrives, as it may predate the change.
     private var treeStale = false
-    private var retry: LoopTimer?
-    private var retryDelay = SwaySource.firstRetryDelay
+    private lazy var reconnection = try? Reconnection(loop: loop, first: .milliseconds(100), cap: .seconds(5)) {
+        [unowned self] in self.connect()
+    }
     private var stopped = false
-    static let firstRetryDelay: Duration = .milliseconds(100)
-    static let maxRetryDelay: Duration = .seconds(5)
 
     init(loop: EventLoop, socketPath: String, locate: @escaping () -> String? = { nil }) {
         self.loop = loop
@@ -42,7 +41,7 @@ final class SwaySource: DisplaySource {
 
     func stop() {
         stopped = true
-        retry?.cancel()
+        reconnection?.cancel()
         disconnect()
     }
 
@@ -86,18 +85,13 @@ final class SwaySource: DisplaySource {
         let wasOpen = socket != nil
         disconnect()
         guard !stopped else { return }
-        if wasOpen || retryDelay == Self.firstRetryDelay {
+        if wasOpen || reconnection?.isFirstFailure != false {
             Log.warning("display: \(reason); the apps keep their states, reconnecting")
         }
-        if retry == nil {
-            do {
-                retry = try LoopTimer(loop: loop) { [unowned self] in self.connect() }
-            } catch {
-                return Log.error("display: Failed to create the reconnect timer: \(error); sway is not followed any more")
-            }
+        guard let reconnection else {
+            return Log.error("display: Failed to create the reconnect timer; sway is not followed any more")
         }
-        retry?.arm(after: retryDelay)
-        retryDelay = min(retryDelay * 2, Self.maxRetryDelay)
+        reconnection.schedule()
     }
 
     // MARK: I/O
@@ -179,7 +173,7 @@ final class SwaySource: DisplaySource {
             let picture = try SwayTree.picture(fromTree: frame.payload, coder: coder)
             if !connected {
                 connected = true
-                retryDelay = Self.firstRetryDelay
+                reconnection?.succeeded()
                 Log.info("display: following sway at \(address)")
             }
             if treeStale {

@@ -28,11 +28,10 @@ final class X11Source: DisplaySource {
     private var selected: Set<UInt32> = []
     private var lastRoot = X11Root()
     private var lastClients: [UInt32: X11Client] = [:]
-    private var retry: LoopTimer?
-    private var retryDelay = X11Source.firstRetryDelay
+    private lazy var reconnection = try? Reconnection(loop: loop, first: .milliseconds(100), cap: .seconds(5)) {
+        [unowned self] in self.connect()
+    }
     private var stopped = false
-    static let firstRetryDelay: Duration = .milliseconds(100)
-    static let maxRetryDelay: Duration = .seconds(5)
 
     private enum Pending {
         case reply(UInt32, (UnsafeMutableRawPointer?) -> Void)
@@ -51,7 +50,7 @@ final class X11Source: DisplaySource {
 
     func stop() {
         stopped = true
-        retry?.cancel()
+        reconnection?.cancel()
         disconnect()
     }
 
@@ -142,18 +141,13 @@ final class X11Source: DisplaySource {
         let wasOpen = connection != nil
         disconnect()
         guard !stopped else { return }
-        if wasOpen || retryDelay == Self.firstRetryDelay {
+        if wasOpen || reconnection?.isFirstFailure != false {
             Log.warning("display: \(reason); the apps keep their states, reconnecting")
         }
-        if retry == nil {
-            do {
-                retry = try LoopTimer(loop: loop) { [unowned self] in self.connect() }
-            } catch {
-                return Log.error("display: Failed to create the reconnect timer: \(error); X11 is not followed any more")
-            }
+        guard let reconnection else {
+            return Log.error("display: Failed to create the reconnect timer; X11 is not followed any more")
         }
-        retry?.arm(after: retryDelay)
-        retryDelay = min(retryDelay * 2, Self.maxRetryDelay)
+        reconnection.schedule()
     }
 
     private func flush() {
@@ -302,7 +296,7 @@ final class X11Source: DisplaySource {
         reading = false
         if !connected {
             connected = true
-            retryDelay = Self.firstRetryDelay
+            reconnection?.succeeded()
             Log.info("display: following the X server \(address)")
         }
         report?(X11Picture.picture(root: root, clients: clients))
