@@ -168,6 +168,30 @@ struct AdoptScopeTests {
         }
     }
 
+    @Test("[Adopt] ResumeEverySec= and ResumeForSec= wake a frozen adopted scope into the background for a while, then freeze it again; OnlyOnBattery= on a machine without a battery keeps it running")
+    func adoptRailsApplyToAdoptedApps() throws {
+        try withSession("ResumeEverySec=2\nResumeForSec=1\n") { daemon, session in
+            try session.unit(Self.foo)
+            try daemon.start()
+            try daemon.waitUntil("the scope is adopted") { try adopted(daemon)["org.example.Foo"] != nil }
+            try daemon.control("background", "org.example.Foo")
+            try session.wait("the scope is frozen") { session.frozen(Self.foo) }
+            try session.wait("a wake thaws it") { !session.frozen(Self.foo) }
+            #expect(try daemon.status("org.example.Foo").state == .background)
+            try session.wait("the wake ends frozen again") { session.frozen(Self.foo) }
+        }
+        // No power supply here (a machine without a battery counts as on external power): never suspended.
+        try withSession("OnlyOnBattery=yes\n") { daemon, session in
+            try session.unit(Self.foo)
+            try daemon.start()
+            try daemon.waitUntil("the scope is adopted") { try adopted(daemon)["org.example.Foo"] != nil }
+            try daemon.control("background", "org.example.Foo")
+            usleep(2_000_000)
+            #expect(try daemon.status("org.example.Foo").state == .background, "past its 1 s grace, on external power")
+            #expect(!session.frozen(Self.foo))
+        }
+    }
+
     @Test("lifectl resume --all thaws and continues every suspended app, adopted or configured")
     func resumeAllThawsEverything() throws {
         try withSession("BackgroundTimeSec=infinity\n") { daemon, session in

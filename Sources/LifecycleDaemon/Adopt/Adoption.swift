@@ -96,13 +96,18 @@ final class Adoption {
     // MARK: Adopting
 
     /// The policy of an adopted app, from its own file (`[App] AppId=ID` without `Exec=`) or else from
-    /// `[Defaults]` with the `[Adopt]` grace time: unaware and never restarted either way. With the file's
+    /// `[Defaults]` with the `[Adopt]` grace time and wakes: unaware and never restarted either way. With the file's
     /// `SuspendMethod=`, which a scope overrides with its freezer.
     private func settings(for appID: String) -> (AppPolicy, SuspendMethod?) {
         let loaded = daemon.configuration.config
         let own = loaded.adoptSettings[appID]
         var policy = own?.policy ?? loaded.daemon.defaults.policy
-        if own == nil { policy.backgroundTime = config.backgroundTime }
+        if own == nil {
+            policy.backgroundTime = config.backgroundTime
+            policy.onlyOnBattery = config.onlyOnBattery
+            policy.resumeEvery = config.resumeEvery
+            policy.resumeFor = config.resumeFor
+        }
         policy.speaksProtocol = false
         policy.adopted = true
         policy.external = false

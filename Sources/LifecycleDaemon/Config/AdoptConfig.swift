@@ -15,6 +15,11 @@ public struct AdoptConfig: Sendable, Equatable {
     public var exclude: [String] = []
     /// `BackgroundTimeSec=`: the grace time of adopted apps (an app's own file may say otherwise).
     public var backgroundTime: Duration? = .seconds(30)
+    /// `OnlyOnBattery=`, `ResumeEverySec=`, `ResumeForSec=`: the rails of adopted apps that have no file of their
+    /// own, as `[Lifecycle]` has them for one app.
+    public var onlyOnBattery = false
+    public var resumeEvery: Duration?
+    public var resumeFor: Duration = .seconds(10)
 
     public init() {}
 
@@ -34,6 +39,9 @@ extension ConfigLoader {
                shown: { $0.joined(separator: " ") }),
         .value("Adopt", "BackgroundTimeSec", \.adopt.backgroundTime,
                { text throws(ConfigSyntaxError) in try parseDuration(text, allowInfinity: true) }, shown: formatDuration),
+        .value("Adopt", "OnlyOnBattery", \.adopt.onlyOnBattery, parseBoolean, shown: formatBoolean),
+        .value("Adopt", "ResumeEverySec", \.adopt.resumeEvery, parseResumeEvery, shown: formatDuration),
+        .value("Adopt", "ResumeForSec", \.adopt.resumeFor, parseFiniteDuration, shown: formatDuration),
     ]
 
     /// `AppSlice=`: a cgroup path below the cgroup2 mount, with or without its leading `/`; never one that climbs

@@ -64,12 +64,14 @@ extension ConfigLoader {
                    shown: { $0.isEmpty ? "" : $0.sorted().joined(separator: " ") }),
             .value(section, "QueueLimit", \.policy.queueLimit, parsePositiveCount, shown: { String($0) }),
             .value(section, "OnlyOnBattery", \.policy.onlyOnBattery, parseBoolean, shown: formatBoolean),
-            // 0 and infinity both mean no wakes: a wake every 0 s would never let the app sleep.
-            .value(section, "ResumeEverySec", \.policy.resumeEvery,
-                   { text throws(ConfigSyntaxError) in try parseDuration(text, allowInfinity: true).flatMap { $0 > .zero ? $0 : nil } },
-                   shown: formatDuration),
+            .value(section, "ResumeEverySec", \.policy.resumeEvery, parseResumeEvery, shown: formatDuration),
             .value(section, "ResumeForSec", \.policy.resumeFor, parseFiniteDuration, shown: formatDuration),
         ]
+    }
+
+    /// `ResumeEverySec=`: 0 and infinity both mean no wakes, since a wake every 0 s would never let the app sleep.
+    static func parseResumeEvery(_ text: String) throws(ConfigSyntaxError) -> Duration? {
+        try parseDuration(text, allowInfinity: true).flatMap { $0 > .zero ? $0 : nil }
     }
 
     /// The restart keys of an app's `[App]`, which `[Defaults]` also takes.
@@ -238,7 +240,7 @@ extension ConfigLoader {
     }
 
     /// A duration where `infinity` makes no sense.
-    private static func parseFiniteDuration(_ text: String) throws(ConfigSyntaxError) -> Duration {
+    static func parseFiniteDuration(_ text: String) throws(ConfigSyntaxError) -> Duration {
         // Cannot be nil: without allowInfinity, `infinity` throws.
         try parseDuration(text, allowInfinity: false) ?? .zero
     }
