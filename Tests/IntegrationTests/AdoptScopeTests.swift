@@ -60,7 +60,7 @@ struct AdoptScopeTests {
             try daemon.control("focus", "org.example.Foo")
             try daemon.waitForState("org.example.Foo", "active")
             try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
-            #expect(!FakeUserSession.idle(fooPids[0]), "a thawed busy process runs")
+            #expect(FakeUserSession.runs(fooPids[0]), "a thawed busy process runs")
 
             // The desktop owns its lifetime: its last process gone, the app is gone, and nothing is restarted.
             session.kill(barPids)
@@ -111,7 +111,7 @@ struct AdoptScopeTests {
             try daemon.start(keepLog: true)
             try daemon.waitUntil("the scope is adopted again") { try adopted(daemon)["org.example.Foo"]?.state == .inactive }
             try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
-            #expect(!FakeUserSession.idle(pids[0]))
+            #expect(FakeUserSession.runs(pids[0]))
             #expect(daemon.log.contains("thawed \(session.path(Self.foo)), which a previous lifecycled left frozen"))
         }
     }
@@ -130,7 +130,7 @@ struct AdoptScopeTests {
             daemon.reload()
             try daemon.waitUntil("the app is let go") { try adopted(daemon).isEmpty }
             try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
-            #expect(!FakeUserSession.idle(pids[0]))
+            #expect(FakeUserSession.runs(pids[0]))
 
             try daemon.daemonConfig(config(session))
             daemon.reload()
@@ -144,7 +144,7 @@ struct AdoptScopeTests {
             try daemon.waitUntil("the daemon stops") { !daemon.isDaemonRunning }
             try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
             #expect(Kernel.exists(pids[0]), "an adopted app is the desktop's: not terminated when the daemon stops")
-            #expect(!FakeUserSession.idle(pids[0]))
+            #expect(FakeUserSession.runs(pids[0]))
         }
     }
 
@@ -164,7 +164,7 @@ struct AdoptScopeTests {
             usleep(1_500_000)
             #expect(try daemon.status("org.example.Player").state == .background, "BackgroundModes=audio keeps it running")
             try session.wait("the scope is thawed") { !session.frozen("app-gnome-org.example.Player-3.scope") }
-            #expect(!FakeUserSession.idle(pids[0]))
+            #expect(FakeUserSession.runs(pids[0]))
         }
     }
 
@@ -211,7 +211,7 @@ struct AdoptScopeTests {
             try daemon.waitForState("org.example.Foo", "background")
             try daemon.waitForState("sleeper", "background")
             try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
-            #expect(!FakeUserSession.idle(pids[0]))
+            #expect(FakeUserSession.runs(pids[0]))
             #expect(Kernel.state(sleeper) != "T")
             #expect(try daemon.lifectl("resume", "--all", "sleeper").status == 2, "--all takes no app")
         }
@@ -232,7 +232,7 @@ struct AdoptScopeTests {
             }
             try session.wait("the scope is thawed") { !session.frozen(Self.foo) }
             #expect(try daemon.status("org.example.Foo").state == .notRunning)
-            #expect(!FakeUserSession.idle(pids[0]))
+            #expect(FakeUserSession.runs(pids[0]))
             #expect(daemon.isDaemonRunning)
         }
     }

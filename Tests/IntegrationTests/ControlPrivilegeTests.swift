@@ -21,6 +21,8 @@ struct ControlPrivilegeTests {
     func asNobody(python source: String, _ arguments: [String]) throws -> (process: Process, input: FileHandle, output: FileHandle) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        // Another user may not enter the test's working directory (a checkout under a private directory).
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
         process.arguments = ["--reuid=\(Self.nobody)", "--regid=\(Self.nobody)", "--clear-groups",
                              "/usr/bin/env", "python3", "-c", source] + arguments
         let input = Pipe(), out = Pipe()

@@ -192,6 +192,8 @@ final class WatchProcess {
         _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         if let uid {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            // Another user may not enter the test's working directory (a checkout under a private directory).
+            process.currentDirectoryURL = URL(fileURLWithPath: "/")
             process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", lifectl] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: lifectl)

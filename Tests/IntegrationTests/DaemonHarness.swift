@@ -157,6 +157,8 @@ final class DaemonHarness {
         if let uid {
             // setpriv (util-linux) drops to another user for this one command.
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            // Another user may not enter the test's working directory (a checkout under a private directory).
+            process.currentDirectoryURL = URL(fileURLWithPath: "/")
             process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups",
                                  Self.products.appendingPathComponent("lifectl").path] + arguments
         } else {

@@ -88,6 +88,8 @@ struct ExternalAppTests {
                       otherUserInGroup ? "1" : "0", linger ? "1" : "0"]
         if uid != 0 {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            // Another user may not enter the test's working directory (a checkout under a private directory).
+            process.currentDirectoryURL = URL(fileURLWithPath: "/")
             process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + python
         } else {
             process.executableURL = URL(fileURLWithPath: python[0])
@@ -283,6 +285,8 @@ struct ExternalAppTests {
                 """
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            // Another user may not enter the test's working directory (a checkout under a private directory).
+            process.currentDirectoryURL = URL(fileURLWithPath: "/")
             process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script,
                                  socketPath(daemon)]
             let input = Pipe(), out = Pipe()

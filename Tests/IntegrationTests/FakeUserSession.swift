@@ -50,6 +50,8 @@ final class FakeUserSession {
                 process.arguments = Array(command.dropFirst())
             } else {
                 process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+                // Another user may not enter the test's working directory (a checkout under a private directory).
+                process.currentDirectoryURL = URL(fileURLWithPath: "/")
                 process.arguments = ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "--"] + command
             }
             try process.run()
@@ -84,6 +86,18 @@ final class FakeUserSession {
         let before = cpuTicks(pid)
         usleep(useconds_t(seconds * 1_000_000))
         return cpuTicks(pid) == before
+    }
+
+    /// Whether `pid` uses some CPU within `seconds`: a process at background priority gets little of a loaded
+    /// machine, so one tick is waited for rather than measured over a fixed time.
+    static func runs(_ pid: pid_t, within seconds: Double = 10) -> Bool {
+        let before = cpuTicks(pid)
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if cpuTicks(pid) != before { return true }
+            usleep(20_000)
+        }
+        return false
     }
 
     func kill(_ pids: [pid_t]) {

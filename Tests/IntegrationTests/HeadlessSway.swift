@@ -69,6 +69,8 @@ final class HeadlessSway {
     func start() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        // Another user may not enter the test's working directory (a checkout under a private directory).
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
         process.arguments = ["--reuid=\(uid)", "--regid=\(gid)", "--init-groups", "/usr/bin/sway", "-c", configFile]
         var environment = userEnvironment
         environment["WLR_BACKENDS"] = "headless"

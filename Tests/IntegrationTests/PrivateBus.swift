@@ -80,6 +80,8 @@ final class PrivateBus {
                                           : ["/usr/bin/gdbus"] + arguments.map { $0 == "ADDRESS" ? address : $0 }
         if let uid {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            // Another user may not enter the test's working directory (a checkout under a private directory).
+            process.currentDirectoryURL = URL(fileURLWithPath: "/")
             process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + command
         } else {
             process.executableURL = URL(fileURLWithPath: command[0])

@@ -35,6 +35,8 @@ final class PulseServer {
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        // Another user may not enter the test's working directory (a checkout under a private directory).
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
         process.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", binary,
                              "--daemonize=yes", "--exit-idle-time=-1", "-n", "-F", directory + "/test.pa",
                              "--use-pid-file=yes", "--log-target=file:" + directory + "/log"]

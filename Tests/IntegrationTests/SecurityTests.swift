@@ -23,6 +23,8 @@ struct SecurityTests {
     func lifectl(_ daemon: DaemonHarness, uid: uid_t = nobody, gid: gid_t = nogroup, _ arguments: [String]) throws -> DaemonHarness.Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        // Another user may not enter the test's working directory (a checkout under a private directory).
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
         process.arguments = ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups",
                              DaemonHarness.products.appendingPathComponent("lifectl").path] + arguments
         process.environment = daemon.environment
@@ -174,6 +176,8 @@ struct SecurityTests {
             let socketPath = daemon.runtimeDirectory.appendingPathComponent("control.sock").path
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            // Another user may not enter the test's working directory (a checkout under a private directory).
+            process.currentDirectoryURL = URL(fileURLWithPath: "/")
             process.arguments = ["--reuid=\(Self.nobody)", "--regid=\(Self.nogroup)", "--clear-groups",
                                  // The source goes in as -c, read here as root: the checkout may be in a directory
                                  // nobody cannot enter (a fresh clone in a mktemp -d), which the script must not need.

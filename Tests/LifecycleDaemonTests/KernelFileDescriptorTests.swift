@@ -74,4 +74,28 @@ import Testing
         kept.forget(under: directory)
         #expect(kept.count == 0)
     }
+
+    @Test("the /proc files of killed and gone processes are closed, those of running ones kept")
+    func keptProcessFilesGoWithTheirProcesses() throws {
+        func sleeper() throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sleep")
+            process.arguments = ["100"]
+            try process.run()
+            return process
+        }
+        let kept = KeptKernelFiles()
+        let exiting = try sleeper(), killed = try sleeper()
+        defer { killed.terminate(); killed.waitUntilExit() }
+        for pid in [getpid(), exiting.processIdentifier, killed.processIdentifier] {
+            _ = try kept.withBytes("/proc/\(pid)/oom_score_adj") { $0.count }
+        }
+        #expect(kept.count == 3)
+        exiting.terminate()
+        exiting.waitUntilExit()
+        kept.forgetProcesses([])
+        #expect(kept.count == 2, "the file of a process that is gone is closed")
+        kept.forgetProcesses([killed.processIdentifier])
+        #expect(kept.count == 1, "the file of a process named is closed, while it still runs; ours stays")
+    }
 }

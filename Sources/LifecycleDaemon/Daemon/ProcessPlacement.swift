@@ -107,8 +107,9 @@ final class ProcessGroupPlacement: ProcessPlacement {
     }
 
     func killAll(_ app: AppRuntime, leader: pid_t) {
+        let members = ProcessTable.members(ofProcessGroup: leader)
         kill(-leader, SIGKILL)
-        kept.forget(under: "/proc/\(leader)")
+        kept.forgetProcesses([leader] + members)
     }
     func remove(_ app: AppRuntime) {}
     func displayPath(of app: AppRuntime) -> String? { nil }
@@ -243,6 +244,7 @@ final class CgroupPlacement: ProcessPlacement {
     /// A v1-frozen task is unkillable until thawed; after SIGKILL no code of the app runs anyway.
     func killAll(_ app: AppRuntime, leader: pid_t) {
         if let cgroup = app.cgroup {
+            kept.forgetProcesses(cgroup.pids())
             thawIfFrozen(app)
             cgroup.killAll()
         }

@@ -75,6 +75,16 @@ final class KeptKernelFiles {
         for path in files.keys where path.hasPrefix(prefix) { files[path] = nil }
     }
 
+    /// Closes the `/proc` files of `pids` (an app's processes, killed) and of every process that is gone: a
+    /// process's files are of no use once it exits, and are not kept until the limit pushes them out.
+    func forgetProcesses(_ pids: [pid_t]) {
+        for pid in pids { forget(under: "/proc/\(pid)") }
+        for path in files.keys where path.hasPrefix("/proc/") {
+            guard let pid = pid_t(path.dropFirst(6).prefix { $0 != "/" }) else { continue }
+            if kill(pid, 0) != 0 && errno == ESRCH { files[path] = nil }
+        }
+    }
+
     private func use<Result>(_ path: String, _ flags: Int32,
                              _ body: (FileDescriptor) throws(SystemError) -> Result) throws(SystemError) -> Result {
         uses += 1
