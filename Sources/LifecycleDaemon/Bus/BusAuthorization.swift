@@ -14,7 +14,7 @@ struct BusCaller {
 /// are asked without waiting: a bus daemon that stops answering holds only the calls that wait for it, never the loop.
 final class BusAuthorization {
     static let action = "org.lifecycled.manage"
-    /// How long the bus daemon has to say who a caller is; past it the call is refused.
+    /// How long (µs) the bus daemon has to say who a caller is; past it the call is refused.
     static let credentialsTimeout: UInt64 = 10_000_000
     private unowned let daemon: Daemon
     private let connection: BusConnection
