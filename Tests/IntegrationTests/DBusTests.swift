@@ -294,4 +294,53 @@ struct DBusTests {
             #expect(try daemon.status("a").state.rawValue == "background")
         }
     }
+
+    @Test("a bus daemon that hangs while the daemon asks it who called: lifectl is answered meanwhile, the call completes once the bus runs again")
+    func hungBusDaemonDoesNotHoldTheLoop() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let bus = try PrivateBus(directory: harness.root.appendingPathComponent("bus"))
+        defer { bus.stop() }
+        // The stopper passes the daemon's connection through and stops the bus daemon as the Focus call reaches
+        // the daemon, so that the daemon's question about the caller meets a hung bus daemon every time.
+        let proxyPath = harness.root.appendingPathComponent("bus-proxy.sock").path
+        let marker = harness.root.appendingPathComponent("bus-stopped").path
+        let stopper = Process()
+        stopper.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        stopper.arguments = [DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/bus_stopper.py").path,
+                             proxyPath, bus.socketPath, String(bus.pid), "Focus", marker]
+        try stopper.run()
+        defer { PrivateBus.end(stopper) }
+        defer { kill(bus.pid, SIGCONT) }
+        try harness.waitUntil("the stopper listens") { FileManager.default.fileExists(atPath: proxyPath) }
+        try harness.app("a", client())
+        try harness.start(extraEnvironment: ["LIFECYCLED_BUS_ADDRESS": "unix:path=\(proxyPath)"])
+        try harness.waitUntil("the daemon owns \(Self.name)") { try bus.run("busctl", ["status", Self.name]).status == 0 }
+
+        let focus = Process()
+        focus.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
+        focus.arguments = ["--address=\(bus.address)", "call", Self.name, Self.manager, Self.managerInterface, "Focus", "s", "a"]
+        focus.standardOutput = FileHandle.nullDevice
+        focus.standardError = FileHandle.nullDevice
+        try focus.run()
+        defer { PrivateBus.end(focus) }
+        try harness.waitUntil("the bus daemon is stopped with the call on its way to the daemon") {
+            FileManager.default.fileExists(atPath: marker)
+        }
+
+        let status = try harness.startLifectl("list")
+        defer { PrivateBus.end(status) }
+        // Far shorter than sd-bus's own timeout of a call, which a loop waiting for the bus daemon would sit out.
+        if (try? harness.waitUntil("lifectl is answered while the bus daemon is stopped", timeout: 8) { !status.isRunning }) != nil {
+            #expect(status.terminationStatus == 0)
+        } else {
+            Issue.record("lifectl is not answered while the bus daemon is stopped: the loop waits for it")
+        }
+
+        kill(bus.pid, SIGCONT)
+        try harness.waitUntil("the Focus call completes once the bus daemon runs") { !focus.isRunning }
+        #expect(focus.terminationStatus == 0)
+        #expect(try harness.status("a").state.rawValue == "active")
+        #expect(harness.isDaemonRunning)
+    }
 }

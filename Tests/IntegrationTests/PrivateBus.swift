@@ -9,6 +9,8 @@ final class PrivateBus {
     let socketPath: String
     private(set) var address = ""
     private var process: Process?
+    /// The bus daemon's pid, for the tests that stop and continue it.
+    var pid: pid_t { process?.processIdentifier ?? 0 }
 
     init(directory: URL) throws {
         self.directory = directory

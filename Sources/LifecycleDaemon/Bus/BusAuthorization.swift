@@ -9,16 +9,19 @@ struct BusCaller {
 
 /// Who may change states over D-Bus: what may change them on the control socket (`ControlAccess`: root, the
 /// daemon's user, `[Control] Group=`), decided from the caller's credentials as the bus daemon knows them
-/// (`sd_bus_query_sender_creds`); and on the system bus, whoever polkit allows `org.lifecycled.manage`, asked
-/// without waiting (`CheckAuthorization`, interactive when the caller's message allows it). Reading is for anyone.
+/// (`GetConnectionCredentials`); and on the system bus, whoever polkit allows `org.lifecycled.manage`
+/// (`CheckAuthorization`, interactive when the caller's message allows it). Reading is for anyone. Both questions
+/// are asked without waiting: a bus daemon that stops answering holds only the calls that wait for it, never the loop.
 final class BusAuthorization {
     static let action = "org.lifecycled.manage"
+    /// How long (µs) the bus daemon has to say who a caller is; past it the call is refused.
+    static let credentialsTimeout: UInt64 = 10_000_000
     private unowned let daemon: Daemon
     private let connection: BusConnection
     private let daemonUID = geteuid()
     private var lastGroupWarning: String?
-    /// polkit questions in flight, each holding its call and what to do when allowed.
-    private var asking: [ObjectIdentifier: PolkitQuestion] = [:]
+    /// Questions in flight (credentials, polkit), each holding its call until answered or its bus is gone.
+    private var asking: [ObjectIdentifier: PendingReply] = [:]
 
     init(daemon: Daemon, connection: BusConnection) {
         self.daemon = daemon
@@ -33,31 +36,40 @@ final class BusAuthorization {
         }
     }
 
+    /// The bus is gone: its questions are never answered, and their callers with it.
+    func forgetQuestions() { asking = [:] }
+
     /// Runs `allowed` with the caller when it may change states; otherwise answers the call with AccessDenied.
     func authorize(_ call: BusCall, verb: String, allowed: @escaping (BusCaller) -> Void) {
-        let mask = UInt64(SD_BUS_CREDS_EUID) | UInt64(SD_BUS_CREDS_EGID) | UInt64(SD_BUS_CREDS_PID)
-            | UInt64(SD_BUS_CREDS_SUPPLEMENTARY_GIDS) | UInt64(SD_BUS_CREDS_AUGMENT)
-        var creds: OpaquePointer?
-        var result = sd_bus_query_sender_creds(call.message, mask, &creds)
-        var uid: uid_t = 0, pid: pid_t = 0
-        if result >= 0 { result = sd_bus_creds_get_euid(creds, &uid) }
-        guard result >= 0, let creds else {
-            if let creds { sd_bus_creds_unref(creds) }
-            return call.fail(.accessDenied, "permission denied: the caller's credentials are unknown (\(BusConnection.reason(result)))")
+        let unknown = "permission denied: the caller's credentials are unknown"
+        guard let sender = call.sender, let bus = connection.bus else { return call.fail(.accessDenied, "\(unknown) (no sender)") }
+        var created: OpaquePointer?
+        guard sd_bus_message_new_method_call(bus, &created, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                             "org.freedesktop.DBus", "GetConnectionCredentials") >= 0,
+              let message = created else { return call.fail(.accessDenied, unknown) }
+        defer { sd_bus_message_unref(message) }
+        var writer = BusWriter(message)
+        writer.string(sender)
+        guard writer.result >= 0 else { return call.fail(.accessDenied, unknown) }
+        send(bus, message, timeout: Self.credentialsTimeout, for: call) { [unowned self] reply in
+            if let error = sd_bus_message_get_error(reply), sd_bus_error_is_set(error) != 0 {
+                let name = error.pointee.name.map { String(cString: $0) } ?? "an error"
+                return call.fail(.accessDenied, "\(unknown) (the bus answered \(name))")
+            }
+            guard let credentials = BusCredentials(reply) else { return call.fail(.accessDenied, "\(unknown) (no user in the bus's answer)") }
+            self.decide(call, verb: verb, credentials: credentials, allowed: allowed)
+        } failed: {
+            call.fail(.accessDenied, unknown)
         }
-        defer { sd_bus_creds_unref(creds) }
-        _ = sd_bus_creds_get_pid(creds, &pid)
-        var gids: [gid_t] = []
-        var egid: gid_t = 0
-        if sd_bus_creds_get_egid(creds, &egid) >= 0 { gids.append(egid) }
-        var supplementary: UnsafePointer<gid_t>?
-        let count = sd_bus_creds_get_supplementary_gids(creds, &supplementary)
-        if count > 0, let supplementary { gids += UnsafeBufferPointer(start: supplementary, count: Int(count)) }
-        let caller = BusCaller(uid: uid, pid: pid)
+    }
 
+    private func decide(_ call: BusCall, verb: String, credentials: BusCredentials, allowed: @escaping (BusCaller) -> Void) {
+        let uid = credentials.uid, pid = credentials.pid
+        let caller = BusCaller(uid: uid, pid: pid)
         let access = self.access
-        var decision = access.mayChange(uid: uid, gid: gids.first ?? gid_t.max, verb: verb)
-        for gid in gids.dropFirst() where !decision.isAllowed {
+        // No groups from the bus: the user's own memberships, from the group database, still count.
+        var decision = access.mayChange(uid: uid, gid: credentials.gids.first ?? gid_t.max, verb: verb)
+        for gid in credentials.gids.dropFirst() where !decision.isAllowed {
             if case .allowed(let why) = access.mayChange(uid: uid, gid: gid, verb: verb) { decision = .allowed(why) }
         }
         switch decision {
@@ -75,7 +87,6 @@ final class BusAuthorization {
 
     /// polkit's answer decides; no polkit on the bus (or any failure to ask it) keeps the refusal.
     private func askPolkit(_ bus: OpaquePointer, call: BusCall, sender: String, refusal: String, allowed: @escaping () -> Void) {
-        let question = PolkitQuestion(call: call, refusal: refusal, allowed: allowed)
         var created: OpaquePointer?
         guard sd_bus_message_new_method_call(bus, &created, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
                                              "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization") >= 0,
@@ -97,46 +108,103 @@ final class BusAuthorization {
         writer.uint32(interactive ? 1 : 0)  // AllowUserInteraction
         writer.string("")
         guard writer.result >= 0 else { return call.fail(.accessDenied, refusal) }
-        var slot: OpaquePointer?
         // polkit may wait for a person to authenticate: no timeout of ours cuts that short.
-        let timeout: UInt64 = interactive ? UInt64.max : 0
+        send(bus, message, timeout: interactive ? UInt64.max : 0, for: call) { reply in
+            PolkitAnswer.read(reply, call: call, refusal: refusal, allowed: allowed)
+        } failed: {
+            call.fail(.accessDenied, refusal)
+        }
+    }
+
+    /// Sends `message` and runs `answered` with its reply (or sd-bus's error reply at the timeout); `failed` when it
+    /// cannot be sent.
+    private func send(_ bus: OpaquePointer, _ message: OpaquePointer, timeout: UInt64, for call: BusCall,
+                      answered: @escaping (OpaquePointer) -> Void, failed: () -> Void) {
+        let question = PendingReply(call: call, answered: answered)
         let key = ObjectIdentifier(question)
-        asking[key] = question
+        var slot: OpaquePointer?
         let result = sd_bus_call_async(bus, &slot, message, { reply, userdata, _ in
-            let question = Unmanaged<PolkitQuestion>.fromOpaque(userdata!).takeUnretainedValue()
-            question.answered(reply)
+            let question = Unmanaged<PendingReply>.fromOpaque(userdata!).takeUnretainedValue()
+            question.answer(reply)
             return 0
         }, Unmanaged.passUnretained(question).toOpaque(), timeout)
-        guard result >= 0 else {
-            asking[key] = nil
-            return call.fail(.accessDenied, refusal)
-        }
+        guard result >= 0 else { return failed() }
+        asking[key] = question
         question.slot = slot
         // Forgotten after sd-bus has returned from the reply's callback, which its slot belongs to.
         question.done = { [unowned self] in self.daemon.loop.afterCallback { self.asking[key] = nil } }
     }
 }
 
-/// One CheckAuthorization in flight.
-private final class PolkitQuestion {
+/// One question to the bus in flight; its slot is released with it, which cancels an unanswered one.
+private final class PendingReply {
     let call: BusCall
-    let refusal: String
-    let allowed: () -> Void
+    let answered: (OpaquePointer) -> Void
     var slot: OpaquePointer?
     var done: () -> Void = {}
 
-    init(call: BusCall, refusal: String, allowed: @escaping () -> Void) {
+    init(call: BusCall, answered: @escaping (OpaquePointer) -> Void) {
         self.call = call
-        self.refusal = refusal
-        self.allowed = allowed
+        self.answered = answered
     }
 
     deinit { if let slot { sd_bus_slot_unref(slot) } }
 
-    /// `(bba{ss})`: authorized, challenge, details.
-    func answered(_ reply: OpaquePointer?) {
+    func answer(_ reply: OpaquePointer?) {
         defer { done() }
-        guard let reply else { return call.fail(.accessDenied, refusal) }
+        guard let reply else { return call.fail(.accessDenied, "permission denied: no answer from the bus") }
+        answered(reply)
+    }
+}
+
+/// `GetConnectionCredentials`'s `a{sv}`: `UnixUserID` (required here), `ProcessID`, `UnixGroupIDs` (all groups,
+/// when the bus daemon knows them); other keys are skipped.
+struct BusCredentials {
+    var uid: uid_t = 0
+    var pid: pid_t = 0
+    var gids: [gid_t] = []
+
+    init?(_ reply: OpaquePointer) {
+        var hasUID = false
+        guard sd_bus_message_enter_container(reply, BusType.array, "{sv}") > 0 else { return nil }
+        while sd_bus_message_enter_container(reply, BusType.dictEntry, "sv") > 0 {
+            var key: UnsafePointer<CChar>?
+            guard sd_bus_message_read_basic(reply, BusType.string, &key) > 0, let key else { return nil }
+            switch String(cString: key) {
+            case "UnixUserID":
+                guard let value = Self.uint32(reply) else { return nil }
+                uid = uid_t(value)
+                hasUID = true
+            case "ProcessID":
+                guard let value = Self.uint32(reply) else { return nil }
+                pid = pid_t(bitPattern: value)
+            case "UnixGroupIDs":
+                guard sd_bus_message_enter_container(reply, BusType.variant, "au") > 0,
+                      sd_bus_message_enter_container(reply, BusType.array, "u") > 0 else { return nil }
+                var gid: UInt32 = 0
+                while sd_bus_message_read_basic(reply, BusType.uint32, &gid) > 0 { gids.append(gid_t(gid)) }
+                guard sd_bus_message_exit_container(reply) >= 0, sd_bus_message_exit_container(reply) >= 0 else { return nil }
+            default:
+                guard sd_bus_message_skip(reply, "v") >= 0 else { return nil }
+            }
+            guard sd_bus_message_exit_container(reply) >= 0 else { return nil }
+        }
+        guard hasUID else { return nil }
+    }
+
+    private static func uint32(_ reply: OpaquePointer) -> UInt32? {
+        var value: UInt32 = 0
+        guard sd_bus_message_enter_container(reply, BusType.variant, "u") > 0,
+              sd_bus_message_read_basic(reply, BusType.uint32, &value) > 0,
+              sd_bus_message_exit_container(reply) >= 0 else { return nil }
+        return value
+    }
+}
+
+/// CheckAuthorization's answer.
+private enum PolkitAnswer {
+    /// `(bba{ss})`: authorized, challenge, details.
+    static func read(_ reply: OpaquePointer, call: BusCall, refusal: String, allowed: () -> Void) {
         if let error = sd_bus_message_get_error(reply), sd_bus_error_is_set(error) != 0 {
             let name = error.pointee.name.map { String(cString: $0) } ?? "an error"
             Log.debug("D-Bus: polkit did not answer \(BusAuthorization.action): \(name)")

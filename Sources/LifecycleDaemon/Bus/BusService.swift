@@ -75,6 +75,7 @@ final class BusService: AppObserver {
     }
 
     private func unregister() {
+        authorization.forgetQuestions()
         for slot in slots { if let slot { sd_bus_slot_unref(OpaquePointer(slot)) } }
         slots = []
         shown = [:]
