@@ -217,7 +217,7 @@ struct CatchUpTests {
         try h.request(.focus, "a")
         #expect(h.model.snapshot(of: "a")?.told == Told(state: .notRunning, launch: LaunchOptions(launchedBy: "lifectl")))
         var next = try Self.restarted(h)
-        let start = next.log.count
+        let start = next.log.count, savesStart = next.saves.count
         next.cooperating { $0.hello("a") }
         #expect(next.sends(from: start) == [Sent("a", .didFinishLaunching), Sent("a", .didBecomeActive)])
         let launch = next.log[start...].compactMap { effect -> LaunchOptions? in
@@ -227,7 +227,7 @@ struct CatchUpTests {
         #expect(next.transitions(of: "a", from: start).isEmpty)
         #expect(next.state("a") == .active && next.record(of: "a").isSettled)
         #expect(next.model.snapshot(of: "a")?.told == nil, "caught up: the file no longer holds a catch-up")
-        #expect(next.saves.last == ["a"], "the end of the catch-up is saved")
+        #expect(next.saves[savesStart...].filter { $0 == ["a"] }.count >= 2, "each catch-up message sent is saved")
     }
 
     @Test("re-adopted after its client hung up while active and the app went to the background: the next hello hears willResignActive, didEnterBackground")
