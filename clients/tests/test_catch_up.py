@@ -50,20 +50,3 @@ def test_a_late_first_hello_hears_did_finish_launching_and_the_way_to_where_the_
     daemon.wait_until("didEnterBackground", lambda: daemon.types("app")[-1:] == ["didEnterBackground"])
     assert daemon.types("app") == ["didFinishLaunching", "didBecomeActive", "willResignActive", "didEnterBackground"]
 
-
-def test_a_first_hello_after_a_crash_hears_did_finish_launching(daemon: Daemon) -> None:
-    # The client sleeps through the whole crash: launched and focused by one daemon, it says its first hello to
-    # the next, which knows from the state file that it heard nothing yet.
-    daemon.app("app", f"[App]\nExec={PYTHON_EXAMPLE} --hello-after 8\n[Lifecycle]\nBackgroundTimeSec=infinity\n"
-                      "LaunchTimeoutSec=1\n")
-    daemon.start()
-    daemon.lifectl("focus", "app")
-    daemon.wait_until("active without its client", lambda: daemon.state("app") == "active")
-    assert daemon.records("app") == [], "the client has not said hello yet"
-    daemon.kill9()
-    daemon.start()
-    assert daemon.state("app") == "active"
-    daemon.wait_until("the catch-up", lambda: daemon.types("app")[-1:] == ["didBecomeActive"])
-    assert daemon.types("app") == ["didFinishLaunching", "didBecomeActive"]
-    assert [r["launchedBy"] for r in daemon.records("app") if r["type"] == "didFinishLaunching"] == ["lifectl"]
-    assert len({r["pid"] for r in daemon.records("app")}) == 1
