@@ -1,7 +1,8 @@
 // What the daemon keeps of an app across its own restart or crash (written to the runtime directory, read
-// back at start): the state, the queued notifications, the scene sessions, the open background tasks and the
-// counters. Everything else (queued steps, the message in flight, timers) belongs to one daemon's life and starts
-// over; the task deadline is armed again from the time the app entered the background.
+// back at start): the state, the queued notifications, the scene sessions, the open background tasks, the
+// counters and what a client that could not hear was last told. Everything else (queued steps, the message in
+// flight, timers) belongs to one daemon's life and starts over; the task deadline is armed again from the time
+// the app entered the background.
 
 /// One app's lasting state, as the daemon persists it.
 public struct AppSnapshot: Sendable, Equatable, Codable {
@@ -22,6 +23,9 @@ public struct AppSnapshot: Sendable, Equatable, Codable {
     /// When it entered the background, in CLOCK_MONOTONIC microseconds: one clock for every daemon of one boot,
     /// so the background task time goes on counting from there, not from the restart.
     public var enteredBackgroundAtMicroseconds: Int64?
+    /// What its client heard, while the app moves on without it (before its first hello, after a hang-up, during
+    /// a catch-up); absent when the client follows the app, and in files of older daemons.
+    public var told: Told?
 }
 
 extension NotificationQueue: Codable {
@@ -74,7 +78,8 @@ extension Supervisor {
                            observing: app.observing.sorted(), queue: app.queue, sessions: app.sessions,
                            nextSceneNumber: app.nextSceneNumber, discardedUntold: app.discardedUntold,
                            nextMessageID: app.messageIDBound, tasks: app.tasks.isEmpty ? nil : app.tasks,
-                           enteredBackgroundAtMicroseconds: app.enteredBackgroundAt.map { Int64($0 / .microseconds(1)) })
+                           enteredBackgroundAtMicroseconds: app.enteredBackgroundAt.map { Int64($0 / .microseconds(1)) },
+                           told: app.run.told)
     }
 
     /// The reason of the transition a re-adoption emits: not a move from notRunning, so the daemon journals it as
@@ -130,7 +135,9 @@ extension Supervisor {
         table[name].queue = snapshot.queue
         table[name].observing = Set(snapshot.observing)
         table[name].run.link = .awaitingHello
-        table[name].run.told = Told(state: snapshot.state, sessions: snapshot.sessions)
+        // A client that followed the app heard everything up to the saved state; one that could not hear goes on
+        // from what the file says it heard.
+        table[name].run.told = snapshot.told ?? Told(state: snapshot.state, sessions: snapshot.sessions)
         // Every id the previous daemon sent is below the bound it saved; the ids go on well past it, so that a late
         // ack for one of its messages (read from a connection kept in the service manager's store) never matches a
         // new one.

@@ -4,14 +4,15 @@
 // what it last heard of to where the app and its scenes are, in UIKit's order, each acknowledged as usual; the acks
 // move nothing, the app is there already.
 
-/// What a client has heard of its app, kept while the app may move on without it.
-struct Told: Sendable, Equatable {
+/// What a client has heard of its app, kept while the app may move on without it. The state file keeps it too, so
+/// that a daemon that takes the app back tells the client what it missed under the previous daemon.
+public struct Told: Sendable, Equatable, Codable {
     /// The app's state as the client knows it; notRunning: nothing yet, not even didFinishLaunching.
-    var state: AppState
+    public var state: AppState
     /// Each connected scene's state as the client knows it, by session id.
-    var scenes: [String: SceneActivationState] = [:]
+    public var scenes: [String: SceneActivationState] = [:]
     /// The options of a didFinishLaunching the client missed.
-    var launch: LaunchOptions?
+    public var launch: LaunchOptions?
 
     /// A client that heard nothing of this run.
     static func nothing(launch: LaunchOptions?) -> Told { Told(state: .notRunning, launch: launch) }
@@ -26,7 +27,7 @@ struct Told: Sendable, Equatable {
         for session in sessions { if let scene = session.state { scenes[session.id] = scene } }
     }
 
-    init(state: AppState, scenes: [String: SceneActivationState] = [:], launch: LaunchOptions? = nil) {
+    public init(state: AppState, scenes: [String: SceneActivationState] = [:], launch: LaunchOptions? = nil) {
         self.state = state
         self.scenes = scenes
         self.launch = launch
@@ -37,7 +38,7 @@ extension Supervisor {
     /// The client can no longer hear: remember what it heard last (a message in flight counted as acknowledged). A
     /// catch-up under way stops where it is: what it had not told yet is told at the next hello.
     mutating func rememberToldState(_ name: String) {
-        if table[name].run.told == nil { table[name].run.told = Told(everythingOf: table[name]) }
+        if table[name].run.told == nil { setTold(name, Told(everythingOf: table[name])) }
         table[name].plan.removeAll(where: \.isCatchUp)
     }
 
@@ -46,7 +47,7 @@ extension Supervisor {
     mutating func catchUp(_ name: String) {
         guard let told = table[name].run.told, table[name].connected, table[name].state != .suspended else { return }
         let steps = Self.catchUpSteps(from: told, to: table[name])
-        if steps.isEmpty { table[name].run.told = nil }
+        if steps.isEmpty { setTold(name, nil) }
         table[name].plan.prepend(steps)
     }
 
@@ -70,13 +71,20 @@ extension Supervisor {
         case .configurationForConnecting, .didDiscardSceneSessions, .performFetch:
             break
         }
-        table[name].run.told = told
+        setTold(name, told)
         endCatchUpIfDone(name)
     }
 
     /// Once no catch-up step is left, the client follows the app again.
     mutating func endCatchUpIfDone(_ name: String) {
-        if !table[name].plan.steps.contains(where: \.isCatchUp) { table[name].run.told = nil }
+        if !table[name].plan.steps.contains(where: \.isCatchUp) { setTold(name, nil) }
+    }
+
+    /// What the client heard is in the state file: a change is saved, so that the next daemon goes on from there.
+    mutating func setTold(_ name: String, _ told: Told?) {
+        guard table[name].run.told != told else { return }
+        table[name].run.told = told
+        changedSavedState(name)
     }
 
     /// The callbacks from `told` to where `app` is; a suspended app counts as in the background. Scenes move in the

@@ -96,7 +96,7 @@ extension Supervisor {
                 guard app.canMessage else {
                     // No client to tell: the transition happens at once, and a late hello hears of it.
                     if callback == .didFinishLaunching, app.policy.speaksProtocol, app.run.told == nil {
-                        table[slot].run.told = .nothing(launch: options)
+                        setTold(name, .nothing(launch: options))
                     }
                     if let next = callback.resultingState { setState(name, next, reason: callback.rawValue) }
                     continue

@@ -35,6 +35,36 @@ extension AppSnapshot {
         }
         writer.raw(#","terminatedInBackground":"#)
         writer.bool(terminatedInBackground)
+        if let told {
+            writer.raw(#","told":"#)
+            told.writeJSON(into: &writer)
+        }
+        writer.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension Told {
+    /// As its synthesized `encode(to:)`: the scenes an object keyed by session id, in the UTF-8 order of the ids.
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.byte(UInt8(ascii: "{"))
+        if let launch {
+            writer.raw(#""launch":{"background":"#)
+            writer.bool(launch.background)
+            writer.raw(#","launchedBy":"#)
+            writer.string(launch.launchedBy)
+            writer.raw(#","terminatedInBackground":"#)
+            writer.bool(launch.terminatedInBackground)
+            writer.raw(#"},"#)
+        }
+        writer.raw(#""scenes":{"#)
+        for (position, scene) in scenes.sorted(by: { JSONWriter.precedesInUTF8($0.key, $1.key) }).enumerated() {
+            if position > 0 { writer.byte(UInt8(ascii: ",")) }
+            writer.string(scene.key)
+            writer.byte(UInt8(ascii: ":"))
+            writer.string(scene.value.rawValue)
+        }
+        writer.raw(#"},"state":"#)
+        writer.string(state.rawValue)
         writer.byte(UInt8(ascii: "}"))
     }
 }

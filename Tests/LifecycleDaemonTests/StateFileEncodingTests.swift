@@ -33,6 +33,7 @@ struct StateFileEncodingTests {
         var pids = 0, noPids = 0, tokens = 0, suspended = 0, tasks = 0, emptyTasks = 0, noTasks = 0
         var messageIDs = 0, enteredBackground = 0, sessions = 0, savedStates = 0, disconnected = 0
         var droppedPayloads = 0, nullPayloads = 0, nestedObjects = 0
+        var told = 0, toldLaunch = 0, toldScenes = 0
         var coalescings: Set<Coalescing> = []
     }
 
@@ -133,6 +134,20 @@ struct StateFileEncodingTests {
                                 lastActivation: below(1000))
         }
 
+        /// What a client heard: its scenes keyed by ids that sort differently by UTF-8 and by String's own order.
+        mutating func told() -> Told {
+            let scenes = SceneActivationState.allCases
+            var told = Told(state: AppState.allCases[below(AppState.allCases.count)])
+            for _ in 0..<below(4) { told.scenes[chance(50) ? "s\(below(40))" : string()] = scenes[below(scenes.count)] }
+            if chance(50) {
+                told.launch = LaunchOptions(launchedBy: string(), background: chance(50), terminatedInBackground: chance(50))
+                coverage.toldLaunch += 1
+            }
+            coverage.told += 1
+            if told.scenes.count > 1 { coverage.toldScenes += 1 }
+            return told
+        }
+
         mutating func app() -> PersistedApp {
             let sessionCount = chance(50) ? 0 : 1 + below(3)
             let tasks: [BackgroundTask]? = switch below(3) {
@@ -145,7 +160,7 @@ struct StateFileEncodingTests {
             case 0: coverage.emptyTasks += 1
             default: coverage.tasks += 1
             }
-            let snapshot = AppSnapshot(
+            var snapshot = AppSnapshot(
                 state: AppState.allCases[below(AppState.allCases.count)], launches: integer(), deadlineMisses: integer(),
                 terminatedInBackground: chance(50), memoryTerminations: integer(),
                 observing: (0..<below(4)).map { _ in string() }, queue: queue(),
@@ -153,6 +168,7 @@ struct StateFileEncodingTests {
                 discardedUntold: (0..<below(3)).map { _ in "s\(below(40))" },
                 nextMessageID: chance(70) ? integer() : nil, tasks: tasks,
                 enteredBackgroundAtMicroseconds: chance(40) ? Int64(bitPattern: next()) : nil)
+            snapshot.told = chance(50) ? nil : told()
             if snapshot.nextMessageID != nil { coverage.messageIDs += 1 }
             if snapshot.enteredBackgroundAtMicroseconds != nil { coverage.enteredBackground += 1 }
             let pid: Int32? = chance(70) ? Int32(truncatingIfNeeded: Int64(bitPattern: next())) : nil
@@ -175,6 +191,7 @@ struct StateFileEncodingTests {
         #expect(coverage.sessions > 0 && coverage.savedStates > 0 && coverage.disconnected > 0)
         #expect(coverage.droppedPayloads > 0, "a `none` type that kept fewer payloads than it was posted")
         #expect(coverage.nestedObjects > 0)
+        #expect(coverage.told > 0 && coverage.toldLaunch > 0 && coverage.toldScenes > 0)
         #expect(coverage.coalescings == Set(Coalescing.allCases))
     }
 

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Testing
 @testable import LifecycleModel
 
@@ -197,5 +198,64 @@ struct CatchUpTests {
         h.cooperating { $0.hello("w") }
         #expect(h.log[start...].sentMessages == ["w.s1.sceneDidEnterBackground", "w.s1.sceneDidDisconnect"])
         #expect(h.record(of: "w").isSettled)
+    }
+
+    // MARK: Across the daemon's restart
+
+    /// The state file of `h`'s app "a", through JSON as the daemon writes and reads it, taken back by a new daemon.
+    static func restarted(_ h: Harness) throws -> Harness {
+        let saved = try #require(h.model.snapshot(of: "a"))
+        let file = try JSONDecoder().decode(AppSnapshot.self, from: try JSONEncoder().encode(saved))
+        var next = Harness("a")
+        _ = next.model.adopt("a", file, running: true, now: next.now)
+        return next
+    }
+
+    @Test("re-adopted before its client's first hello: that hello hears didFinishLaunching with its launch options, then the way to where the app is")
+    func firstHelloAfterRestart() throws {
+        var h = try Self.silentSinceLaunch()
+        try h.request(.focus, "a")
+        #expect(h.model.snapshot(of: "a")?.told == Told(state: .notRunning, launch: LaunchOptions(launchedBy: "lifectl")))
+        var next = try Self.restarted(h)
+        let start = next.log.count, savesStart = next.saves.count
+        next.cooperating { $0.hello("a") }
+        #expect(next.sends(from: start) == [Sent("a", .didFinishLaunching), Sent("a", .didBecomeActive)])
+        let launch = next.log[start...].compactMap { effect -> LaunchOptions? in
+            if case .send(_, let delivery) = effect { delivery.launchOptions } else { nil }
+        }
+        #expect(launch.map(\.launchedBy) == ["lifectl"], "the launch options are those of the launch it missed")
+        #expect(next.transitions(of: "a", from: start).isEmpty)
+        #expect(next.state("a") == .active && next.record(of: "a").isSettled)
+        #expect(next.model.snapshot(of: "a")?.told == nil, "caught up: the file no longer holds a catch-up")
+        #expect(next.saves[savesStart...].filter { $0 == ["a"] }.count >= 2, "each catch-up message sent is saved")
+    }
+
+    @Test("re-adopted after its client hung up while active and the app went to the background: the next hello hears willResignActive, didEnterBackground")
+    func hungUpBeforeRestart() throws {
+        var h = Harness("a")
+        try h.bring("a", to: .active)
+        let before = h.saves.count
+        h.event(.disconnected(app: "a"))
+        #expect(h.saves[before...].contains(["a"]), "what the client heard is saved at its hang-up")
+        try h.request(.background, "a")
+        var next = try Self.restarted(h)
+        let start = next.log.count
+        next.cooperating { $0.hello("a") }
+        #expect(next.sends(from: start) == [Sent("a", .willResignActive), Sent("a", .didEnterBackground)])
+        #expect(next.state("a") == .background && next.record(of: "a").isSettled)
+    }
+
+    @Test("re-adopted in the middle of a catch-up: the next hello goes on from what the previous daemon told")
+    func restartDuringCatchUp() throws {
+        var h = try Self.silentSinceLaunch()
+        try h.request(.focus, "a")
+        try h.request(.background, "a")
+        h.hello("a")
+        #expect(h.inFlight("a")?.callback == .didFinishLaunching)
+        #expect(h.model.snapshot(of: "a")?.told?.state == .inactive, "a catch-up message sent is saved as heard")
+        var next = try Self.restarted(h)
+        let start = next.log.count
+        next.cooperating { $0.hello("a") }
+        #expect(next.sends(from: start) == [Sent("a", .didEnterBackground)])
     }
 }

@@ -64,4 +64,19 @@ struct SnapshotTests {
         _ = next.adopt("a", decoded, running: true, now: .seconds(100))
         #expect(next.app("a")?.tasks == [])
     }
+
+    @Test("what a client that could not hear was told round-trips through JSON; a file without it reads as a client that followed")
+    func toldRoundTrip() throws {
+        var h = try SceneTests.focusedSceneApp()
+        h.event(.disconnected(app: "w"))
+        var snapshot = try #require(h.model.snapshot(of: "w"))
+        #expect(snapshot.told == Told(state: .active, scenes: ["s1": .foregroundActive]))
+        snapshot.told?.launch = LaunchOptions(launchedBy: "autoLaunch", background: true, terminatedInBackground: true)
+        let data = try JSONEncoder().encode(snapshot)
+        #expect(try JSONDecoder().decode(AppSnapshot.self, from: data) == snapshot)
+
+        snapshot.told = nil
+        let without = try JSONDecoder().decode(AppSnapshot.self, from: try JSONEncoder().encode(snapshot))
+        #expect(without.told == nil)
+    }
 }

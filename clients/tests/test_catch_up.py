@@ -49,3 +49,4 @@ def test_a_late_first_hello_hears_did_finish_launching_and_the_way_to_where_the_
     daemon.lifectl("background", "app")
     daemon.wait_until("didEnterBackground", lambda: daemon.types("app")[-1:] == ["didEnterBackground"])
     assert daemon.types("app") == ["didFinishLaunching", "didBecomeActive", "willResignActive", "didEnterBackground"]
+
