@@ -14,6 +14,8 @@ public struct DisplayConfig: Sendable, Equatable {
         case auto
         /// The integrator that owns the display reports it over the D-Bus API (SetDisplay, SetDisplayPids).
         case dbus
+        /// GNOME Shell's focus marks on the app units' cgroups (`user.xdg.inactive-since`), without an extension.
+        case gnome
     }
 
     public var source: Source = .none
@@ -21,6 +23,8 @@ public struct DisplayConfig: Sendable, Equatable {
     public var swaySocket: String?
     /// `X11Display=`: default `$DISPLAY`.
     public var x11Display: String?
+    /// `GnomeGraceSec=`: how long an app whose window lost the focus stays visible (inactive) under `Source=gnome`.
+    public var gnomeGrace: Duration = .seconds(10)
 
     public init() {}
 
@@ -36,6 +40,7 @@ public struct DisplayConfig: Sendable, Equatable {
         case .sway: return (.sway, swaySocket)
         case .x11: return (.x11, display)
         case .dbus: return (.dbus, nil)
+        case .gnome: return (.gnome, nil)
         case .auto:
             if let swaySocket { return (.sway, swaySocket) }
             if let display { return (.x11, display) }
