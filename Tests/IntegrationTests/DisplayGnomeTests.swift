@@ -12,9 +12,15 @@ struct DisplayGnomeTests {
     static let foo = "app-gnome-org.example.Foo-1234.scope"
     static let bar = "app-org.example.Bar-99.scope"
 
+    /// Writes the mark with Python's os.setxattr (setxattr(2), as mutter's g_file_set_attribute does).
     static func mark(_ session: FakeUserSession, _ unit: String, _ value: String) throws {
-        let result = value.withCString { text in setxattr(session.path(unit), "user.xdg.inactive-since", text, strlen(text), 0) }
-        guard result == 0 else { throw HarnessError("setxattr on \(unit): \(String(cString: strerror(errno)))") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import os, sys; os.setxattr(sys.argv[1], 'user.xdg.inactive-since', sys.argv[2].encode())",
+                             session.path(unit), value]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw HarnessError("setxattr on \(unit) failed") }
     }
 
     /// Now on CLOCK_MONOTONIC in microseconds, as mutter's g_get_monotonic_time().

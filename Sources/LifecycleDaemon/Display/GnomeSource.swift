@@ -131,9 +131,10 @@ final class GnomeSource: DisplaySource {
     /// The attribute's bytes as text, nil when the unit carries none.
     static func readAttribute(_ path: String) -> String? {
         var buffer = [UInt8](repeating: 0, count: 64)
-        let count = buffer.withUnsafeMutableBytes { getxattr(path, attribute, $0.baseAddress, $0.count) }
-        if count < 0 { return errno == ERANGE ? "" : nil }
-        return String(decoding: buffer[..<count], as: UTF8.self)
+        let count = buffer.withUnsafeMutableBytes { cs_getxattr(path, attribute, $0.baseAddress, UInt($0.count)) }
+        // Longer than any number: garbage, read as such.
+        if count < 0 { return count == -Int(ERANGE) ? "?" : nil }
+        return String(decoding: buffer[..<Int(count)], as: UTF8.self)
     }
 
     /// Whether any unit in `slice` carries the attribute (`Source=auto` picks gnome then).
@@ -175,7 +176,7 @@ enum InactiveSince: Equatable {
 
 private extension String {
     func trimmingCharacters(in set: String) -> String {
-        let drop = Set(set)
-        return String(drop { drop.contains($0) }.reversed().drop { drop.contains($0) }.reversed())
+        let padding = Set(set)
+        return String(String(self.drop { padding.contains($0) }.reversed()).drop { padding.contains($0) }.reversed())
     }
 }
