@@ -15,8 +15,8 @@ struct DisplayGnomeTests {
     /// Writes the mark with Python's os.setxattr (setxattr(2), as mutter's g_file_set_attribute does).
     static func mark(_ session: FakeUserSession, _ unit: String, _ value: String) throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import os, sys; os.setxattr(sys.argv[1], 'user.xdg.inactive-since', sys.argv[2].encode())",
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", "import os, sys; os.setxattr(sys.argv[1], 'user.xdg.inactive-since', sys.argv[2].encode())",
                              session.path(unit), value]
         try process.run()
         process.waitUntilExit()
