@@ -10,7 +10,8 @@ public struct DisplayConfig: Sendable, Equatable {
         case sway
         /// An EWMH window manager on X11.
         case x11
-        /// sway when a socket is given or found, else x11 when a display is, else none.
+        /// sway when a socket is given or found, else x11 when a display is, else gnome when a unit of the app slice
+        /// carries GNOME's focus mark (DisplayFollower), else none.
         case auto
         /// The integrator that owns the display reports it over the D-Bus API (SetDisplay, SetDisplayPids).
         case dbus
