@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/xattr.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -109,4 +110,9 @@ ssize_t cs_uevent_receive(int fd, char *buffer, size_t size) {
         if (sender.nl_pid != 0 || (message.msg_flags & MSG_TRUNC)) return 0;
         return n;
     }
+}
+
+long cs_getxattr(const char *path, const char *name, void *value, unsigned long size) {
+    ssize_t count = getxattr(path, name, value, size);
+    return count < 0 ? -errno : (long)count;
 }

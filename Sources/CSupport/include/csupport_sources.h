@@ -33,6 +33,9 @@ int cs_inotify_open(void);
 /// adding a directory already watched returns its descriptor again (with CS_IN_MASK_ADD, masks add up).
 int cs_inotify_add(int fd, const char *path, uint32_t mask);
 int cs_inotify_remove(int fd, int wd);
+
+/// getxattr(2) of a path (Glibc's Swift module leaves <sys/xattr.h> out): the value's length, or -errno.
+long cs_getxattr(const char *path, const char *name, void *value, unsigned long size);
 /// The size of struct inotify_event without its name (16); the name follows, NUL-padded to `len` bytes.
 size_t cs_inotify_event_header_size(void);
 

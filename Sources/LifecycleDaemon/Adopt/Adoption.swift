@@ -145,6 +145,8 @@ final class Adoption {
         appIDs[name] = unit.appID
         adopt(app, leader: leader, place: .scope(path),
               what: "scope \(unit.unit) (process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")))")
+        // The display's last picture may already show it (a window, or a GNOME focus mark): read it with the app.
+        daemon.display.refresh()
         return name
     }
 

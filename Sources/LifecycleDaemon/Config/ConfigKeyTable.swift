@@ -113,6 +113,7 @@ extension ConfigLoader {
         .value("Display", "SwaySocket", \.display.swaySocket, { text throws(ConfigSyntaxError) in try parseAbsolutePath(text) },
                shown: { $0 ?? "" }),
         .value("Display", "X11Display", \.display.x11Display, { text throws(ConfigSyntaxError) in text }, shown: { $0 ?? "" }),
+        .value("Display", "GnomeGraceSec", \.display.gnomeGrace, parseFiniteDuration, shown: formatDuration),
     ]
 
     /// `[Control]` of `lifecycled.conf`: who may change states through the control socket.

@@ -10,10 +10,13 @@ public struct DisplayConfig: Sendable, Equatable {
         case sway
         /// An EWMH window manager on X11.
         case x11
-        /// sway when a socket is given or found, else x11 when a display is, else none.
+        /// sway when a socket is given or found, else x11 when a display is, else gnome when a unit of the app slice
+        /// carries GNOME's focus mark (DisplayFollower), else none.
         case auto
         /// The integrator that owns the display reports it over the D-Bus API (SetDisplay, SetDisplayPids).
         case dbus
+        /// GNOME Shell's focus marks on the app units' cgroups (`user.xdg.inactive-since`), without an extension.
+        case gnome
     }
 
     public var source: Source = .none
@@ -21,6 +24,8 @@ public struct DisplayConfig: Sendable, Equatable {
     public var swaySocket: String?
     /// `X11Display=`: default `$DISPLAY`.
     public var x11Display: String?
+    /// `GnomeGraceSec=`: how long an app whose window lost the focus stays visible (inactive) under `Source=gnome`.
+    public var gnomeGrace: Duration = .seconds(10)
 
     public init() {}
 
@@ -36,6 +41,7 @@ public struct DisplayConfig: Sendable, Equatable {
         case .sway: return (.sway, swaySocket)
         case .x11: return (.x11, display)
         case .dbus: return (.dbus, nil)
+        case .gnome: return (.gnome, nil)
         case .auto:
             if let swaySocket { return (.sway, swaySocket) }
             if let display { return (.x11, display) }

@@ -37,7 +37,11 @@ final class DisplayFollower {
         chosen = config.source
         switch choice {
         case .none, .auto:
-            if config.source == .auto { Log.info("display: Source=auto found no display server; focus follows lifectl alone") }
+            guard config.source == .auto else { return }
+            if let slice = try? findSlice(), GnomeSource.marked(slice.path) { return startGnome(config) }
+            Log.info("display: Source=auto found no display server; focus follows lifectl alone")
+        case .gnome:
+            startGnome(config)
         case .sway:
             guard let address else {
                 unavailable = "sway (no socket: set SwaySocket= or SWAYSOCK)"
@@ -68,6 +72,22 @@ final class DisplayFollower {
     }
 
     func stop() { source?.stop() }
+
+    /// `[Adopt]` as in force: `Source=gnome` finds the app slice as adoption does.
+    var adoptConfig: () -> AdoptConfig = { AdoptConfig() }
+
+    private func findSlice() throws(AdoptFailure) -> AppSlice {
+        let mountinfo = (try? readKernelFile("/proc/self/mountinfo")) ?? ""
+        let own = (try? readKernelFile("/proc/self/cgroup")) ?? ""
+        return try AppSlice.find(adoptConfig(), mountinfo: mountinfo, ownCgroup: own, uid: ConfigLoader.systemUserID)
+    }
+
+    private func startGnome(_ config: DisplayConfig) {
+        let source = GnomeSource(loop: loop, grace: config.gnomeGrace) { [unowned self] () throws(AdoptFailure) in try self.findSlice() }
+        self.source = source
+        source.start { [unowned self] picture in self.reported(picture) }
+        if !source.connected { unavailable = "gnome (no app slice to follow: see the log)"; self.source = nil }
+    }
 
     /// A reload: a changed `[Display]` stops the source in force and starts the new one, whose first picture
     /// reconciles the apps; meanwhile they keep their states. An unchanged one is left alone, connection and all.
@@ -133,7 +153,7 @@ final class DisplayFollower {
     /// lifectl's focus or background of an app with a window: asked of the display server. Returns false when the
     /// request goes the usual way instead (no source connected, or the app shows no window).
     func carryOut(_ request: Request, for name: String) -> Bool {
-        guard let source, source.connected, let state = host.withRecord(name, { $0.state }) else { return false }
+        guard let source, source.connected, source.canRequest, let state = host.withRecord(name, { $0.state }) else { return false }
         switch request {
         case .focus where state != .active:
             guard let window = ownership().windows(of: name, in: picture).first else { return false }

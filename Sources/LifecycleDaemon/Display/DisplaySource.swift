@@ -18,4 +18,10 @@ protocol DisplaySource: AnyObject {
     func focus(window: Int64)
     /// Ask the display server to hide the window.
     func hide(window: Int64)
+    /// Whether the display server takes focus and hide requests at all (else lifectl's verbs go the usual way).
+    var canRequest: Bool { get }
+}
+
+extension DisplaySource {
+    var canRequest: Bool { true }
 }
