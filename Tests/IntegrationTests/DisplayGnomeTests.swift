@@ -125,4 +125,40 @@ struct DisplayGnomeTests {
         let status = try missing.lifectl("status").stdout
         #expect(status.contains("gnome (no app slice to follow"), "\(status)")
     }
+
+    @Test("Source=auto follows GNOME's marks when the app slice's units carry them, and nothing when none does")
+    func autoPicksGnomeWhenTheMarksAreInUse() throws {
+        // No sway socket and no X display in the daemon's environment, so only the marks can decide.
+        let noDisplay = ["SWAYSOCK": "", "DISPLAY": ""]
+        let config = { (session: FakeUserSession) in
+            "[Adopt]\nScopes=yes\nAppSlice=\(session.appSlice)\nUser=\(HeadlessSway.user)\n[Display]\nSource=auto\n"
+        }
+        let unmarked = try DaemonHarness()
+        let plain = try FakeUserSession(tag: unmarked.tag)
+        try plain.unit(Self.foo)
+        try unmarked.daemonConfig(config(plain))
+        try unmarked.start(extraEnvironment: noDisplay)
+        try unmarked.waitUntil("auto finds nothing to follow") {
+            unmarked.log.contains("display: Source=auto found no display server")
+        }
+        #expect(try unmarked.lifectl("status").stdout.contains("none (focus follows lifectl alone)"))
+        unmarked.stop()
+        plain.stop()
+
+        let daemon = try DaemonHarness()
+        let session = try FakeUserSession(tag: daemon.tag)
+        defer {
+            daemon.stop()
+            session.stop()
+        }
+        try session.unit(Self.foo)
+        try session.unit(Self.bar)
+        try Self.mark(session, Self.foo, "-1")
+        try daemon.daemonConfig(config(session))
+        try daemon.start(extraEnvironment: noDisplay)
+        try daemon.waitForState("org.example.Foo", "active")
+        let status = try daemon.lifectl("status").stdout
+        #expect(status.contains("gnome (auto) at \(session.mount)/\(session.appSlice), connected"), "\(status)")
+        #expect(daemon.log.contains("display: following GNOME's focus marks"), "\(daemon.log)")
+    }
 }
