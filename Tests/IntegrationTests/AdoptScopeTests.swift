@@ -236,4 +236,35 @@ struct AdoptScopeTests {
             #expect(daemon.isDaemonRunning)
         }
     }
+
+    @Test("lifectl terminate of an adopted app asks each of its processes with SIGTERM: processes that lead no process group end on it, not at the SIGKILL after the stop timeout")
+    func terminateReachesProcessesThatLeadNoGroup() throws {
+        try withSession("BackgroundTimeSec=infinity\n") { daemon, session in
+            // As a launcher that forks and exits leaves them: each process is a child whose parent is gone, in a
+            // process group no process of the scope leads. The test runner blocks SIGTERM and its children
+            // inherit the mask: the program unblocks it first.
+            let program = ["/usr/bin/python3", "-c", """
+                import os, signal, sys, time
+                signal.pthread_sigmask(signal.SIG_SETMASK, [])
+                while sys.argv[1] not in open("/proc/self/cgroup").read(): time.sleep(0.01)
+                if os.fork(): os._exit(0)
+                time.sleep(100000)
+                """, Self.foo]
+            let parents = try session.unit(Self.foo, count: 2, command: program)
+            var pids: [pid_t] = []
+            try session.wait("the forked children are the scope's processes") {
+                pids = ((try? String(contentsOfFile: session.path(Self.foo) + "/cgroup.procs", encoding: .utf8)) ?? "")
+                    .split(separator: "\n").compactMap { pid_t($0) }
+                return pids.count == 2 && Set(pids).isDisjoint(with: parents)
+            }
+            for pid in pids { #expect(getpgid(pid) != pid) }
+            func ended(_ pid: pid_t) -> Bool { !Kernel.exists(pid) || Kernel.state(pid) == "Z" }
+            try daemon.start()
+            try daemon.waitUntil("the scope is adopted") { try adopted(daemon)["org.example.Foo"] != nil }
+            #expect(try daemon.lifectl("terminate", "org.example.Foo").status == 0)
+            try session.wait("both processes ended") { pids.allSatisfy(ended) }
+            try daemon.waitUntil("the app is forgotten") { try adopted(daemon)["org.example.Foo"] == nil }
+            #expect(!daemon.log.contains("org.example.Foo: sent SIGKILL"), "\(daemon.log)")
+        }
+    }
 }

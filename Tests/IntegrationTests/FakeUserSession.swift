@@ -37,14 +37,16 @@ final class FakeUserSession {
     func path(_ unit: String) -> String { mount + "/" + appSlice + "/" + unit }
 
     /// A unit in the app slice with `count` processes of the session's user (CPU-busy ones with `busy`), each moved
-    /// into it. `asRoot`: the processes run as root instead (another user than the session's).
+    /// into it. `asRoot`: the processes run as root instead (another user than the session's). `command`: another
+    /// program than a sleep or a busy loop.
     @discardableResult
-    func unit(_ unit: String, count: Int = 1, busy: Bool = false, asRoot: Bool = false) throws -> [pid_t] {
+    func unit(_ unit: String, count: Int = 1, busy: Bool = false, asRoot: Bool = false,
+              command: [String]? = nil) throws -> [pid_t] {
         try FileManager.default.createDirectory(atPath: path(unit), withIntermediateDirectories: true)
         var pids: [pid_t] = []
         for _ in 0..<count {
             let process = Process()
-            let command = busy ? ["/bin/sh", "-c", "while :; do :; done"] : ["/bin/sleep", "100000"]
+            let command = command ?? (busy ? ["/bin/sh", "-c", "while :; do :; done"] : ["/bin/sleep", "100000"])
             if asRoot {
                 process.executableURL = URL(fileURLWithPath: command[0])
                 process.arguments = Array(command.dropFirst())

@@ -131,7 +131,11 @@ final class Suspension {
     func signal(_ app: AppRuntime, _ signal: TerminationSignal) {
         guard let pid = app.pid else { return }
         switch signal {
-        case .terminate: kill(-pid, SIGTERM)
+        case .terminate:
+            // Each process the group signal misses (an adopted process, a child that called setsid()) is asked
+            // too, so that it ends on its own terms rather than at the SIGKILL after the stop timeout.
+            kill(-pid, SIGTERM)
+            for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGTERM) }
         case .kill: placement.killAll(app, leader: pid)
         }
         Log.info("\(app.name): sent \(signal.rawValue) to process group \(pid)")
