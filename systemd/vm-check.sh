@@ -164,6 +164,19 @@ lifectl resume frozen >>"$D" 2>&1; lifectl resume stopped >>"$D" 2>&1
 wait_for 'grep -q "frozen 0" "$(scope_of frozen)/cgroup.events"' 30 \
     && pass "resume by ThawUnit after the crashes" || fail "resume by ThawUnit after the crashes" "$(cat "$(scope_of frozen)/cgroup.events" 2>/dev/null | tr '\n' ' ')"
 
+# A suspended app whose state file is lost, then a crash: the next daemon cannot re-adopt the process left in the
+# scope, so it continues and terminates it (a stray); nothing stays stopped.
+lifectl suspend stopped >>"$D" 2>&1
+stray=$(app_field stopped 3)
+wait_for '[ "$(awk "/^State:/ { print \$2 }" /proc/$stray/status 2>/dev/null)" = T ]' 50
+rm -f /run/lifecycled/state/stopped.json /run/lifecycled/state/stopped.json.tmp
+crashed=$(show MainPID); kill -KILL "$crashed"
+wait_for '[ "$(show MainPID)" != "$crashed" ] && [ "$(show MainPID)" != 0 ] && lifectl list >/dev/null 2>&1' 600
+wait_for '! grep -qs "^State:.*T" /proc/$stray/status' 300 \
+    && pass "a stopped process in a scope no state file accounts for is continued and terminated after a crash" \
+    || fail "a stray left stopped in its scope" "pid $stray: $(awk '/^State:/ { print $2 }' /proc/$stray/status 2>/dev/null)"
+journalctl -u lifecycled --no-pager -o cat | grep -m1 "no saved state accounts for them" >>"$D" 2>&1
+
 # An app whose scope is stopped from outside has exited.
 systemctl stop app-lifecycled-plain.scope >>"$D" 2>&1
 wait_for '[ "$(app_field plain 2)" = notRunning ]' 50 && pass "systemctl stop of an app's scope is the app's exit" \

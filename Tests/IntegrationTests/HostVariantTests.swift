@@ -149,7 +149,8 @@ struct HostVariantTests {
             #expect(try daemon.status("frozen").state.rawValue == "suspended")
             #expect(freezerState() == "FROZEN")
             #expect(Kernel.state(pid) == "D", "a v1-frozen task sleeps uninterruptibly")
-            #expect(daemon.log.contains("frozen: suspended with freezer (v1): 1 process stopped"), "\(daemon.log)")
+            // The log line is written after the answer, so it is waited for.
+            try daemon.waitUntil("the v1 freeze is logged") { daemon.log.contains("frozen: suspended with freezer (v1): 1 process stopped") }
 
             try daemon.control("resume", "frozen")
             #expect(freezerState() == "THAWED")

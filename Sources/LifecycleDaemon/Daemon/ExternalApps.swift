@@ -108,7 +108,10 @@ final class ExternalApps {
             return "its process group \(pid) holds processes of other users (pid \(others.map(String.init).joined(separator: ", ")))"
         }
         if app.config.externalFrom == .cgroup {
-            guard placement.canPlaceInGroups else { return "its config says ExternalFrom=cgroup, and lifecycled has no cgroups here" }
+            guard placement.canPlaceInGroups else {
+                return "its config says ExternalFrom=cgroup, and lifecycled has no cgroup here for a process to be placed in"
+                    + " (no cgroups, or apps in systemd scopes, which only lifecycled's spawns get): use ExternalFrom=process-group"
+            }
             if app.cgroup == nil { prepare(app) }
             guard let cgroup = app.cgroup else { return "its cgroup could not be created" }
             guard cgroup.pids().contains(pid) else { return "pid \(pid) is not in its cgroup \(cgroup.displayPath)" }

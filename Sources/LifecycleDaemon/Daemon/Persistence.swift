@@ -140,8 +140,7 @@ final class Persistence {
         }
         // Processes in an app's cgroup that no state file accounts for (the state was lost, or the app's leader
         // died and left children): never left stopped either. Only the apps whose group exists can have strays;
-        // the others get theirs at their first launch.
-        guard placement.canPlaceInGroups else { return }
+        // the others get theirs at their first launch. A placement without groups has none (`leftoverNames`).
         let existing = placement.leftoverNames()
         for name in host.appNames where existing.contains(name) {
             guard let app = host.runtime(name), app.pid == nil, let cgroup = placement.leftover(name) else { continue }
