@@ -220,10 +220,10 @@ extension LifecycleApplication: ClientSessionDriver {
         if welcomed { reconnectDeadline = nil }
         guard retry, let socketPath else {
             reconnectDeadline = nil
-            _ = "lifecycle: \(reason); running on without lifecycle messages\n".withCString { write(2, $0, strlen($0)) }
+            _ = "lifecycle: \(reason); running on without lifecycle messages\n".withCString { Glibc.write(2, $0, strlen($0)) }
             return
         }
-        _ = "lifecycle: \(reason); reconnecting through \(socketPath)\n".withCString { write(2, $0, strlen($0)) }
+        _ = "lifecycle: \(reason); reconnecting through \(socketPath)\n".withCString { Glibc.write(2, $0, strlen($0)) }
         let deadline = reconnectDeadline ?? DispatchTime.now() + Self.reconnectWindow
         reconnectDeadline = deadline
         DispatchQueue.main.asyncAfter(deadline: .now() + .milliseconds(welcomed ? 0 : 200)) { [weak self] in
@@ -242,7 +242,7 @@ extension LifecycleApplication: ClientSessionDriver {
         }
         guard DispatchTime.now() < deadline else {
             reconnectDeadline = nil
-            _ = "lifecycle: could not reconnect to lifecycled; running on without lifecycle messages\n".withCString { write(2, $0, strlen($0)) }
+            _ = "lifecycle: could not reconnect to lifecycled; running on without lifecycle messages\n".withCString { Glibc.write(2, $0, strlen($0)) }
             return session.reconnectionGaveUp()
         }
         DispatchQueue.main.asyncAfter(deadline: .now() + .milliseconds(200)) { [weak self] in

@@ -218,7 +218,7 @@ private final class RecordingDelegate: ApplicationDelegate {
     func applicationDidEnterBackground(_ application: LifecycleApplication) { run.callback("didEnterBackground") }
     func applicationWillEnterForeground(_ application: LifecycleApplication) { run.callback("willEnterForeground") }
     func applicationWillTerminate(_ application: LifecycleApplication) { run.callback("willTerminate") }
-    func application(_ application: LifecycleApplication, configurationForConnecting session: SceneSession,
+    func application(_ application: LifecycleApplication, configurationForConnecting session: LifecycleClient.SceneSession,
                      options: JSONValue) -> String? {
         run.report("configurationForConnecting", ["scene": .string(session.persistentIdentifier), "role": .string(session.role),
                                                   "configuration": .string(session.configuration), "options": options,
@@ -250,7 +250,7 @@ private final class RecordingScene: SceneDelegate {
 
     init() {}
 
-    func scene(_ scene: Scene, willConnectTo session: SceneSession, options: JSONValue) {
+    func scene(_ scene: Scene, willConnectTo session: LifecycleClient.SceneSession, options: JSONValue) {
         run.callback("sceneWillConnect", ["scene": .string(session.persistentIdentifier), "role": .string(session.role),
                                           "configuration": .string(session.configuration), "options": options,
                                           "state": scene.restoredState ?? .null])
