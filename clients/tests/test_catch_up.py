@@ -55,13 +55,13 @@ def test_a_late_first_hello_hears_did_finish_launching_and_the_way_to_where_the_
 
 
 
-@pytest.mark.parametrize("client", ["c", "python"])
+@pytest.mark.parametrize("client", ["c", "python", "python-asyncio"])
 def test_a_client_whose_connection_died_before_its_hello_connects_again_and_hears_the_launch(
         daemon: Daemon, client: str, tmp_path: pathlib.Path) -> None:
     # The client starts slowly, past the daemon's kill -9: its hello meets the dead socketpair, and it connects to
     # the next daemon with the token it was started with, which catches it up from the launch it never heard of.
     go = tmp_path / "say-hello"
-    command = {"c": str(C_EXAMPLE), "python": PYTHON_EXAMPLE}[client]
+    command = {"c": str(C_EXAMPLE), "python": PYTHON_EXAMPLE, "python-asyncio": f"{PYTHON_EXAMPLE} --asyncio"}[client]
     daemon.app("app", f"[App]\nExec={command} --hello-when {go}\n[Lifecycle]\nBackgroundTimeSec=infinity\n"
                       "LaunchTimeoutSec=1\n")
     daemon.start()
