@@ -35,7 +35,7 @@ let package = Package(
         // What the test targets share: the seeded generator of their random tests.
         .target(name: "TestSupport", path: "Tests/Support"),
         .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel", "TestSupport"]),
-        .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol", "TestSupport"]),
+        .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol", "LifecycleClient", "TestSupport"]),
         .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport", "TestSupport"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport", "lifecycled", "lifectl", "notes-example", "scenes-example"]),

@@ -119,6 +119,10 @@ final class NotesDelegate: ApplicationDelegate {
     }
 }
 
+// NOTES_HELLO_WHEN=FILE: a slow start that ends when FILE exists, so that the tests choose what happens before the hello.
+if let path = ProcessEnvironment.get("NOTES_HELLO_WHEN") {
+    while access(path, F_OK) != 0 { usleep(50_000) }
+}
 let delegate = NotesDelegate()
 // Observers go in before the first message is read.
 LifecycleApplication.main(delegate: delegate, configure: { application in

@@ -2,7 +2,7 @@
  * JSON line each, for the tests), keeps its scenes' state, and holds a background task while it "uploads".
  *
  *   cc main.c $(pkg-config --cflags --libs lifecycle) -o c-example
- *   c-example [--observe TYPE,TYPE] [--task-on-background] [--defer-ack]
+ *   c-example [--observe TYPE,TYPE] [--task-on-background] [--defer-ack] [--hello-when FILE]
  *
  * Without LIFECYCLE_FD (started by hand) it runs standalone: launched and active. */
 #define _GNU_SOURCE
@@ -91,12 +91,17 @@ static void on_connection(lifecycle *l, lifecycle_connection_event event, void *
 
 int main(int argc, char **argv) {
         app a = { .record_fd = -1 };
-        const char *observe = NULL;
+        const char *observe = NULL, *hello_when = NULL;
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--observe") == 0 && i + 1 < argc) observe = argv[++i];
                 else if (strcmp(argv[i], "--task-on-background") == 0) a.task_on_background = 1;
                 else if (strcmp(argv[i], "--defer-ack") == 0) a.defer_ack = 1;
-                else { fprintf(stderr, "usage: %s [--observe TYPE,TYPE] [--task-on-background] [--defer-ack]\n", argv[0]); return 2; }
+                /* A slow start that ends when FILE exists: the tests choose what happens before the hello. */
+                else if (strcmp(argv[i], "--hello-when") == 0 && i + 1 < argc) hello_when = argv[++i];
+                else {
+                        fprintf(stderr, "usage: %s [--observe TYPE,TYPE] [--task-on-background] [--defer-ack] [--hello-when FILE]\n", argv[0]);
+                        return 2;
+                }
         }
         const char *record_path = getenv("LIFECYCLE_RECORD");
         if (record_path) a.record_fd = open(record_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -122,6 +127,7 @@ int main(int argc, char **argv) {
                 lifecycle_observe(l, (const char *const *)names);
                 free(copy);
         }
+        while (hello_when && !terminate && access(hello_when, F_OK) < 0) usleep(50000);
         if ((r = lifecycle_start(l)) < 0) fprintf(stderr, "lifecycle_start: %s\n", strerror(-r));
 
         while (!terminate) {

@@ -4,7 +4,7 @@
 scene's state, and holds a background task while it "uploads". ``--asyncio`` runs it on an asyncio loop.
 
     pip install clients/python && python3 Examples/python/app.py [--asyncio] [--observe TYPE,TYPE] [--task-on-background]
-        [--hello-after SECONDS]
+        [--hello-after SECONDS] [--hello-when FILE]
 """
 import argparse
 import asyncio
@@ -87,8 +87,11 @@ def main() -> None:
     parser.add_argument("--observe", default="")
     parser.add_argument("--task-on-background", action="store_true")
     parser.add_argument("--hello-after", type=float, default=0, help="say hello only after SECONDS (a slow start)")
+    parser.add_argument("--hello-when", help="say hello only once FILE exists (a slow start the tests end)")
     options = parser.parse_args()
     time.sleep(options.hello_after)
+    while options.hello_when and not os.path.exists(options.hello_when):
+        time.sleep(0.05)
     app = Application.from_environment(Delegate(options.task_on_background))
     app.register_scene_delegate(lambda: Scenes(app))
     app.observe([name for name in options.observe.split(",") if name])

@@ -1,3 +1,4 @@
+import Glibc
 import LifecycleModel
 
 @_exported import enum LifecycleModel.AppState
@@ -40,6 +41,12 @@ public protocol ApplicationDelegate: AnyObject {
     /// A background wake (`ResumeEverySec=`; UIKit's `application(_:performFetchWithCompletionHandler:)`): fetch
     /// what is new and return what you found; the app is suspended again after the return (or the deadline).
     func applicationPerformFetch(_ application: LifecycleApplication) -> FetchResult
+    /// The daemon refused a request: a post (`request` is `post`) or a scene request. The connection stays.
+    /// The default writes it on standard error.
+    func application(_ application: LifecycleApplication, requestFailed request: String, message: String)
+    /// The connection to the daemon turned: answered (`connected`), gone with a reconnection under way
+    /// (`reconnecting`), or over for good (`disconnected`; the app runs on without messages).
+    func application(_ application: LifecycleApplication, connectionDidChange event: ConnectionEvent)
 }
 
 extension ApplicationDelegate {
@@ -54,4 +61,18 @@ extension ApplicationDelegate {
                             options: JSONValue) -> String? { nil }
     public func application(_ application: LifecycleApplication, didDiscardSceneSessions sessions: [String]) {}
     public func applicationPerformFetch(_ application: LifecycleApplication) -> FetchResult { .noData }
+    public func application(_ application: LifecycleApplication, requestFailed request: String, message: String) {
+        _ = "lifecycle: \(request) refused: \(message)\n".withCString { write(2, $0, strlen($0)) }
+    }
+    public func application(_ application: LifecycleApplication, connectionDidChange event: ConnectionEvent) {}
+}
+
+/// How the connection to lifecycled turned (`ApplicationDelegate.application(_:connectionDidChange:)`).
+public enum ConnectionEvent: String, Sendable {
+    /// The daemon answered the hello, the first or a reconnection's.
+    case connected
+    /// The daemon went away; the library connects to LIFECYCLE_SOCKET again, every 200 ms for a minute.
+    case reconnecting
+    /// For good: an error from the daemon, a broken line, or the reconnection gave up.
+    case disconnected
 }

@@ -66,10 +66,11 @@ public final class LifecycleNotificationCenter {
         public func remove() { center?.observers[id] = nil }
     }
 
-    private var observers: [Int: (name: LifecycleNotification.Name, block: @MainActor (LifecycleNotification) -> Void)] = [:] {
+    /// `name` nil: every notification (Foundation's `addObserver(forName: nil, …)`).
+    private var observers: [Int: (name: LifecycleNotification.Name?, block: @MainActor (LifecycleNotification) -> Void)] = [:] {
         didSet {
             let names = observedNames
-            if names != oldValue.values.reduce(into: Set<String>(), { $0.insert($1.name.rawValue) }) { namesChanged?(names) }
+            if names != Self.names(of: oldValue) { namesChanged?(names) }
         }
     }
     private var nextID = 0
@@ -78,11 +79,17 @@ public final class LifecycleNotificationCenter {
 
     public init() {}
 
-    /// The names some observer is registered for.
-    public var observedNames: Set<String> { Set(observers.values.map(\.name.rawValue)) }
+    /// The names some observer is registered for: what the daemon is asked to send. An observer of every
+    /// notification adds none; it hears what the app gets for the others, and what every app gets (memory warnings).
+    public var observedNames: Set<String> { Self.names(of: observers) }
 
+    private static func names(of observers: [Int: (name: LifecycleNotification.Name?, block: @MainActor (LifecycleNotification) -> Void)]) -> Set<String> {
+        Set(observers.values.compactMap(\.name?.rawValue))
+    }
+
+    /// `name` nil observes every notification, the lifecycle ones included.
     @discardableResult
-    public func addObserver(forName name: LifecycleNotification.Name,
+    public func addObserver(forName name: LifecycleNotification.Name?,
                             using block: @escaping @MainActor (LifecycleNotification) -> Void) -> Observation {
         nextID += 1
         observers[nextID] = (name, block)
@@ -92,7 +99,7 @@ public final class LifecycleNotificationCenter {
     /// Calls every observer of the notification's name, in the order they were added.
     public func post(_ notification: LifecycleNotification) {
         for id in observers.keys.sorted() {
-            guard let observer = observers[id], observer.name == notification.name else { continue }
+            guard let observer = observers[id], observer.name == nil || observer.name == notification.name else { continue }
             observer.block(notification)
         }
     }

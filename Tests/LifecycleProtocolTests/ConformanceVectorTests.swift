@@ -1,16 +1,16 @@
 import FoundationEssentials
+@testable import LifecycleClient
 import LifecycleModel
 import LifecycleProtocol
 import Testing
 
 /// The conformance vectors of docs/protocol-tests, shared with the C library and the Python package, played
-/// against the Swift library's wire layer: each daemon line decoded as LifecycleClient decodes it, and each
-/// client line the vector expects compared (as JSON) with what LifecycleClient's messages encode to, acks with
-/// their answers, deferred acks, requests and the reconnecting hello included. The reports (`=` lines) are checked
-/// too, each against what LifecycleApplication hands its delegates, scene delegates and notification observers for
-/// the decoded message (launch options, a scene's connection and saved state, a notification's payloads, a task's
-/// expiry), with the app state it keeps and its connection's turns. LifecycleApplication itself runs on the main
-/// queue of a process of its own (`main` never returns), so the player follows its dispatch rule for rule.
+/// against the Swift library itself: a `LifecycleApplication` whose `ClientSession` (the owner that turns the
+/// daemon's lines into delegate calls and the app's answers into lines) runs with this test as its connection.
+/// The daemon's lines go in as the socket would hand them over, the lines the session writes are compared with the
+/// vector's, and the reports are what recording delegates, scene delegates, notification observers and
+/// expiration handlers received. Only the socket, the main queue and the clock are the test's: a hang-up
+/// reconnects at once, and a change of observers is sent when the step is over, as the main queue's next turn would.
 @Suite("Conformance vectors (docs/protocol-tests)")
 struct ConformanceVectorTests {
     static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -23,83 +23,89 @@ struct ConformanceVectorTests {
         #expect(Self.files.count >= 10, "\(Self.directory.path)")
     }
 
-    @Test("the Swift library's lines match the vector", arguments: files)
+    @Test("the Swift library's lines and reports match the vector", arguments: files)
+    @MainActor
     func vector(_ name: String) throws {
         let text = try String(contentsOfFile: Self.directory.appendingPathComponent(name).path, encoding: .utf8)
-        var player = Player()
+        let run = VectorRun()
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = String(line)
             if line.isEmpty || line.hasPrefix("#") { continue }
-            try player.play(line, at: "\(name):\(number + 1)")
+            try run.play(line, at: "\(name):\(number + 1)")
         }
-        #expect(player.output.isEmpty, "\(name): the Swift library would send more: \(player.output)")
-        #expect(player.reports.isEmpty, "\(name): the Swift library would report more: \(player.reports)")
+        #expect(run.output.isEmpty, "\(name): the Swift library sent more: \(run.output)")
+        #expect(run.reports.isEmpty, "\(name): the Swift library reported more: \(run.reports)")
     }
 }
 
-/// What LifecycleApplication sends, driven by one vector.
-private struct Player {
-    let coder = LineCoder()
-    var output: [JSONValue] = []
-    var observe: [String] = []
-    var started = false, welcomed = false, reconnecting = false, dead = false, standalone = false
-    var token: String?
-    var answer: [String: JSONValue] = [:]
-    var deferred: (ack: ClientMessage, generation: Int, next: AppState?)?
-    var generation = 0
-    var nextTask = 1
-    /// What the library reported to the app and the vector has not checked yet, oldest first.
-    var reports: [JSONValue] = []
-    /// LifecycleApplication.applicationState: "did" callbacks move it before the delegate runs, "will" ones after.
-    var state: AppState = .inactive
-    /// The scenes LifecycleApplication holds (connectedScenes): a scene callback for another one reaches no delegate.
-    var scenes: Set<String> = []
-    /// Open background tasks: an expiry warning runs the handlers of these.
-    var tasks: Set<Int> = []
+/// One vector's run: the connection of the application's session, and what its delegates heard.
+@MainActor
+private final class VectorRun: ClientSessionDriver {
+    /// The run whose scene delegates are being made (a scene delegate type is made with `init()`). Each run's body
+    /// is synchronous on the main actor, so no other run's scenes connect meanwhile.
+    static var current: VectorRun?
 
-    mutating func report(_ event: String, _ fields: [String: JSONValue] = [:]) {
+    var application: LifecycleApplication?
+    var delegate: RecordingDelegate?
+    var output: [JSONValue] = []
+    var reports: [JSONValue] = []
+    var answer: [String: JSONValue] = [:]
+    var deferred: DeferredAcknowledgement?
+    var setup: [String: JSONValue] = [:]
+    var observations: [LifecycleNotificationCenter.Observation] = []
+    var reconnectPending = false
+    var observePending = false
+
+    // MARK: The connection, as LifecycleApplication would run it
+
+    func write(_ line: [UInt8]) {
+        var bytes = line
+        if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+        output.append((try? LineCoder().decode(JSONValue.self, from: bytes)) ?? .string(String(decoding: bytes, as: UTF8.self)))
+    }
+
+    func hangUp(reason: String, retry: Bool, welcomed: Bool) {
+        reconnectPending = retry
+    }
+
+    func observedNamesChanged() {
+        observePending = true
+    }
+
+    /// The end of a step: the reconnection the session asked for succeeds (the runner listens on the socket), and
+    /// observers changed in the step are sent.
+    func settle() {
+        guard let session = application?.session else { return }
+        if reconnectPending {
+            reconnectPending = false
+            session.opened()
+        }
+        if observePending {
+            observePending = false
+            session.sendObservedNames()
+        }
+    }
+
+    // MARK: What the app heard
+
+    func report(_ event: String, _ fields: [String: JSONValue] = [:]) {
         reports.append(.object(fields.merging(["event": .string(event)]) { field, _ in field }))
     }
 
-    mutating func connection(_ turn: String) { report("connection", ["connection": .string(turn), "state": .string(state.rawValue)]) }
-
-    /// A callback as LifecycleApplication.deliver runs it: the state, the delegate (with the launch options), the ack.
-    mutating func callback(_ callback: LifecycleCallback, options: LaunchOptions?) {
-        if callback.changesStateOnSend, let next = callback.resultingState { state = next }
-        var fields: [String: JSONValue] = [:]
-        if callback == .didFinishLaunching {
-            let options = options ?? LaunchOptions(launchedBy: "unknown")
-            fields = ["launchedBy": .string(options.launchedBy), "background": .bool(options.background),
-                      "terminatedInBackground": .bool(options.terminatedInBackground)]
-        }
-        report(callback.rawValue, fields)
+    /// The answer the vector set for a callback of `type`, taken once.
+    func answer(for type: String) -> [String: JSONValue] {
+        guard answer["on"] == .string(type) else { return [:] }
+        defer { answer = [:] }
+        return answer
     }
 
-    /// A scene callback as LifecycleApplication.deliver runs it: sceneWillConnect makes the scene, with its
-    /// connection; the others reach the scene's delegate while the scene is connected.
-    mutating func sceneCallback(_ callback: SceneCallback, scene: String, connection: SceneConnection?) {
-        if callback == .sceneWillConnect {
-            guard let connection else { return }
-            scenes.insert(scene)
-            report(callback.rawValue, ["scene": .string(scene), "role": .string(connection.role),
-                                       "configuration": .string(connection.configuration), "options": connection.options,
-                                       "state": connection.savedState ?? .null])
-            return
-        }
-        guard scenes.contains(scene) else { return }
-        report(callback.rawValue, ["scene": .string(scene)])
-        if callback == .sceneDidDisconnect { scenes.remove(scene) }
+    /// A callback ran: report it, and defer its ack when the vector says so.
+    func callback(_ type: String, _ fields: [String: JSONValue] = [:]) {
+        report(type, fields)
+        if answer(for: type)["defer"] == .bool(true), let application { deferred = application.deferAcknowledgement() }
     }
 
-    mutating func send(_ message: ClientMessage) throws {
-        var bytes = coder.encode(message)
-        if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
-        output.append(try coder.decode(JSONValue.self, from: bytes))
-    }
-
-    mutating func hello() throws {
-        try send(.hello(protocol: 1, observe: observe.isEmpty ? nil : observe, app: token == nil ? nil : "notes", token: token))
-    }
+    // MARK: The vector
 
     static func object(_ text: Substring) throws -> [String: JSONValue] {
         guard case .object(let members) = try LineCoder().decode(JSONValue.self, from: Array(text.utf8)) else {
@@ -108,26 +114,51 @@ private struct Player {
         return members
     }
 
-    mutating func play(_ line: String, at place: String) throws {
+    func start() {
+        let standalone = setup["standalone"] == .bool(true)
+        var token: String?
+        if case .string(let given)? = setup["token"] { token = given }
+        let delegate = RecordingDelegate(run: self)
+        self.delegate = delegate
+        let application = LifecycleApplication(fd: nil, name: standalone ? nil : "notes",
+                                               socketPath: standalone ? nil : "app.sock", token: token, delegate: delegate)
+        self.application = application
+        application.session.driver = self
+        application.register(RecordingScene.self)
+        let center = application.notificationCenter
+        // Every notification the app gets is reported; the setup's names are what it observes.
+        center.addObserver(forName: nil) { [unowned self] notification in
+            guard LifecycleCallback(rawValue: notification.name.rawValue) == nil else { return }
+            var fields: [String: JSONValue] = ["name": .string(notification.name.rawValue),
+                                               "posts": .number(Double(notification.posts)),
+                                               "dropped": .number(Double(notification.dropped))]
+            if let payload = notification.payload { fields["payload"] = payload }
+            if let payloads = notification.payloads { fields["payloads"] = .array(payloads) }
+            self.report("notification", fields)
+        }
+        if case .array(let names)? = setup["observe"] { observe(names) }
+        observePending = false
+        Self.current = self
+        if standalone { application.session.runStandalone() } else { application.session.opened() }
+    }
+
+    func observe(_ names: [JSONValue]) {
+        guard let center = application?.notificationCenter else { return }
+        observations.forEach { $0.remove() }
+        observations = names.compactMap { if case .string(let s) = $0 { s } else { nil } }
+            .map { center.addObserver(forName: LifecycleNotification.Name($0)) { _ in } }
+    }
+
+    func play(_ line: String, at place: String) throws {
         if line.hasPrefix("setup ") {
-            let setup = try Self.object(line.dropFirst(6))
-            if case .array(let names)? = setup["observe"] { observe = names.compactMap { if case .string(let s) = $0 { s } else { nil } } }
-            standalone = setup["standalone"] == .bool(true)
+            setup = try Self.object(line.dropFirst(6))
             return
         }
-        if !started {
-            started = true
-            if standalone {
-                // Standalone: a freshly launched, focused app (LifecycleApplication.start without LIFECYCLE_FD).
-                callback(.didFinishLaunching, options: LaunchOptions(launchedBy: "standalone"))
-                callback(.didBecomeActive, options: nil)
-            } else {
-                try hello()
-            }
-        }
+        if application == nil { start() }
+        Self.current = self
         let kind = line.first!, body = line.dropFirst(2)
         switch kind {
-        case "<": try receive(Array(body.utf8))
+        case "<": application?.session.received(ArraySlice(Array(body.utf8) + [UInt8(ascii: "\n")]))
         case ">":
             let expected = try LineCoder().decode(JSONValue.self, from: Array(body.utf8))
             #expect(!output.isEmpty && output.removeFirst() == expected, "\(place): expected \(expected), output \(output)")
@@ -138,125 +169,108 @@ private struct Player {
             #expect(!reports.isEmpty && reports.removeFirst() == expected, "\(place): expected the report \(expected), reports \(reports)")
         default: throw VectorError("\(place): unknown line")
         }
+        settle()
     }
 
-    mutating func acknowledge(_ type: String, id: Int, then next: AppState? = nil) throws {
-        let matches = answer["on"] == .string(type)
-        var configuration: String?
-        if matches, case .string(let name)? = answer["configuration"] { configuration = name }
-        // performFetch is always answered: the app's result, or noData when it says nothing.
-        var result: String?
-        if type == "performFetch" {
-            result = "noData"
-            if matches, case .string(let answered)? = answer["result"] { result = answered }
-        }
-        let ack = ClientMessage.ack(id: id, configuration: configuration, state: matches ? answer["state"] : nil, result: result)
-        let deferIt = matches && answer["defer"] == .bool(true)
-        if matches { answer = [:] }
-        if deferIt {
-            deferred = (ack, generation, next)
-            return
-        }
-        if let next { state = next }
-        try send(ack)
-    }
-
-    mutating func receive(_ bytes: [UInt8]) throws {
-        guard !dead else { return }
-        // LifecycleClient skips a line it cannot decode: a later version's message, or one it cannot use.
-        guard let message = try? coder.decode(ServerMessage.self, from: bytes) else { return }
-        switch message {
-        case .welcome(_, _, let welcomeState, let newToken):
-            token = newToken ?? token
-            welcomed = true
-            reconnecting = false
-            state = welcomeState
-            connection("connected")
-        case .error:
-            if reconnecting && !welcomed {
-                try hello()
-            } else {
-                dead = true
-                connection("disconnected")
-            }
-        case .callback(let callback, let id, _, let options):
-            self.callback(callback, options: options)
-            // A "will" callback moves the state once its handler is done: at its ack, deferred or not.
-            try acknowledge(callback.rawValue, id: id, then: callback.changesStateOnSend ? nil : callback.resultingState)
-        case .sceneCallback(let callback, let id, _, let scene, let connection):
-            sceneCallback(callback, scene: scene, connection: connection)
-            try acknowledge(callback.rawValue, id: id)
-        case .configurationForConnecting(let id, _, let scene, let role, let proposed, let options):
-            report("configurationForConnecting", ["scene": .string(scene), "role": .string(role),
-                                                  "configuration": .string(proposed), "options": options, "state": .null])
-            try acknowledge("configurationForConnecting", id: id)
-        case .didDiscardSceneSessions(let id, _, let discarded):
-            report("didDiscardSceneSessions", ["scenes": .array(discarded.map { .string($0) })])
-            try acknowledge("didDiscardSceneSessions", id: id)
-        case .notification(let delivery):
-            var fields: [String: JSONValue] = ["name": .string(delivery.name), "posts": .number(Double(delivery.posts)),
-                                               "dropped": .number(Double(delivery.dropped))]
-            if let payload = delivery.payload { fields["payload"] = payload }
-            if let payloads = delivery.payloads { fields["payloads"] = .array(payloads) }
-            report("notification", fields)
-        case .backgroundTimeWillExpire(let expiring, _):
-            for task in expiring where tasks.contains(task.id) { report("expire", ["task": .number(Double(task.id))]) }
-        case .postFailed(_, let message):
-            report("requestFailed", ["request": .string("post"), "message": .string(message)])
-        case .requestFailed(let request, let message):
-            report("requestFailed", ["request": .string(request), "message": .string(message)])
-        case .performFetch(let id, _):
-            report("performFetch")
-            try acknowledge("performFetch", id: id)
-        case .backgroundTaskBegan:
-            break
-        }
-    }
-
-    mutating func act(_ action: [String: JSONValue]) throws {
+    func act(_ action: [String: JSONValue]) throws {
+        guard let application else { return }
         func string(_ key: String) -> String? { if case .string(let s)? = action[key] { s } else { nil } }
         func int(_ key: String) -> Int { if case .number(let n)? = action[key] { Int(n) } else { 0 } }
-        if string("do") == "state" { return report("state", ["state": .string(state.rawValue)]) }
-        if standalone || dead { return }
         switch string("do") {
+        case "state": report("state", ["state": .string(application.applicationState.rawValue)])
         case "ackDeferred":
-            if let deferred, deferred.generation == generation {
-                if let next = deferred.next { state = next }
-                try send(deferred.ack)
-            }
+            deferred?.acknowledge()
             deferred = nil
-        case "post": try send(.post(name: string("name") ?? "", payload: action["payload"], app: string("app")))
+        case "post": application.post(LifecycleNotification.Name(string("name") ?? ""), payload: action["payload"], to: string("app"))
         case "beginBackgroundTask":
-            try send(.beginBackgroundTask(task: nextTask, name: string("name") ?? ""))
-            tasks.insert(nextTask)
-            nextTask += 1
-        case "endBackgroundTask":
-            // LifecycleApplication.endBackgroundTask sends nothing for a task it does not hold.
-            guard tasks.remove(int("task")) != nil else { return }
-            try send(.endBackgroundTask(task: int("task")))
+            final class Box { var id = 0 }
+            let box = Box()
+            box.id = application.beginBackgroundTask(withName: string("name") ?? "") { [unowned self] in
+                self.report("expire", ["task": .number(Double(box.id))])
+            }.rawValue
+        case "endBackgroundTask": application.endBackgroundTask(BackgroundTaskIdentifier(rawValue: int("task")))
         case "observe":
-            if case .array(let names)? = action["names"] { try send(.observe(names.compactMap { if case .string(let s) = $0 { s } else { nil } })) }
+            if case .array(let names)? = action["names"] { observe(names) }
         case "requestSceneActivation":
-            try send(.requestSceneActivation(scene: string("scene"), role: string("role"), configuration: string("configuration"),
-                                             options: action["options"]))
-        case "requestSceneDestruction": try send(.requestSceneDestruction(scene: string("scene") ?? ""))
-        case "hangup":
-            guard token != nil else {
-                dead = true
-                return connection("disconnected")
-            }
-            generation += 1
-            // A refused or reset reconnection is retried without a word; a welcomed connection that ends is reported.
-            if welcomed { connection("reconnecting") }
-            reconnecting = true
-            welcomed = false
-            try hello()
+            application.requestSceneSessionActivation(string("scene"), role: string("role"), configuration: string("configuration"),
+                                                      options: action["options"])
+        case "requestSceneDestruction": application.requestSceneSessionDestruction(string("scene") ?? "")
+        case "hangup": application.session.connectionLost("the runner hung up")
         case "sendRaw":
-            // A line over the limit breaks the framing: the connection ends for good.
-            dead = true
-            connection("disconnected")
-        default: break
+            application.session.received(ArraySlice(repeating: UInt8(ascii: "a"), count: int("bytes")))
+        default: throw VectorError("unknown action \(action)")
         }
+    }
+}
+
+/// The application delegate of a run: each callback is reported as the vectors' README says.
+@MainActor
+private final class RecordingDelegate: ApplicationDelegate {
+    unowned let run: VectorRun
+    init(run: VectorRun) { self.run = run }
+
+    func application(_ application: LifecycleApplication, didFinishLaunchingWithOptions options: LaunchOptions) {
+        run.callback("didFinishLaunching", ["launchedBy": .string(options.launchedBy), "background": .bool(options.background),
+                                            "terminatedInBackground": .bool(options.terminatedInBackground)])
+    }
+    func applicationDidBecomeActive(_ application: LifecycleApplication) { run.callback("didBecomeActive") }
+    func applicationWillResignActive(_ application: LifecycleApplication) { run.callback("willResignActive") }
+    func applicationDidEnterBackground(_ application: LifecycleApplication) { run.callback("didEnterBackground") }
+    func applicationWillEnterForeground(_ application: LifecycleApplication) { run.callback("willEnterForeground") }
+    func applicationWillTerminate(_ application: LifecycleApplication) { run.callback("willTerminate") }
+    func application(_ application: LifecycleApplication, configurationForConnecting session: LifecycleClient.SceneSession,
+                     options: JSONValue) -> String? {
+        run.report("configurationForConnecting", ["scene": .string(session.persistentIdentifier), "role": .string(session.role),
+                                                  "configuration": .string(session.configuration), "options": options,
+                                                  "state": .null])
+        if case .string(let chosen)? = run.answer(for: "configurationForConnecting")["configuration"] { return chosen }
+        return nil
+    }
+    func application(_ application: LifecycleApplication, didDiscardSceneSessions sessions: [String]) {
+        run.callback("didDiscardSceneSessions", ["scenes": .array(sessions.map { .string($0) })])
+    }
+    func applicationPerformFetch(_ application: LifecycleApplication) -> FetchResult {
+        run.report("performFetch")
+        if case .string(let result)? = run.answer(for: "performFetch")["result"] { return FetchResult(rawValue: result) ?? .noData }
+        return .noData
+    }
+    func application(_ application: LifecycleApplication, requestFailed request: String, message: String) {
+        run.report("requestFailed", ["request": .string(request), "message": .string(message)])
+    }
+    func application(_ application: LifecycleApplication, connectionDidChange event: ConnectionEvent) {
+        run.report("connection", ["connection": .string(event.rawValue), "state": .string(application.applicationState.rawValue)])
+    }
+}
+
+/// The scene delegate of a run, for every configuration.
+@MainActor
+private final class RecordingScene: SceneDelegate {
+    let run = VectorRun.current!
+    var saved: JSONValue?
+
+    init() {}
+
+    func scene(_ scene: Scene, willConnectTo session: LifecycleClient.SceneSession, options: JSONValue) {
+        run.callback("sceneWillConnect", ["scene": .string(session.persistentIdentifier), "role": .string(session.role),
+                                          "configuration": .string(session.configuration), "options": options,
+                                          "state": scene.restoredState ?? .null])
+    }
+    func sceneWillEnterForeground(_ scene: Scene) { record("sceneWillEnterForeground", scene) }
+    func sceneDidBecomeActive(_ scene: Scene) { record("sceneDidBecomeActive", scene) }
+    func sceneWillResignActive(_ scene: Scene) { record("sceneWillResignActive", scene) }
+    func sceneDidDisconnect(_ scene: Scene) { record("sceneDidDisconnect", scene) }
+    func sceneDidEnterBackground(_ scene: Scene) {
+        // The saved state the vector gives is asked for right after, by stateRestorationActivity(for:).
+        saved = run.answer["on"] == .string("sceneDidEnterBackground") ? run.answer["state"] : nil
+        record("sceneDidEnterBackground", scene)
+    }
+    func stateRestorationActivity(for scene: Scene) -> JSONValue? {
+        defer { saved = nil }
+        return saved
+    }
+
+    private func record(_ type: String, _ scene: Scene) {
+        run.callback(type, ["scene": .string(scene.session.persistentIdentifier)])
     }
 }
 

@@ -3,7 +3,10 @@ reconnects after a kill -9 of the daemon, hears the callbacks that take it (and 
 of to where the app is, in UIKit's order."""
 from __future__ import annotations
 
-from conftest import PYTHON_EXAMPLE, Daemon
+import pathlib
+
+import pytest
+from conftest import C_EXAMPLE, PYTHON_EXAMPLE, Daemon
 
 
 def after_last_connect(d: Daemon, app: str) -> list:
@@ -50,3 +53,27 @@ def test_a_late_first_hello_hears_did_finish_launching_and_the_way_to_where_the_
     daemon.wait_until("didEnterBackground", lambda: daemon.types("app")[-1:] == ["didEnterBackground"])
     assert daemon.types("app") == ["didFinishLaunching", "didBecomeActive", "willResignActive", "didEnterBackground"]
 
+
+
+@pytest.mark.parametrize("client", ["c", "python", "python-asyncio"])
+def test_a_client_whose_connection_died_before_its_hello_connects_again_and_hears_the_launch(
+        daemon: Daemon, client: str, tmp_path: pathlib.Path) -> None:
+    # The client starts slowly, past the daemon's kill -9: its hello meets the dead socketpair, and it connects to
+    # the next daemon with the token it was started with, which catches it up from the launch it never heard of.
+    go = tmp_path / "say-hello"
+    command = {"c": str(C_EXAMPLE), "python": PYTHON_EXAMPLE, "python-asyncio": f"{PYTHON_EXAMPLE} --asyncio"}[client]
+    daemon.app("app", f"[App]\nExec={command} --hello-when {go}\n[Lifecycle]\nBackgroundTimeSec=infinity\n"
+                      "LaunchTimeoutSec=1\n")
+    daemon.start()
+    daemon.lifectl("focus", "app")
+    daemon.wait_until("active without its client", lambda: daemon.state("app") == "active")
+    assert daemon.records("app") == [], "the client has not said hello yet"
+    daemon.kill9()
+    daemon.start()
+    assert daemon.state("app") == "active"
+    go.write_text("")
+    daemon.wait_until("the catch-up", lambda: daemon.types("app")[-1:] == ["didBecomeActive"])
+    assert daemon.types("app") == ["didFinishLaunching", "didBecomeActive"]
+    assert [r["launchedBy"] for r in daemon.records("app") if r["type"] == "didFinishLaunching"] == ["lifectl"]
+    assert [r["event"] for r in daemon.records("app") if r["type"] == "connection"] == ["reconnecting", "connected"]
+    assert len({r["pid"] for r in daemon.records("app")}) == 1, "the app was restarted instead of re-adopted"

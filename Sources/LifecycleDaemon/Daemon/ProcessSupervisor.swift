@@ -42,6 +42,7 @@ final class ProcessSupervisor {
         let pair: (daemon: FileDescriptor, child: FileDescriptor)?
         let output: (child: FileDescriptor, reader: FileDescriptor?)?
         let spawn: Result<PendingSpawn, SystemError>
+        let token: String
     }
 
     /// Starts the app's process. Returns why it could not be started when that is known at once (outside
@@ -83,9 +84,15 @@ final class ProcessSupervisor {
         }
         var childEnvironment = Self.environment(for: config, credentials: credentials, daemon: environment)
         childEnvironment.append("LIFECYCLE_APP=\(name)")
+        // The token is handed over at spawn too, so that a client whose socketpair dies with the daemon before its
+        // first hello (which would have told it the token) can still reconnect and be caught up.
+        let token = makeToken()
         if pair != nil {
             childEnvironment.append("LIFECYCLE_FD=3")
-            if let appSocketPath { childEnvironment.append("LIFECYCLE_SOCKET=\(appSocketPath)") }
+            if let appSocketPath {
+                childEnvironment.append("LIFECYCLE_SOCKET=\(appSocketPath)")
+                childEnvironment.append("LIFECYCLE_TOKEN=\(token)")
+            }
         }
 
         let request = SpawnRequest(executable: executable, argv: config.exec, environment: childEnvironment,
@@ -94,7 +101,8 @@ final class ProcessSupervisor {
                                    outputFD: output?.child.rawValue)
         let onWorker = launchBatch != nil
         let started = LaunchInFlight(name: name, launch: launch, pair: pair, output: output,
-                                     spawn: Result { () throws(SystemError) in try startSpawn(request, onWorker: onWorker) })
+                                     spawn: Result { () throws(SystemError) in try startSpawn(request, onWorker: onWorker) },
+                                     token: token)
         guard launchBatch != nil else { return finishLaunch(started) }
         launchBatch?.append(started)
         if let batch = launchBatch, batch.count > Self.launchBatchLimit {
@@ -140,7 +148,7 @@ final class ProcessSupervisor {
                 app.output = try? OutputReader(fd: reader, log: log, loop: loop)
             }
         }
-        app.began(pid: pid, token: makeToken())
+        app.began(pid: pid, token: started.token)
         do {
             app.child = try loop.watchChild(pid: pid) { [unowned self] code, status in
                 self.childChanged(name, pid: pid, code: code, status: status)

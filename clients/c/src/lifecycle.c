@@ -125,11 +125,14 @@ int lifecycle_new_from_environment(lifecycle **ret) {
         if (!ret) return -EINVAL;
         /* Taken out of the environment first, so that nothing the app starts later believes it is the app. */
         const char *fd_text = getenv("LIFECYCLE_FD"), *app_text = getenv("LIFECYCLE_APP"), *path_text = getenv("LIFECYCLE_SOCKET");
+        const char *token_text = getenv("LIFECYCLE_TOKEN");
         char *fd_copy = fd_text ? strdup(fd_text) : NULL, *app = app_text ? strdup(app_text) : NULL;
         char *path = path_text && *path_text ? strdup(path_text) : NULL;
+        char *token = token_text && *token_text ? strdup(token_text) : NULL;
         unsetenv("LIFECYCLE_FD");
         unsetenv("LIFECYCLE_APP");
         unsetenv("LIFECYCLE_SOCKET");
+        unsetenv("LIFECYCLE_TOKEN");
         int r;
         if (!fd_copy) {
                 r = lifecycle_new_standalone(ret);
@@ -140,11 +143,15 @@ int lifecycle_new_from_environment(lifecycle **ret) {
                 long fd = strtol(fd_copy, &end, 10);
                 if (errno || end == fd_copy || *end || fd < 0 || fd > 0x7fffffff) r = -EBADF;
                 else r = lifecycle_new_from_fd(ret, (int)fd, app);
-                if (r == 0) { (*ret)->socket_path = path; path = NULL; }
+                /* Known from the start, the token lets a client whose inherited connection died before its first
+                 * hello connect again. */
+                if (r == 0) { (*ret)->socket_path = path; path = NULL; (*ret)->token = token; token = NULL; }
         }
         free(fd_copy);
         free(app);
         free(path);
+        if (token) explicit_bzero(token, strlen(token));
+        free(token);
         return r;
 }
 
@@ -211,7 +218,8 @@ int lifecycle_observe(lifecycle *l, const char *const *names) {
 static int send_hello(lifecycle *l) {
         lc_buffer line = { 0 };
         int r = lc_buffer_append_string(&line, "{\"type\":\"hello\",\"protocol\":1");
-        if (r == 0 && l->token) {
+        /* The inherited connection is the app's already; only a reconnection names the app and proves it. */
+        if (r == 0 && l->token && l->generation > 1) {
                 r = lc_buffer_append_string(&line, ",\"app\":");
                 if (r == 0) r = lc_buffer_append_json_string(&line, l->app ? l->app : "");
                 if (r == 0) r = lc_buffer_append_string(&line, ",\"token\":");

@@ -273,7 +273,7 @@ static void run_file(const char *directory, const char *name) {
         ssize_t length;
         int number = 0;
         bool started = false, standalone = false;
-        const char *observe[64] = { 0 };
+        const char *observe[64] = { 0 }, *token = NULL;
         lc_json_document setup = { 0 };
         while ((length = getline(&text, &capacity, f)) >= 0) {
                 number++;
@@ -286,6 +286,8 @@ static void run_file(const char *directory, const char *name) {
                         const lc_json *o = lc_json_parse(&setup, text + 6, strlen(text + 6), &error);
                         const lc_json *s = lc_json_member(&setup, o, "standalone"), *names = lc_json_member(&setup, o, "observe");
                         standalone = s && s->boolean;
+                        const lc_json *t = lc_json_member(&setup, o, "token");
+                        token = t ? t->string : NULL;
                         for (size_t i = 0; names && i < names->children && i < 63; i++) observe[i] = lc_json_child(&setup, names, i)->string;
                         continue;
                 }
@@ -308,8 +310,11 @@ static void run_file(const char *directory, const char *name) {
                                 setenv("LIFECYCLE_SOCKET", address.sun_path, 1);
                         }
                         setenv("LIFECYCLE_APP", "notes", 1);
+                        if (token) setenv("LIFECYCLE_TOKEN", token, 1);
+                        else unsetenv("LIFECYCLE_TOKEN");
                         CHECK(lifecycle_new_from_environment(&r.l) == 0, "%s: new", name);
-                        CHECK(!getenv("LIFECYCLE_FD") && !getenv("LIFECYCLE_APP") && !getenv("LIFECYCLE_SOCKET"), "%s: environment kept", name);
+                        CHECK(!getenv("LIFECYCLE_FD") && !getenv("LIFECYCLE_APP") && !getenv("LIFECYCLE_SOCKET")
+                              && !getenv("LIFECYCLE_TOKEN"), "%s: environment kept", name);
                         lifecycle_set_callbacks(r.l, &callbacks, sizeof callbacks, &r);
                         if (observe[0]) lifecycle_observe(r.l, observe);
                         CHECK(lifecycle_start(r.l) == 0, "%s: start", name);

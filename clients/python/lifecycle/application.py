@@ -53,7 +53,8 @@ class Application:
     """UIApplication for one process. Make it with ``from_environment``, then ``start()``."""
 
     def __init__(self, delegate: Optional[ApplicationDelegate] = None, sock: Optional[socket.socket] = None,
-                 name: Optional[str] = None, socket_path: Optional[str] = None, standalone: bool = False) -> None:
+                 name: Optional[str] = None, socket_path: Optional[str] = None, standalone: bool = False,
+                 token: Optional[str] = None) -> None:
         self.delegate = delegate or ApplicationDelegate()
         self.name = name
         self.state = AppState.INACTIVE
@@ -63,7 +64,9 @@ class Application:
         self.background_time_remaining: Optional[float] = None  # seconds; None in the foreground
         self.log: Callable[[str], None] = _log_to_stderr
         self._socket_path = socket_path
-        self._token: Optional[str] = None
+        # LIFECYCLE_TOKEN, then the daemon's hello's: what a hello on LIFECYCLE_SOCKET proves the app with. Known
+        # from the start, it lets a client whose inherited connection died before its first hello connect again.
+        self._token: Optional[str] = token or None
         self._sock = sock
         self._generation = 0
         self._input = bytearray()
@@ -83,11 +86,12 @@ class Application:
 
     @classmethod
     def from_environment(cls, delegate: Optional[ApplicationDelegate] = None) -> "Application":
-        """Reads LIFECYCLE_FD, LIFECYCLE_APP and LIFECYCLE_SOCKET and removes them from the environment, so
-        that programs the app starts do not take its place. Without LIFECYCLE_FD: standalone."""
+        """Reads LIFECYCLE_FD, LIFECYCLE_APP, LIFECYCLE_SOCKET and LIFECYCLE_TOKEN and removes them from the
+        environment, so that programs the app starts do not take its place. Without LIFECYCLE_FD: standalone."""
         fd_text = os.environ.pop("LIFECYCLE_FD", None)
         name = os.environ.pop("LIFECYCLE_APP", None)
         path = os.environ.pop("LIFECYCLE_SOCKET", None) or None
+        token = os.environ.pop("LIFECYCLE_TOKEN", None) or None
         if fd_text is None:
             return cls(delegate, name=name, standalone=True)
         try:
@@ -96,7 +100,7 @@ class Application:
                 raise ValueError
         except ValueError:
             raise OSError(errno.EBADF, f"LIFECYCLE_FD is not a descriptor: {fd_text!r}") from None
-        return cls(delegate, socket.socket(fileno=fd), name=name, socket_path=path)
+        return cls(delegate, socket.socket(fileno=fd), name=name, socket_path=path, token=token)
 
     # -- setup -------------------------------------------------------------------------------------------
 
@@ -236,7 +240,8 @@ class Application:
 
     def _hello(self) -> None:
         hello: Dict[str, Any] = {"type": "hello", "protocol": PROTOCOL_VERSION}
-        if self._token is not None:
+        # The inherited connection is the app's already; only a reconnection names the app and proves it.
+        if self._token is not None and self._generation > 1:
             hello["app"] = self.name or ""
             hello["token"] = self._token
         if self._observe:

@@ -211,10 +211,15 @@ def test_vector(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
                     monkeypatch.setenv("LIFECYCLE_FD", str(client.detach()))
                     monkeypatch.setenv("LIFECYCLE_SOCKET", os.path.join(directory, "app.sock"))
                 monkeypatch.setenv("LIFECYCLE_APP", "notes")
+                if setup.get("token"):
+                    monkeypatch.setenv("LIFECYCLE_TOKEN", setup["token"])
+                else:
+                    monkeypatch.delenv("LIFECYCLE_TOKEN", raising=False)
                 delegate, scenes = recording_delegates(run)
                 run.app = Application.from_environment(delegate)
                 run.app.log = lambda text: None
-                assert not {"LIFECYCLE_FD", "LIFECYCLE_APP", "LIFECYCLE_SOCKET"} & set(os.environ), "environment kept"
+                assert not {"LIFECYCLE_FD", "LIFECYCLE_APP", "LIFECYCLE_SOCKET", "LIFECYCLE_TOKEN"} & set(os.environ), \
+                    "environment kept"
                 run.app.register_scene_delegate(scenes)
                 if setup.get("observe"):
                     run.app.observe(setup["observe"])
