@@ -113,10 +113,10 @@ for scope in "${scopes[@]}"; do
     [ -n "$(cat "$scope/cgroup.procs")" ] || { echo "desktop.sh: $scope holds no process" >&2; exit 1; }
 done
 
-# CPU seconds of the hidden apps in scopes, of the hidden plain windows, and of the shown one, at this moment.
-cpu() {
-    echo "$(tree_cpu $(cat "${scopes[@]/%//cgroup.procs}")) $(tree_cpu "${windows[@]:1}") $(tree_cpu "${windows[0]}")"
-}
+# CPU seconds of the hidden apps in scopes, of the hidden plain windows, of the shown one and of the daemon (when
+# it runs), then the clock, from one reading.
+daemon=
+cpu() { tree_cpu --clock $(cat "${scopes[@]/%//cgroup.procs}") -- "${windows[@]:1}" -- "${windows[0]}" -- $daemon; }
 # Whether every process of the ten apps runs (none stopped, no scope frozen): the rail after the daemon's stop.
 none_stopped() {
     grep -q 'frozen 1' "${scopes[@]/%//cgroup.events}" && return 1
@@ -138,9 +138,9 @@ print(','.join(sorted({apps[n]['state'] if n in apps else 'not-adopted' for n in
 
 # --- without lifecycled: nothing manages them -------------------------------------------------------------------
 sleep 3
-read -r s0 w0 v0 < <(cpu)
+read -r s0 w0 v0 _ t0 < <(cpu)
 sleep "$DURATION"
-read -r s1 w1 v1 < <(cpu)
+read -r s1 w1 v1 _ t1 < <(cpu)
 
 # --- with lifecycled adopting them ------------------------------------------------------------------------------
 mkdir -p "$out/config"
@@ -149,42 +149,38 @@ printf '[Display]\nSource=sway\nSwaySocket=%s\n\n[Adopt]\nWindows=yes\nScopes=ye
 started=$(date +%s.%N)
 lifecycled_start
 daemon=${pids[-1]}
-settled=
+settled= hs=none ss=none count=0
 for _ in $(seq 600); do
-    read -r hs ss count < <(states)
+    read -r hs ss count < <(states) || true
     if [ "$hs" = suspended ] && [ "$count" = 10 ]; then settled=$(python3 -c "import time; print(f'{time.time() - $started:.1f}')"); break; fi
     sleep 0.05
 done
 [ -n "$settled" ] || echo "desktop.sh: the hidden apps were not all suspended within 30 s (states: $hs; adopted: $count); measuring anyway" >&2
-daemon_ticks() { awk '{print $14 + $15}' "/proc/$daemon/stat"; }
-read -r s2 w2 v2 < <(cpu)
-d0=$(daemon_ticks)
+read -r s2 w2 v2 d2 t2 < <(cpu)
 sleep "$DURATION"
-read -r s3 w3 v3 < <(cpu)
-d1=$(daemon_ticks)
-read -r hs ss count < <(states)
+read -r s3 w3 v3 d3 t3 < <(cpu)
+read -r hs ss count < <(states) || true
 memory=$(awk '/^VmHWM:|^VmRSS:/ {printf "%s ", $2}' "/proc/$daemon/status")
 lifecycled_stop
 released=no
 for _ in $(seq 100); do none_stopped && { released=yes; break; }; sleep 0.05; done
 
-python3 - "$DURATION" "$GRACE" "$(nproc)" "$(getconf CLK_TCK)" "$s0" "$w0" "$v0" "$s1" "$w1" "$v1" "$s2" "$w2" "$v2" \
-    "$s3" "$w3" "$v3" "$d0" "$d1" "$hs" "$ss" "$count" "${settled:-none}" "$released" $memory <<'PY'
+python3 - "$GRACE" "$(nproc)" "$s0" "$w0" "$v0" "$t0" "$s1" "$w1" "$v1" "$t1" "$s2" "$w2" "$v2" "$d2" "$t2" \
+    "$s3" "$w3" "$v3" "$d3" "$t3" "$hs" "$ss" "$count" "${settled:-none}" "$released" $memory <<'PY'
 import sys
 a = sys.argv[1:]
-duration, grace, cpus, tck = float(a[0]), a[1], a[2], int(a[3])
-s0, w0, v0, s1, w1, v1, s2, w2, v2, s3, w3, v3 = map(float, a[4:16])
-d0, d1 = int(a[16]), int(a[17])
-hidden_states, shown_state, adopted, settled, released = a[18:23]
-hwm, rss = (int(x) / 1024 for x in a[23:25])
+grace, cpus = a[0], a[1]
+s0, w0, v0, t0, s1, w1, v1, t1, s2, w2, v2, d2, t2, s3, w3, v3, d3, t3 = map(float, a[2:20])
+hidden_states, shown_state, adopted, settled, released = a[20:25]
+hwm, rss = (int(x) / 1024 for x in a[25:27])
 without = (s1 - s0, w1 - w0, v1 - v0)
 with_ = (s3 - s2, w3 - w2, v3 - v2)
 saved = 100 * (1 - (with_[0] + with_[1]) / (without[0] + without[1])) if without[0] + without[1] > 0 else 0
-daemon = (d1 - d0) / tck
+daemon, duration = d3 - d2, t3 - t2
 print(f"Ten adopted CPU-busy apps on a headless sway (`[Adopt] Windows=yes Scopes=yes`, `[Display] Source=sway`), "
       f"each a foot window running a shell loop at nice 10: five in launcher scopes (frozen through their cgroup.freeze), "
       f"five plain windows (stopped by signals); one shown (a plain window), nine hidden (each on a workspace of its own); "
-      f"{duration:.0f} s per phase on {cpus} CPUs; grace time `[Adopt] BackgroundTimeSec={grace}`, "
+      f"{t1 - t0:.1f} s and {t3 - t2:.1f} s measured (without, with) on {cpus} CPUs; grace time `[Adopt] BackgroundTimeSec={grace}`, "
       + (f"every hidden app suspended {settled} s after the daemon started, the measurement after that."
          if settled != "none" else "not every hidden app was suspended within 30 s of the daemon's start."))
 print()
@@ -194,8 +190,8 @@ print(f"| without lifecycled (nothing manages them) | {without[0] + without[1]:.
 print(f"| with lifecycled, after the grace time | {with_[0] + with_[1]:.2f} | {with_[0]:.2f} | {with_[1]:.2f} | {with_[2]:.2f} | "
       f"{hidden_states}, {shown_state} ({adopted} adopted) |")
 print()
-print(f"lifecycled itself over those {duration:.0f} s: {daemon:.2f} CPU seconds ({100 * daemon / duration:.2f}% of one CPU); "
-      f"since its start (the adoption included): {d1 / tck:.2f} CPU seconds; memory: peak RSS {hwm:.1f} MiB, "
+print(f"lifecycled itself over those {duration:.1f} s: {daemon:.2f} CPU seconds ({100 * daemon / duration:.2f}% of one CPU); "
+      f"since its start (the adoption included): {d3:.2f} CPU seconds; memory: peak RSS {hwm:.1f} MiB, "
       f"RSS at the end {rss:.1f} MiB.")
 print()
 print(f"After the daemon's stop (SIGTERM): {'every process of the ten runs, no scope frozen' if released == 'yes' else 'some process was left stopped or a scope frozen'}.")

@@ -81,20 +81,32 @@ lifecycled_stop() { kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true; 
 app_pid() { lifectl list --json | python3 -c "import json,sys; print(next(a['pid'] for a in json.load(sys.stdin) if a['name'] == '$1'))"; }
 
 # The CPU seconds (utime + stime, /proc/PID/stat) of the processes $@ and all their descendants, together: a
-# terminal's shell runs in a session of its own, and a scope's processes are listed one by one.
+# terminal's shell runs in a session of its own, and a scope's processes are listed one by one. Groups separated
+# by `--` are summed apart from one reading of /proc and printed on one line; with `--clock` first, the monotonic
+# clock's seconds at that reading follow, so that figures read together are of one moment.
 tree_cpu() {
     python3 - "$@" <<'PY'
-import os, sys
+import os, sys, time
+args = sys.argv[1:]
+clock = args[:1] == ["--clock"]
+args = args[1:] if clock else args
 stats = {}
 for entry in os.listdir("/proc"):
     if not entry.isdigit(): continue
     try: stats[entry] = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
     except OSError: continue
-ours, grew = set(sys.argv[1:]), True
-while grew:
-    grew = False
-    for pid, fields in stats.items():
-        if pid not in ours and fields[1] in ours: ours.add(pid); grew = True
-print(sum(int(stats[p][11]) + int(stats[p][12]) for p in ours if p in stats) / os.sysconf("SC_CLK_TCK"))
+now = time.monotonic()
+groups, figures = [[]], []
+for arg in args:
+    if arg == "--": groups.append([])
+    else: groups[-1].append(arg)
+for group in groups:
+    ours, grew = set(group), True
+    while grew:
+        grew = False
+        for pid, fields in stats.items():
+            if pid not in ours and fields[1] in ours: ours.add(pid); grew = True
+    figures.append(sum(int(stats[p][11]) + int(stats[p][12]) for p in ours if p in stats) / os.sysconf("SC_CLK_TCK"))
+print(" ".join(str(f) for f in figures + ([f"{now:.3f}"] if clock else [])))
 PY
 }
