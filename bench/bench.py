@@ -1164,10 +1164,10 @@ def desktop_verdicts(text):
     found = re.search(r"^Saved: ([0-9.]+)% .*target at least 95%: (met|missed)", text, re.M)
     if not found:
         return [("hidden adopted apps' CPU time at least 95% less (desktop)", False, "desktop.sh printed no result")] if text else []
-    daemon = re.search(r"^lifecycled itself over those .*?: ([0-9.]+) CPU seconds.*peak RSS ([0-9.]+) MiB", text, re.M)
+    daemon = re.search(r"^lifecycled itself over those .*?: ([0-9.]+) ms of CPU time.*peak RSS ([0-9.]+) MiB", text, re.M)
     return [("hidden adopted apps' CPU time at least 95% less (desktop)", found.group(2) == "met",
              f"{found.group(1)}% less after the grace time"
-             + (f"; the daemon meanwhile {daemon.group(1)} CPU seconds, peak RSS {daemon.group(2)} MiB" if daemon else ""))]
+             + (f"; the daemon meanwhile {daemon.group(1)} ms of CPU time, peak RSS {daemon.group(2)} MiB" if daemon else ""))]
 
 
 def svg(results, path):

@@ -156,9 +156,14 @@ for _ in $(seq 600); do
     sleep 0.05
 done
 [ -n "$settled" ] || echo "desktop.sh: the hidden apps were not all suspended within 30 s (states: $hs; adopted: $count); measuring anyway" >&2
+# The daemon's run time in nanoseconds and the times it was put on a CPU, summed over its threads (schedstat): an
+# idle daemon's CPU time over a phase is below the clock tick that /proc/PID/stat counts in.
+daemon_ns() { cat "/proc/$daemon"/task/*/schedstat | awk '{ns += $1; runs += $3} END {print ns, runs}'; }
 read -r s2 w2 v2 d2 t2 < <(cpu)
+read -r n2 r2 < <(daemon_ns)
 sleep "$DURATION"
 read -r s3 w3 v3 d3 t3 < <(cpu)
+read -r n3 r3 < <(daemon_ns)
 read -r hs ss count < <(states) || true
 memory=$(awk '/^VmHWM:|^VmRSS:/ {printf "%s ", $2}' "/proc/$daemon/status")
 lifecycled_stop
@@ -166,17 +171,18 @@ released=no
 for _ in $(seq 100); do none_stopped && { released=yes; break; }; sleep 0.05; done
 
 python3 - "$GRACE" "$(nproc)" "$s0" "$w0" "$v0" "$t0" "$s1" "$w1" "$v1" "$t1" "$s2" "$w2" "$v2" "$d2" "$t2" \
-    "$s3" "$w3" "$v3" "$d3" "$t3" "$hs" "$ss" "$count" "${settled:-none}" "$released" $memory <<'PY'
+    "$s3" "$w3" "$v3" "$d3" "$t3" "$n2" "$n3" "$r2" "$r3" "$hs" "$ss" "$count" "${settled:-none}" "$released" $memory <<'PY'
 import sys
 a = sys.argv[1:]
 grace, cpus = a[0], a[1]
 s0, w0, v0, t0, s1, w1, v1, t1, s2, w2, v2, d2, t2, s3, w3, v3, d3, t3 = map(float, a[2:20])
-hidden_states, shown_state, adopted, settled, released = a[20:25]
-hwm, rss = (int(x) / 1024 for x in a[25:27])
+n2, n3, r2, r3 = map(int, a[20:24])
+hidden_states, shown_state, adopted, settled, released = a[24:29]
+hwm, rss = (int(x) / 1024 for x in a[29:31])
 without = (s1 - s0, w1 - w0, v1 - v0)
 with_ = (s3 - s2, w3 - w2, v3 - v2)
 saved = 100 * (1 - (with_[0] + with_[1]) / (without[0] + without[1])) if without[0] + without[1] > 0 else 0
-daemon, duration = d3 - d2, t3 - t2
+daemon, duration = (n3 - n2) / 1e6, t3 - t2
 print(f"Ten adopted CPU-busy apps on a headless sway (`[Adopt] Windows=yes Scopes=yes`, `[Display] Source=sway`), "
       f"each a foot window running a shell loop at nice 10: five in launcher scopes (frozen through their cgroup.freeze), "
       f"five plain windows (stopped by signals); one shown (a plain window), nine hidden (each on a workspace of its own); "
@@ -190,7 +196,8 @@ print(f"| without lifecycled (nothing manages them) | {without[0] + without[1]:.
 print(f"| with lifecycled, after the grace time | {with_[0] + with_[1]:.2f} | {with_[0]:.2f} | {with_[1]:.2f} | {with_[2]:.2f} | "
       f"{hidden_states}, {shown_state} ({adopted} adopted) |")
 print()
-print(f"lifecycled itself over those {duration:.1f} s: {daemon:.2f} CPU seconds ({100 * daemon / duration:.2f}% of one CPU); "
+print(f"lifecycled itself over those {duration:.1f} s: {daemon:.2f} ms of CPU time ({100 * daemon / 1000 / duration:.4f}% of one CPU), "
+      f"woken {r3 - r2} time{'' if r3 - r2 == 1 else 's'}; "
       f"since its start (the adoption included): {d3:.2f} CPU seconds; memory: peak RSS {hwm:.1f} MiB, "
       f"RSS at the end {rss:.1f} MiB.")
 print()
