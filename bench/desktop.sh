@@ -55,6 +55,8 @@ cleanup() {
     rm -rf "$out"
 }
 trap cleanup EXIT
+# A timeout's or an interrupt's signal ends the script through its exit, so that the cleanup runs.
+trap 'exit 130' INT TERM
 
 source bench/lib/sway.sh
 # The pids $@ and all their descendants.
