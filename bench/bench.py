@@ -16,6 +16,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import signal
@@ -866,7 +867,7 @@ def machine():
     return model, nproc, free, ", ".join(versions), platform.release()
 
 
-def report(results, args, notif_text, seconds, display_text=""):
+def report(results, args, notif_text, seconds, display_text="", desktop_text=""):
     L = []
     p = L.append
     model, nproc, free, versions, kernel = machine()
@@ -1050,6 +1051,10 @@ def report(results, args, notif_text, seconds, display_text=""):
     p("### 9. Display: focus latency and what hiding saves (bench/display.sh)")
     p("")
     p(display_text.strip() or "not run")
+    p("")
+    p("### 10. The desktop: adopted apps (bench/desktop.sh)")
+    p("")
+    p(desktop_text.strip() or "not run")
     return L, {"fs": fs, "fr": fr, "pp": pp, "relay": relay, "relay_work": relay_work, "launch_best": (bestname, best)}
 
 
@@ -1154,6 +1159,17 @@ def verdicts(results, extra, args):
     return out
 
 
+def desktop_verdicts(text):
+    """The desktop benchmark's verdict, from the line bench/desktop.sh prints (none when it did not run)."""
+    found = re.search(r"^Saved: ([0-9.]+)% .*target at least 95%: (met|missed)", text, re.M)
+    if not found:
+        return [("hidden adopted apps' CPU time at least 95% less (desktop)", False, "desktop.sh printed no result")] if text else []
+    daemon = re.search(r"^lifecycled itself over those .*?: ([0-9.]+) ms of CPU time.*peak RSS ([0-9.]+) MiB", text, re.M)
+    return [("hidden adopted apps' CPU time at least 95% less (desktop)", found.group(2) == "met",
+             f"{found.group(1)}% less after the grace time"
+             + (f"; the daemon meanwhile {daemon.group(1)} ms of CPU time, peak RSS {daemon.group(2)} MiB" if daemon else ""))]
+
+
 def svg(results, path):
     """Launch time and memory against N, one line per supervisor, drawn by hand."""
     sizes = results["sizes"]
@@ -1225,6 +1241,7 @@ def main():
     parser.add_argument("--idle", type=float, default=10)
     parser.add_argument("--notifications", default="", help="file with notifications.sh's output")
     parser.add_argument("--display", default="", help="file with display.sh's output")
+    parser.add_argument("--desktop", default="", help="file with desktop.sh's output")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
     parser.add_argument("--svg", default=os.path.join(ROOT, "docs", "bench-launch-memory.svg"))
     parser.add_argument("--json", default="")
@@ -1245,8 +1262,9 @@ def main():
     if args.notifications and os.path.exists(args.notifications):
         notif = open(args.notifications).read()
     display = open(args.display).read() if args.display and os.path.exists(args.display) else ""
-    lines, extra = report(results, args, notif, time.time() - t0, display)
-    checks = verdicts(results, extra, args)
+    desktop = open(args.desktop).read() if args.desktop and os.path.exists(args.desktop) else ""
+    lines, extra = report(results, args, notif, time.time() - t0, display, desktop)
+    checks = verdicts(results, extra, args) + desktop_verdicts(desktop)
     lines.append("")
     lines.append("### Verdicts against the targets")
     lines.append("")

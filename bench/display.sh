@@ -13,7 +13,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 K=${K:-30}
 DURATION=${DURATION:-60}
-user=lifecycled-test
 out=$(mktemp -d "${TMPDIR:-/tmp}/lifecycled-display.XXXXXX")
 chmod 755 "$out"
 pids=()
@@ -24,72 +23,29 @@ cleanup() {
 }
 trap cleanup EXIT
 
-command -v sway >/dev/null && command -v foot >/dev/null \
-    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sway foot >/dev/null; }
-id "$user" >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin "$user"
+source bench/lib/sway.sh
+bench_setup
 cc=$(command -v cc || command -v gcc || command -v clang)
 "$cc" -O2 -o "$out/display_latency" bench/display_latency.c
-if [ -n "${LIFECYCLED_BIN_DIR:-}" ]; then
-    bin=$LIFECYCLED_BIN_DIR
-else
-    scratch=${BENCH_SCRATCH:-/var/tmp/lifecycled-bench-build}
-    swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifecycled >/dev/null
-    swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product lifectl >/dev/null
-    bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
-fi
-export PATH="${LIFECTL_BIN_DIR:-$bin}:$bin:$PWD/Examples/python:$PATH" LIFECYCLED_RUNTIME_DIR="$out/run"
-
-# sway, headless, as the user, with its own runtime directory (root reaches its sockets).
-xdg=$out/xdg
-mkdir -p "$xdg" && chown "$user" "$xdg" && chmod 700 "$xdg"
-printf 'output HEADLESS-1 resolution 1280x720\n' > "$out/sway.conf"
-setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups env -i PATH=/usr/bin:/bin HOME="$xdg" XDG_RUNTIME_DIR="$xdg" \
-    WLR_BACKENDS=headless WLR_RENDERER=pixman WLR_LIBINPUT_NO_DEVICES=1 sway -c "$out/sway.conf" >"$out/sway.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 200); do sock=$(ls "$xdg"/sway-ipc.*.sock 2>/dev/null | head -1 || true); [ -n "$sock" ] && break; sleep 0.05; done
-[ -n "$sock" ] || { echo "display.sh: sway did not start" >&2; tail "$out/sway.log" >&2; exit 1; }
-export SWAYSOCK=$sock
-wayland="Environment=XDG_RUNTIME_DIR=$xdg WAYLAND_DISPLAY=wayland-1"
-# The con_id and pid of the view whose app_id is $1, once it shows.
-view() {
-    for _ in $(seq 200); do
-        found=$(swaymsg -t get_tree | python3 -c "
-import json, sys
-stack = [json.load(sys.stdin)]
-while stack:
-    node = stack.pop()
-    if node.get('app_id') == '$1': print(node['id'], node['pid']); break
-    stack += node.get('nodes', []) + node.get('floating_nodes', [])")
-        [ -n "$found" ] && { echo "$found"; return; }
-        sleep 0.05
-    done
-    echo "display.sh: no window $1" >&2; exit 1
-}
-daemon() {
-    lifecycled --config "$out/config" --log-level warning >"$out/daemon.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 200); do lifectl list >/dev/null 2>&1 && return; sleep 0.05; done
-    echo "display.sh: lifecycled did not start" >&2; cat "$out/daemon.log" >&2; exit 1
-}
-stop_daemon() { kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'; }
-app_pid() { lifectl list --json | python3 -c "import json,sys; print(next(a['pid'] for a in json.load(sys.stdin) if a['name'] == '$1'))"; }
+bench_binaries
+sway_start
 
 # --- 1. focus latency --------------------------------------------------------------------------------------------
-XDG_RUNTIME_DIR=$xdg WAYLAND_DISPLAY=wayland-1 foot --app-id floor sleep 100000 >/dev/null 2>&1 &
+XDG_RUNTIME_DIR=$xdg WAYLAND_DISPLAY=$wayland_display foot --app-id floor sleep 100000 >/dev/null 2>&1 &
 pids+=($!)
-read -r con pid < <(view floor)
+read -r con pid < <(sway_view floor)
 floor=$("$out/display_latency" "$K" "$sock" "$con" "$pid" floor)
 kill -CONT "$pid"; kill "${pids[-1]}"; unset 'pids[-1]'
 mkdir -p "$out/config/apps"
 printf '[Display]\nSource=sway\nSwaySocket=%s\n' "$sock" > "$out/config/lifecycled.conf"
 printf '[App]\n%s LIFECYCLE_RECORD=%s/record\nExec=/bin/sh -c "foot --app-id target sleep 100000 & exec lifecycle_client.py"\n[Lifecycle]\nBackgroundTimeSec=0\n' \
     "$wayland" "$out" > "$out/config/apps/target.conf"
-daemon
+lifecycled_start
 lifectl launch target >/dev/null
-read -r con _ < <(view target)
+read -r con _ < <(sway_view target)
 pid=$(app_pid target)
 ours=$("$out/display_latency" "$K" "$sock" "$con" "$pid" lifecycled "$out/record")
-stop_daemon
+lifecycled_stop
 python3 - "$floor" "$ours" "$K" <<'PY'
 import sys
 row = lambda text: {line.split()[0]: [float(v) / 1000 for v in line.split()[1:]] for line in text.splitlines()}
@@ -117,34 +73,18 @@ for i in $(seq 10); do
     printf '[App]\n%s\nExec=/bin/sh -c "foot --app-id busy%s %s/busy.sh & exec lifecycle_client.py"\n[Lifecycle]\nBackgroundTimeSec=1\n' \
         "$wayland" "$i" "$out" > "$out/config/apps/busy$i.conf"
 done
-# CPU seconds of the hidden apps' processes: each app's main process and all its descendants (the terminal's
-# shell runs in a session of its own).
-hidden_cpu() {
-    python3 - $(for i in $(seq 6 10); do app_pid "busy$i"; done) <<'PY'
-import os, sys
-stats = {}
-for entry in os.listdir("/proc"):
-    if not entry.isdigit(): continue
-    try: stats[entry] = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
-    except OSError: continue
-ours, grew = set(sys.argv[1:]), True
-while grew:
-    grew = False
-    for pid, fields in stats.items():
-        if pid not in ours and fields[1] in ours: ours.add(pid); grew = True
-print(sum(int(stats[p][11]) + int(stats[p][12]) for p in ours if p in stats) / os.sysconf("SC_CLK_TCK"))
-PY
-}
+# CPU seconds of the hidden apps' processes: each app's main process and all its descendants.
+hidden_cpu() { tree_cpu $(for i in $(seq 6 10); do app_pid "busy$i"; done); }
 phase() {  # $1: Source=
     printf '[Display]\nSource=%s\nSwaySocket=%s\n' "$1" "$sock" > "$out/config/lifecycled.conf"
-    daemon
-    for i in $(seq 10); do lifectl launch "busy$i" >/dev/null; view "busy$i" >/dev/null; done
+    lifecycled_start
+    for i in $(seq 10); do lifectl launch "busy$i" >/dev/null; sway_view "busy$i" >/dev/null; done
     for i in $(seq 6 10); do swaymsg "[app_id=busy$i] move container to workspace 2" >/dev/null; done
     swaymsg workspace 1 >/dev/null
     sleep 3  # the grace time (1 s) has passed, with a margin
     before=$(hidden_cpu); sleep "$DURATION"; after=$(hidden_cpu)
     states=$(lifectl list --json | python3 -c "import json,sys; a=json.load(sys.stdin); print(sorted({x['state'] for x in a if x['name'] in {'busy%d' % i for i in range(6, 11)}}))")
-    stop_daemon
+    lifecycled_stop
     echo "$before $after $states"
 }
 read -r b0 a0 s0 < <(phase none)

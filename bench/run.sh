@@ -13,7 +13,8 @@
 # Peers that apt cannot install are left out of the report (said so), not a failure.
 # Environment: REPS (default 3), BENCH_SCRATCH (the release build directory, default
 # /var/tmp/lifecycled-bench-build: its own, so that it never waits on .build's lock nor disturbs it),
-# NO_NOTIFICATIONS=1, NO_DISPLAY=1 (skip bench/display.sh), CI (set: run apt-get update before installing).
+# NO_NOTIFICATIONS=1, NO_DISPLAY=1 (skip bench/display.sh), NO_DESKTOP=1 (skip bench/desktop.sh), CI (set: run
+# apt-get update before installing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=default
@@ -126,6 +127,21 @@ if [ -z "${NO_DISPLAY:-}" ]; then
     fi
     args+=(--display "$tmp/display.txt")
 fi
+desktop_failed=
+if [ -z "${NO_DESKTOP:-}" ]; then
+    # Smoke: 5 s per phase instead of 60 s.
+    if [ "$mode" = smoke ]; then duration=5; else duration=60; fi
+    echo "desktop benchmark (ten adopted apps on a headless sway: $duration s per phase)…" >&2
+    status=0
+    DURATION=$duration LIFECYCLED_BIN_DIR="$bin" LIFECTL_BIN_DIR="$lifectl_dir" TMPDIR="$base" \
+        timeout $((2 * duration + 300)) bash bench/desktop.sh > "$tmp/desktop.txt" 2>&1 || status=$?
+    if [ "$status" != 0 ]; then
+        echo "(desktop.sh failed, status $status)" >> "$tmp/desktop.txt"
+        desktop_failed=$status
+        tail -5 "$tmp/desktop.txt" >&2
+    fi
+    args+=(--desktop "$tmp/desktop.txt")
+fi
 if [ "$mode" = smoke ]; then
     timeout --signal=INT --kill-after=30 "${SMOKE_TIMEOUT:-240}" python3 bench/bench.py "${args[@]}" &
 else
@@ -140,5 +156,9 @@ if [ -n "$notifications_failed" ]; then
 fi
 if [ -n "$display_failed" ]; then
     echo "bench/run.sh: the display benchmarks failed (status $display_failed)" >&2
+    exit 1
+fi
+if [ -n "$desktop_failed" ]; then
+    echo "bench/run.sh: the desktop benchmark failed (status $desktop_failed)" >&2
     exit 1
 fi
