@@ -204,7 +204,7 @@ struct AdoptScopeTests {
             try daemon.control("suspend", "sleeper")
             try session.wait("the scope is frozen") { session.frozen(Self.foo) }
             let sleeper = try #require(try daemon.status("sleeper").pid)
-            #expect(Kernel.state(sleeper) == "T")
+            #expect(Kernel.stops(sleeper))
 
             let result = try daemon.lifectl("resume", "--all")
             #expect(result.status == 0, "\(result.stderr)")

@@ -324,4 +324,16 @@ enum Kernel {
     }
 
     static func exists(_ pid: pid_t) -> Bool { kill(pid, 0) == 0 || errno == EPERM }
+
+    /// Whether `pid` shows `T` within a few seconds. The daemon answers a suspension once SIGSTOP is sent: from
+    /// then on the process runs no code of its own, but on a loaded machine it shows `R` until it is scheduled and
+    /// takes the signal.
+    static func stops(_ pid: pid_t, within seconds: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if state(pid) == "T" { return true }
+            usleep(2_000)
+        }
+        return state(pid) == "T"
+    }
 }

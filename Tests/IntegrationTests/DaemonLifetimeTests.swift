@@ -51,7 +51,7 @@ struct DaemonLifetimeTests {
         let before = try harness.list()
         let first = try #require(harness.daemonPID)
         let b = try #require(before.first { $0.name == "b" }?.pid)
-        #expect(Kernel.state(b) == "T")
+        #expect(Kernel.stops(b))
 
         let second = try secondDaemon(harness)
 

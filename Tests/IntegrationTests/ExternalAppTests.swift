@@ -224,7 +224,7 @@ struct ExternalAppTests {
             try daemon.waitUntil("cg attached") { (try? daemon.status("cg"))?.pid == client.processIdentifier }
             try daemon.waitUntil("cg launched") { (try? daemon.status("cg"))?.awaiting == nil }
             try daemon.control("suspend", "cg")
-            #expect(Kernel.state(client.processIdentifier) == "T")
+            #expect(Kernel.stops(client.processIdentifier))
             try daemon.control("terminate", "cg")
             client.waitUntilExit()
             #expect(try daemon.status("cg").state.rawValue == "notRunning")

@@ -66,7 +66,7 @@ struct SwayDisplayTests {
             try sway.msg("[con_id=\(bView.id)] move container to workspace 2")
             try daemon.waitForState("b", "suspended")
             let bPid = try #require(try daemon.status("b").pid)
-            #expect(Kernel.state(bPid) == "T")
+            #expect(Kernel.stops(bPid))
             #expect(Kernel.state(bView.pid) == "T", "the window's process, a child of the app, is stopped too")
 
             // Switching to that workspace shows b's window: b is resumed and becomes active, a goes to the background.
