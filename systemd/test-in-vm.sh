@@ -68,19 +68,24 @@ for b in lifecycled lifectl; do [ -x "$BIN/$b" ] || die "$BIN/$b missing"; done
 
 # --- 2. the tree and its root image, built once ---------------------------------------------------------------
 if [ "${LIFECYCLED_VM_REBUILD:-0}" = 1 ]; then rm -rf "$ROOT" "$IMAGE"; fi
-# The daemon links libxcb for its x11 display source: a tree cached before that is built again.
-if ! ls "$ROOT"/usr/lib/*/libxcb-res.so.0 >/dev/null 2>&1; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
+# The libraries the binaries link (libsystemd, libxcb for the x11 source, libpulse for the audio rail): a tree
+# cached before one of them was added is built again, and a tree that still lacks one stops the run with its name.
+needed=$(readelf -d "$BIN/lifecycled" "$BIN/lifectl" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | sort -u)
+missing_in_tree() { local lib; for lib in $needed; do ls "$ROOT"/usr/lib/*/"$lib" "$ROOT"/lib/*/"$lib" >/dev/null 2>&1 || echo "$lib"; done; }
+if [ -n "$(missing_in_tree)" ]; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
 if [ ! -e "$ROOT/.lifecycled-tree-complete" ]; then
     command -v debootstrap >/dev/null || die "debootstrap missing: apt-get install debootstrap"
     rm -rf "$ROOT" "$IMAGE"
     t=$(now)
     echo "== debootstrap --variant=minbase bookworm $ROOT with a kernel (once; cached afterwards)"
-    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0,udev,kmod,initramfs-tools,linux-image-cloud-amd64 \
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0,libpulse0,udev,kmod,initramfs-tools,linux-image-cloud-amd64 \
         bookworm "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 \
         || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed ($WORK/debootstrap.log)"; }
     touch "$ROOT/.lifecycled-tree-complete"
     echo "   debootstrap took $(elapsed "$t") s"
 fi
+lacking=$(missing_in_tree)
+[ -z "$lacking" ] || die "the tree lacks $(echo $lacking) that lifecycled links: add its package to debootstrap's --include"
 KERNEL=$(ls "$ROOT"/boot/vmlinuz-* 2>/dev/null | sort -V | tail -1)
 INITRD=$(ls "$ROOT"/boot/initrd.img-* 2>/dev/null | sort -V | tail -1)
 [ -n "$KERNEL" ] && [ -n "$INITRD" ] || die "no kernel or initrd in $ROOT/boot (rebuild with LIFECYCLED_VM_REBUILD=1)"
