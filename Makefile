@@ -162,7 +162,7 @@ uninstall:
 	@echo "Kept the configuration in $(DESTDIR)$(CONFDIR)"
 
 # lifecycled beside supervisord, s6 and runit (installed from Debian's packages, run in private temp folders)
-# and the physical floors, in one run: docs/BENCHMARKS.md and its chart. About 7 min on 2 cores;
+# and the physical floors, in one run: docs/BENCHMARKS.md and its chart. About 12 min on 2 cores (the display and desktop runs included);
 # `bash bench/run.sh --smoke` (N=10, one repetition) in about a minute, `--large` adds 10,000 apps.
 bench: deps
 	bash bench/run.sh
