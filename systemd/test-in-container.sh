@@ -11,8 +11,9 @@
 #      run goes to a tmpfs), the binaries and systemd/lifecycled.service bound read-only at the paths the unit
 #      expects, and a check unit pulled in with `systemd.wants=` on the init command line;
 #   4. the check unit waits for the boot to finish, then drives `systemctl start/status/reload/restart/stop`, `lifectl`,
-#      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory, and powers
-#      the container off;
+#      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory; then the
+#      user-session case (systemd/container-user-session.sh): a user's `systemctl --user` lifecycled adopts,
+#      freezes and thaws a `systemd-run --user --scope` program; and powers the container off;
 #   5. prints the results and the cost, removes the container's leftovers, and exits 1 if any check failed
 #      (2 if the container could not be built or booted at all).
 #
@@ -318,8 +319,14 @@ fi
 [ -n "${shell_pid:-}" ] && [ ! -d "/proc/$shell_pid" ] && pass "systemctl stop terminated the protocol app too" "$(journalctl -u lifecycled --no-pager -o cat | grep '^Stopping: ' | tail -1)" \
     || fail "systemctl stop terminated the protocol app too" "$(journalctl -u lifecycled --no-pager -o cat | grep -E '^(Stopping|Restarting|Failed to ask)' | tail -2 | tr '\n' ';')"
 journalctl -u lifecycled --no-pager -o short-monotonic >>"$D" 2>&1
+
+# The user-session case: lifecycled as a user's `systemctl --user` service, adopting a scope.
+. /check/user-session.sh
 echo DONE >>"$R"
 EOF
+# The user-session case and the user unit it installs, beside the check script.
+cp "$here/systemd/container-user-session.sh" "$CHECK/user-session.sh" && cp "$here/systemd/user/lifecycled.service" "$CHECK/user-lifecycled.service" \
+    || die "copying the user-session case to $CHECK failed"
 
 # --- 4. boot, once per cgroup mode -------------------------------------------------------------------------------
 failed=0
