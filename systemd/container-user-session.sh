@@ -113,11 +113,12 @@ CONF
     stands() { local a; a=$(ticks); sleep 0.5; [ "$(ticks)" = "$a" ]; }
     # mutter's mark, written by the user on the unit's cgroup: -1 while focused, else the CLOCK_MONOTONIC time in
     # microseconds when the focus left (perl-base has no Time::HiRes: both through syscall(2), x86_64 numbers).
+    # syscall(2) may write to any string it is given, so each is a variable, never a literal.
     mark() { as_user perl -e '
-        my ($path, $what) = @ARGV; my $value = "-1";
+        my ($path, $what) = @ARGV; my $value = "-1"; my $name = "user.xdg.inactive-since";
         if ($what eq "lost") { my $ts = "\0" x 16; syscall(228, 1, $ts) == 0 or die "clock_gettime: $!\n";
             my ($s, $ns) = unpack("q q", $ts); $value = sprintf("%d", $s * 1000000 + int($ns / 1000)); }
-        syscall(188, $path, "user.xdg.inactive-since", $value, length($value), 0) == 0 or die "setxattr $path: $!\n";' "$scg" "$1" >>"$D" 2>&1; }
+        syscall(188, $path, $name, $value, length($value), 0) == 0 or die "setxattr $path: $!\n";' "$scg" "$1" >>"$D" 2>&1; }
 
     if mark focused && wait_for '[ "$(ustate)" = active ]'; then
         pass "user session: GNOME's focus mark (-1) makes it active" "frozen $(grep -c 'frozen 1' "$scg/cgroup.events"), /proc $(pstate)"
@@ -139,8 +140,9 @@ CONF
     else
         fail "user session: the focus back thaws it" "state $(ustate), $(tr '\n' ' ' <"$scg/cgroup.events")"
     fi
-    mark lost; wait_for '[ "$(ustate)" = suspended ]' && wait_for frozen
-    if as_user lifectl resume --all >>"$D" 2>&1 && wait_for '! frozen' && runs; then
+    local before=no
+    mark lost && wait_for '[ "$(ustate)" = suspended ]' && wait_for frozen && before=yes
+    if [ $before = yes ] && as_user lifectl resume --all >>"$D" 2>&1 && wait_for '! frozen' && runs; then
         pass "user session: lifectl resume --all thaws it" "state $(ustate), cgroup.events frozen 0, CPU time grows"
     else
         fail "user session: lifectl resume --all thaws it" "state $(ustate), $(tr '\n' ' ' <"$scg/cgroup.events")"

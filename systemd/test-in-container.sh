@@ -77,14 +77,18 @@ for b in lifecycled lifectl; do [ -x "$BIN/$b" ] || die "$BIN/$b missing"; done
 
 # --- 2. the tree, built once ------------------------------------------------------------------------------------
 if [ "${LIFECYCLED_NSPAWN_REBUILD:-0}" = 1 ]; then rm -rf "$ROOT"; fi
-# The daemon links libxcb for its x11 display source: a tree cached before that is built again.
-if ! ls "$ROOT"/usr/lib/*/libxcb-res.so.0 >/dev/null 2>&1; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
+# The daemon links libxcb for its x11 display source and libpulse for the sound-server rail; the user-session case
+# needs pam_systemd (it gives the user's manager its XDG_RUNTIME_DIR) and the user's bus, as a desktop has them. A
+# tree cached before any of those is built again.
+if ! ls "$ROOT"/usr/lib/*/libxcb-res.so.0 "$ROOT"/usr/lib/*/libpulse.so.0 "$ROOT"/usr/lib/*/security/pam_systemd.so \
+        "$ROOT"/usr/lib/systemd/user/dbus.socket >/dev/null 2>&1; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
 if [ ! -e "$ROOT/.lifecycled-tree-complete" ]; then
     command -v debootstrap >/dev/null || die "debootstrap missing: apt-get install debootstrap"
     rm -rf "$ROOT"
     t=$(now)
     echo "== debootstrap --variant=minbase bookworm $ROOT (once; cached afterwards)"
-    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0 bookworm "$ROOT" "$MIRROR" \
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0,libpulse0,libpam-systemd,dbus-user-session \
+        bookworm "$ROOT" "$MIRROR" \
         >"$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed ($WORK/debootstrap.log)"; }
     # The container boots with no login prompt to wait on; an empty machine-id is filled at each boot.
     : >"$ROOT/etc/machine-id"
