@@ -44,6 +44,17 @@ BackgroundTimeSec=2
 Source=gnome
 GnomeGraceSec=1
 CONF
+    # And one app the daemon launches itself: a user's daemon puts it in a scope of the user's own manager.
+    mkdir -p "$home/.config/lifecycled/apps"
+    cat >"$home/.config/lifecycled/apps/sleeper.conf" <<'CONF'
+[App]
+Exec=/bin/sleep 300000
+Protocol=none
+AutoLaunch=yes
+
+[Lifecycle]
+SuspendMethod=freezer
+CONF
     chown -R "$user:" "$home/.config"
 
     # The user's manager: lingering (logind starts user@UID.service), else user@UID.service started directly.
@@ -88,6 +99,29 @@ CONF
     config=$(as_user lifectl status 2>&1 | grep -m1 '^ *config: ')
     echo "$config" | grep -q "$home/.config/lifecycled" && pass "user session: config from ~/.config/lifecycled" "$(echo "$config" | tr -s ' ')" \
         || fail "user session: config from ~/.config/lifecycled" "$(as_user lifectl status 2>&1 | head -5 | tr '\n' ';')"
+
+    # The launched app: in a scope of the user's manager where the container is pure cgroup2 (elsewhere systemd
+    # has no freezer to offer, and the daemon places it itself).
+    local placed sleeper= lcg=$base$mcg/lifecycled.slice/app-lifecycled-sleeper.scope
+    placed=$(ujournal | grep -m1 -E '^apps (not )?in systemd scopes: ')
+    wait_for 'sleeper=$(pids_of_comm sleep | head -1); [ -n "$sleeper" ]'
+    if [ $required = yes ]; then
+        if echo "$placed" | grep -q "^apps in systemd scopes: .* on unix:path=/run/user/$uid/systemd/private" \
+                && [ -n "$sleeper" ] && grep -qx "$sleeper" "$lcg/cgroup.procs" 2>/dev/null; then
+            pass "user session: a launched app is in a scope of the user's manager" "$placed; pid $sleeper in $mcg/lifecycled.slice/app-lifecycled-sleeper.scope"
+        else
+            fail "user session: a launched app is in a scope of the user's manager" "$placed; pid ${sleeper:-none}: $(grep '^0::' "/proc/$sleeper/cgroup" 2>/dev/null)"
+        fi
+        as_user lifectl background sleeper >>"$D" 2>&1
+        if as_user lifectl suspend sleeper >>"$D" 2>&1 && wait_for 'grep -qx "frozen 1" "$lcg/cgroup.events"' \
+                && as_user lifectl resume sleeper >>"$D" 2>&1 && wait_for 'grep -qx "frozen 0" "$lcg/cgroup.events"'; then
+            pass "user session: its scope frozen and thawed by the user's manager (FreezeUnit, ThawUnit)"
+        else
+            fail "user session: its scope frozen and thawed by the user's manager" "$(tr '\n' ' ' <"$lcg/cgroup.events" 2>&1); $(ujournal | grep -m1 'Failed to')"
+        fi
+    else
+        echo "INFO user session: the launched app (pid ${sleeper:-none}): $placed" | tee -a "$R"
+    fi
 
     # A busy program in a launcher's scope, as GNOME starts an app (app-<launcher>-<AppID>-<random>.scope). runuser
     # stays outside: systemd-run moves itself into the scope and then execs the program.
@@ -148,9 +182,19 @@ CONF
         fail "user session: lifectl resume --all thaws it" "state $(ustate), $(tr '\n' ' ' <"$scg/cgroup.events")"
     fi
 
-    # Stop with the app frozen again (the grace after the resume ends): the daemon thaws what it froze and lets
-    # it go; the scope is the desktop's, so the app keeps running.
-    wait_for '[ "$(ustate)" = suspended ]' && wait_for frozen
+    # The grace after the resume ends: suspended again. lifectl focus goes the usual way under GNOME (no request
+    # reaches mutter): active, so thawed, until the next mark.
+    before=no
+    wait_for '[ "$(ustate)" = suspended ]' && wait_for frozen && before=yes
+    if [ $before = yes ] && as_user lifectl focus "$app" >>"$D" 2>&1 && wait_for '[ "$(ustate)" = active ]' && wait_for '! frozen' && runs; then
+        pass "user session: lifectl focus thaws it" "state active, cgroup.events frozen 0, CPU time grows"
+    else
+        fail "user session: lifectl focus thaws it" "state $(ustate), $(tr '\n' ' ' <"$scg/cgroup.events")"
+    fi
+
+    # Stop with the app frozen again: the daemon thaws what it froze and lets it go; the scope is the desktop's,
+    # so the app keeps running.
+    mark lost; wait_for '[ "$(ustate)" = suspended ]' && wait_for frozen
     log "user session: before the stop"; as_user lifectl list >>"$D" 2>&1; cat "$scg/cgroup.events" >>"$D"
     t0=$(date +%s%N)
     if frozen && as_user timeout 100 systemctl --user stop lifecycled >>"$D" 2>&1; then
@@ -160,10 +204,12 @@ CONF
         fail "user session: systemctl --user stop lifecycled with the app frozen" "frozen: $(grep frozen "$scg/cgroup.events")"
     fi
     if [ -d "/proc/$busy" ] && [ "$(cat "$scg/cgroup.freeze")" = 0 ] && wait_for '! frozen' && runs; then
-        pass "user session: after the stop the app runs, thawed" "pid $busy /proc $(pstate), cgroup.events frozen 0, CPU time grows"
+        pass "user session: after the stop the adopted app runs, thawed" "pid $busy /proc $(pstate), cgroup.events frozen 0, CPU time grows"
     else
-        fail "user session: after the stop the app runs, thawed" "pid $busy: $(pstate), $(tr '\n' ' ' <"$scg/cgroup.events" 2>&1)"
+        fail "user session: after the stop the adopted app runs, thawed" "pid $busy: $(pstate), $(tr '\n' ' ' <"$scg/cgroup.events" 2>&1)"
     fi
+    [ -n "$sleeper" ] && [ ! -d "/proc/$sleeper" ] && pass "user session: the stop terminated the app the daemon launched" \
+        || fail "user session: the stop terminated the app the daemon launched" "pid ${sleeper:-none}"
     ujournal >>"$D" 2>&1
     as_user systemctl --user stop "$unit" >>"$D" 2>&1
 }
