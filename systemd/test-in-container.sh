@@ -11,8 +11,9 @@
 #      run goes to a tmpfs), the binaries and systemd/lifecycled.service bound read-only at the paths the unit
 #      expects, and a check unit pulled in with `systemd.wants=` on the init command line;
 #   4. the check unit waits for the boot to finish, then drives `systemctl start/status/reload/restart/stop`, `lifectl`,
-#      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory, and powers
-#      the container off;
+#      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory; then the
+#      user-session case (systemd/container-user-session.sh): a user's `systemctl --user` lifecycled adopts,
+#      freezes and thaws a `systemd-run --user --scope` program; and powers the container off;
 #   5. prints the results and the cost, removes the container's leftovers, and exits 1 if any check failed
 #      (2 if the container could not be built or booted at all).
 #
@@ -76,14 +77,18 @@ for b in lifecycled lifectl; do [ -x "$BIN/$b" ] || die "$BIN/$b missing"; done
 
 # --- 2. the tree, built once ------------------------------------------------------------------------------------
 if [ "${LIFECYCLED_NSPAWN_REBUILD:-0}" = 1 ]; then rm -rf "$ROOT"; fi
-# The daemon links libxcb for its x11 display source: a tree cached before that is built again.
-if ! ls "$ROOT"/usr/lib/*/libxcb-res.so.0 >/dev/null 2>&1; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
+# The daemon links libxcb for its x11 display source and libpulse for the sound-server rail; the user-session case
+# needs pam_systemd (it gives the user's manager its XDG_RUNTIME_DIR) and the user's bus, as a desktop has them. A
+# tree cached before any of those is built again.
+if ! ls "$ROOT"/usr/lib/*/libxcb-res.so.0 "$ROOT"/usr/lib/*/libpulse.so.0 "$ROOT"/usr/lib/*/security/pam_systemd.so \
+        "$ROOT"/usr/lib/systemd/user/dbus.socket >/dev/null 2>&1; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
 if [ ! -e "$ROOT/.lifecycled-tree-complete" ]; then
     command -v debootstrap >/dev/null || die "debootstrap missing: apt-get install debootstrap"
     rm -rf "$ROOT"
     t=$(now)
     echo "== debootstrap --variant=minbase bookworm $ROOT (once; cached afterwards)"
-    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0 bookworm "$ROOT" "$MIRROR" \
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0,libpulse0,libpam-systemd,dbus-user-session \
+        bookworm "$ROOT" "$MIRROR" \
         >"$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed ($WORK/debootstrap.log)"; }
     # The container boots with no login prompt to wait on; an empty machine-id is filled at each boot.
     : >"$ROOT/etc/machine-id"
@@ -318,8 +323,14 @@ fi
 [ -n "${shell_pid:-}" ] && [ ! -d "/proc/$shell_pid" ] && pass "systemctl stop terminated the protocol app too" "$(journalctl -u lifecycled --no-pager -o cat | grep '^Stopping: ' | tail -1)" \
     || fail "systemctl stop terminated the protocol app too" "$(journalctl -u lifecycled --no-pager -o cat | grep -E '^(Stopping|Restarting|Failed to ask)' | tail -2 | tr '\n' ';')"
 journalctl -u lifecycled --no-pager -o short-monotonic >>"$D" 2>&1
+
+# The user-session case: lifecycled as a user's `systemctl --user` service, adopting a scope.
+. /check/user-session.sh
 echo DONE >>"$R"
 EOF
+# The user-session case and the user unit it installs, beside the check script.
+cp "$here/systemd/container-user-session.sh" "$CHECK/user-session.sh" && cp "$here/systemd/user/lifecycled.service" "$CHECK/user-lifecycled.service" \
+    || die "copying the user-session case to $CHECK failed"
 
 # --- 4. boot, once per cgroup mode -------------------------------------------------------------------------------
 failed=0

@@ -17,6 +17,24 @@ import Testing
         #expect(ScopeUnits.cgroupPath(app: "my-app", mount: "/m") == "/m/lifecycled.slice/app-lifecycled-my\\x2dapp.scope")
     }
 
+    @Test func aUsersDaemonPutsItsScopesUnderItsOwnManagerAndRootUnderSystemds() {
+        let session = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/lifecycled.service\n"
+        #expect(ScopeUnits.managerRoot(procSelfCgroup: session, euid: 1000) == "/user.slice/user-1000.slice/user@1000.service")
+        // A hybrid host lists its v1 hierarchies first; the cgroup2 line is the one that counts.
+        let hybrid = "12:cpu,cpuacct:/user.slice\n1:name=systemd:/user.slice/user-1000.slice/user@1000.service/app.slice/x.service\n"
+            + "0::/user.slice/user-1000.slice/user@1000.service/app.slice/x.service\n"
+        #expect(ScopeUnits.managerRoot(procSelfCgroup: hybrid, euid: 1000) == "/user.slice/user-1000.slice/user@1000.service")
+        #expect(ScopeUnits.managerRoot(procSelfCgroup: "0::/system.slice/lifecycled.service\n", euid: 0) == "")
+        // Root's scopes are systemd's wherever the daemon runs.
+        #expect(ScopeUnits.managerRoot(procSelfCgroup: session, euid: 0) == "")
+        // A user's daemon outside a user manager (a login shell's session scope, no cgroup2) has no manager to ask.
+        #expect(ScopeUnits.managerRoot(procSelfCgroup: "0::/user.slice/user-1000.slice/session-3.scope\n", euid: 1000) == nil)
+        #expect(ScopeUnits.managerRoot(procSelfCgroup: "1:name=systemd:/user.slice\n", euid: 1000) == nil)
+        let root = ScopeUnits.managerRoot(procSelfCgroup: session, euid: 1000) ?? "?"
+        #expect(ScopeUnits.cgroupPath(app: "notes", mount: "/sys/fs/cgroup" + root)
+                == "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/lifecycled.slice/app-lifecycled-notes.scope")
+    }
+
     @Test func everyValidAppNameComesBackFromItsUnitName() {
         let alphabet = Array("abcXYZ019_.-")
         for length in 1...6 {

@@ -29,6 +29,19 @@ import Testing
         }
     }
 
+    @Test func rootAsksSystemdAndAUserAsksItsOwnManager() throws {
+        #expect(try SystemdManagerBus.address(environment: ["XDG_RUNTIME_DIR": "/run/user/0"], euid: 0)
+                == "unix:path=/run/systemd/private")
+        // systemd's private socket is root's alone: a user's service asks the manager `systemctl --user` asks.
+        #expect(try SystemdManagerBus.address(environment: ["XDG_RUNTIME_DIR": "/run/user/1000"], euid: 1000)
+                == "unix:path=/run/user/1000/systemd/private")
+        #expect(try SystemdManagerBus.address(environment: [SystemdJob.busOverrideVariable: "unix:path=/t", "XDG_RUNTIME_DIR": "/r"],
+                                              euid: 1000) == "unix:path=/t")
+        for environment in [[:], ["XDG_RUNTIME_DIR": ""], ["XDG_RUNTIME_DIR": "relative"]] {
+            #expect(throws: SystemdBusError.self, "\(environment)") { try SystemdManagerBus.address(environment: environment, euid: 1000) }
+        }
+    }
+
     @Test func withoutAnAnsweringSystemdAppsAreNotPlacedInScopes() throws {
         let loop = try EventLoop()
         let (placement, reason) = ScopePlacement.make(loop: loop, environment: ["INVOCATION_ID": "x"])

@@ -14,6 +14,7 @@ import LifecycleModel
 final class ScopePlacement: ProcessPlacement {
     private let bus: SystemdManagerBus
     private let loop: EventLoop
+    /// Where the manager's units have their cgroups: the cgroup2 mount, then a user manager's own cgroup.
     private let mount: String
     private let kept = KeptKernelFiles()
     private lazy var processGroups = ProcessGroupPlacement(kept: kept)
@@ -32,17 +33,21 @@ final class ScopePlacement: ProcessPlacement {
     }
 
     /// The scope placement where it can serve, else nil and why not (for the log): systemd is PID 1 and the daemon
-    /// one of its services on a pure cgroup2 host, and systemd answers on its private socket with a version that
-    /// has FreezeUnit (246).
+    /// one of its services (of systemd's, or as a user's service of that user's manager) on a pure cgroup2 host,
+    /// and the manager answers on its private socket with a version that has FreezeUnit (246).
     static func make(loop: EventLoop, environment: [String: String], mount: String = "/sys/fs/cgroup") -> (ScopePlacement?, String) {
         if environment["LIFECYCLED_PLACEMENT"] == "cgroupfs" { return (nil, "LIFECYCLED_PLACEMENT=cgroupfs") }
         guard access("/run/systemd/system", F_OK) == 0 else { return (nil, "systemd is not PID 1") }
         guard environment["INVOCATION_ID"] != nil else { return (nil, "not started as a systemd service (no INVOCATION_ID)") }
         guard FilesystemKind(statfsOf: mount) == .cgroup2 else { return (nil, "\(mount) is not a pure cgroup2 hierarchy") }
+        let own = (try? readKernelFile("/proc/self/cgroup")) ?? ""
+        guard let root = ScopeUnits.managerRoot(procSelfCgroup: own, euid: geteuid()) else {
+            return (nil, "not root, and not in a user's service manager (no user@UID.service in /proc/self/cgroup)")
+        }
         do {
             let bus = try SystemdManagerBus.connect(loop: loop, environment: environment)
             guard bus.version >= 246 else { return (nil, "systemd \(bus.version) has no FreezeUnit (246 and later)") }
-            return (ScopePlacement(bus: bus, loop: loop, mount: mount), "systemd \(bus.version) on \(bus.name)")
+            return (ScopePlacement(bus: bus, loop: loop, mount: mount + root), "systemd \(bus.version) on \(bus.name)")
         } catch {
             return (nil, "\(error)")
         }

@@ -19,11 +19,22 @@ enum ScopeUnits {
         return unescape(String(unit.dropFirst(prefix.count).dropLast(suffix.count)))
     }
 
-    /// The scope's cgroup below the cgroup2 mount: a unit's cgroup is its slices' path and then its own name,
-    /// and neither `lifecycled.slice` nor `app-…` needs the cgroup escaping systemd applies to names that start
-    /// with `_` or `.` or meet a controller's file names.
+    /// The scope's cgroup below the manager's root (`managerRoot`): a unit's cgroup is its slices' path and then
+    /// its own name, and neither `lifecycled.slice` nor `app-…` needs the cgroup escaping systemd applies to names
+    /// that start with `_` or `.` or meet a controller's file names.
     static func cgroupPath(app name: String, mount: String = "/sys/fs/cgroup") -> String {
         mount + "/" + slice + "/" + unitName(app: name)
+    }
+
+    /// Where the units of the daemon's manager have their cgroups, below the cgroup2 mount: systemd's are at its
+    /// root (""), a user's manager's below its own `…/user@UID.service`, found in the daemon's own cgroup (the
+    /// `0::` line of /proc/self/cgroup). Nil for a user's daemon outside a user manager's subtree.
+    static func managerRoot(procSelfCgroup: String, euid: uid_t) -> String? {
+        if euid == 0 { return "" }
+        guard let own = AppSlice.unifiedCgroup(procSelfCgroup: procSelfCgroup) else { return nil }
+        let parts = own.split(separator: "/")
+        guard let manager = parts.firstIndex(where: { $0.hasPrefix("user@") && $0.hasSuffix(".service") }) else { return nil }
+        return "/" + parts[...manager].joined(separator: "/")
     }
 
     /// systemd's `unit_name_escape`: letters, digits, `:`, `_` and `.` (but a leading `.`) stay; `/` becomes `-`;

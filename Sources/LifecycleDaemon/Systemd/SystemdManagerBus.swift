@@ -27,11 +27,22 @@ final class SystemdManagerBus {
 
     deinit { sd_bus_flush_close_unref(bus) }
 
-    /// As root, systemd's private socket (a direct connection, as `systemctl` uses: no bus daemon, no Hello);
-    /// `LIFECYCLED_SYSTEMD_BUS` instead where it is set (`SystemdJob.busOverrideVariable`). Asks for the manager's version with a call bounded
-    /// by `timeout`, which also proves that systemd answers there.
+    /// The manager's private socket (a direct connection, as `systemctl` uses: no bus daemon, no Hello): as root
+    /// systemd's, else the user's own manager's in `$XDG_RUNTIME_DIR` (`systemctl --user`), since a user's service
+    /// may not talk to systemd's; `LIFECYCLED_SYSTEMD_BUS` instead where it is set (`SystemdJob.busOverrideVariable`).
+    static func address(environment: [String: String], euid: uid_t) throws(SystemdBusError) -> String {
+        if let given = environment[SystemdJob.busOverrideVariable] { return given }
+        if euid == 0 { return "unix:path=/run/systemd/private" }
+        guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
+            throw SystemdBusError("no XDG_RUNTIME_DIR: the user's service manager cannot be found")
+        }
+        return "unix:path=\(runtime)/systemd/private"
+    }
+
+    /// Connects to the manager at `address(environment:euid:)` and asks for its version with a call bounded by
+    /// `timeout`, which also proves that systemd answers there.
     static func connect(loop: EventLoop, environment: [String: String], timeout: Duration = .seconds(2)) throws(SystemdBusError) -> SystemdManagerBus {
-        let address = environment[SystemdJob.busOverrideVariable].map { $0 } ?? "unix:path=/run/systemd/private"
+        let address = try Self.address(environment: environment, euid: geteuid())
         let bus = try startedBus(at: address)
         let version: Int
         do throws(SystemdBusError) {
