@@ -4,7 +4,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all demo test test-deps deps build install uninstall bench clean test-systemd soak soak-smoke bench-smoke \
+.PHONY: all demo test test-deps deps build install uninstall bench clean test-systemd test-systemd-deps soak soak-smoke bench-smoke \
 	clients test-clients client-deps
 
 all: build clients
@@ -172,7 +172,7 @@ bench: deps
 bench-smoke: deps
 	bash bench/run.sh --smoke
 
-# Opt-in: lifecycled under a real systemd (root; docs/SYSTEMD-CONTAINER.md). SYSTEMD_MODE=container (default):
+# lifecycled under a real systemd (root; docs/SYSTEMD-CONTAINER.md; CI runs SYSTEMD_MODE=all, make test does not). SYSTEMD_MODE=container (default):
 # PID 1 in a systemd-nspawn container on a debootstrap tree: systemctl start/status/reload/restart/stop,
 # journalctl, the apps' cgroups, then a user's systemctl --user lifecycled adopting, freezing and thawing a scope;
 # first run about 4 min and 355 MB under /var/tmp/lifecycled-nspawn, later runs about 1.5 min (the incremental
@@ -180,13 +180,25 @@ bench-smoke: deps
 # crash recovery after SIGKILL, SIGSEGV and a watchdog timeout of the daemon; first run about 6 min and 900 MB
 # under /var/tmp/lifecycled-vm, later runs about 7 min under TCG (seconds of boot under KVM). SYSTEMD_MODE=all: both.
 SYSTEMD_MODE ?= container
-test-systemd:
+test-systemd: test-systemd-deps
 	@case "$(SYSTEMD_MODE)" in \
 		container) bash systemd/test-in-container.sh ;; \
 		vm) bash systemd/test-in-vm.sh ;; \
 		all) bash systemd/test-in-container.sh; c=$$?; bash systemd/test-in-vm.sh; v=$$?; [ $$c = 0 ] && [ $$v = 0 ] ;; \
 		*) echo "SYSTEMD_MODE: container, vm or all" >&2; exit 2 ;; \
 	esac
+
+# What both modes need on the host: systemd-nspawn, debootstrap, qemu (without its recommends: no GUI), and
+# e2fsprogs for the VM's images.
+test-systemd-deps:
+	@missing=""; \
+	for tool in systemd-nspawn:systemd-container debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 debugfs:e2fsprogs readelf:binutils; do \
+		command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing$$missing through apt (make test-systemd boots a container and a VM)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
 
 # The soak test (root): 500 real apps, random transitions and notification storms from 4 controller processes for
 # 8 minutes (SOAK_SECONDS=… to change), then the invariants (one active app, suspended apps stopped, no zombie, the

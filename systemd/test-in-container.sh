@@ -1,5 +1,5 @@
 #!/bin/bash
-# Opt-in test: lifecycled under a real systemd (252, Debian bookworm) as PID 1, in a systemd-nspawn container.
+# A test CI runs, not make test: lifecycled under a real systemd (252, Debian bookworm) as PID 1, in a systemd-nspawn container.
 #
 #   sudo systemd/test-in-container.sh            # from the repository root; needs root
 #

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Opt-in test: lifecycled under a real systemd (252, Debian bookworm) booted as init of a real kernel (Debian's
+# A test CI runs, not make test: lifecycled under a real systemd (252, Debian bookworm) booted as init of a real kernel (Debian's
 # cloud kernel) in a qemu VM, on pure cgroup2 with its controllers (cpu, io, memory), which a container cannot have.
 # What it proves: crash recovery. The apps live in systemd scopes, the daemon's service cgroup stays a leaf, and
 # after a SIGKILL, a SIGSEGV and a watchdog timeout of the main process systemd starts the daemon again, which
