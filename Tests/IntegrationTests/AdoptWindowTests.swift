@@ -30,7 +30,7 @@ struct AdoptWindowTests {
         footPIDs = [termView.pid, plainView.pid]
         // The launcher's part: the first foot and its child go into their scope.
         try FileManager.default.createDirectory(atPath: session.path(scope), withIntermediateDirectories: true)
-        for pid in [termView.pid] + children(of: termView.pid) {
+        for pid in [termView.pid] + Kernel.children(of: termView.pid) {
             try "\(pid)".write(toFile: session.path(scope) + "/cgroup.procs", atomically: false, encoding: .utf8)
         }
 
@@ -64,7 +64,7 @@ struct AdoptWindowTests {
         try sway.msg("[con_id=\(plainView.id)] move container to workspace 2")
         try harness.waitForState(plain, "suspended")
         #expect(Kernel.stops(plainView.pid))
-        for child in children(of: plainView.pid) { #expect(Kernel.state(child) == "T", "its descendants are stopped too") }
+        for child in Kernel.children(of: plainView.pid) { #expect(Kernel.state(child) == "T", "its descendants are stopped too") }
         try session.wait("the scope is thawed") { !session.frozen(scope) }
 
         // Showing workspace 2 resumes it first; the scope's app goes to the background and its scope is frozen.
@@ -87,11 +87,5 @@ struct AdoptWindowTests {
         #expect(harness.log.contains("which a previous lifecycled left stopped"))
         try session.wait("the scope is thawed") { !session.frozen(scope) }
         #expect(try harness.list().isEmpty)
-    }
-
-    /// The children of `pid` (from /proc/PID/task/PID/children).
-    func children(of pid: pid_t) -> [pid_t] {
-        ((try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? "")
-            .split(separator: " ").compactMap { pid_t($0) }
     }
 }

@@ -31,12 +31,6 @@ struct AdoptX11Tests {
         return pid
     }
 
-    /// The children of `pid` (from /proc/PID/task/PID/children).
-    func children(of pid: pid_t) -> [pid_t] {
-        ((try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? "")
-            .split(separator: " ").compactMap { pid_t($0) }
-    }
-
     @Test("a window no app owns is adopted by its WM_CLASS as its process tree; one in a scope is the scope's; both follow openbox")
     func windowsAreAdoptedAndFollowOpenbox() throws {
         let harness = try DaemonHarness()
@@ -46,7 +40,7 @@ struct AdoptX11Tests {
         defer {
             harness.stop()
             for pid in xterms {
-                for child in children(of: pid) { kill(child, SIGCONT); kill(child, SIGKILL) }
+                for child in Kernel.children(of: pid) { kill(child, SIGCONT); kill(child, SIGKILL) }
                 kill(pid, SIGCONT)
                 kill(pid, SIGKILL)
                 waitpid(pid, nil, 0)
@@ -65,7 +59,7 @@ struct AdoptX11Tests {
         let plainWindow = try x.waitForWindow("plain-\(tag)")
         // The launcher's part: the first xterm and its child go into their scope.
         try FileManager.default.createDirectory(atPath: session.path(scope), withIntermediateDirectories: true)
-        for pid in [scoped] + children(of: scoped) {
+        for pid in [scoped] + Kernel.children(of: scoped) {
             try "\(pid)".write(toFile: session.path(scope) + "/cgroup.procs", atomically: false, encoding: .utf8)
         }
 
@@ -98,7 +92,7 @@ struct AdoptX11Tests {
         try x.xdotool("windowminimize", plainWindow)
         try harness.waitForState(plain, "suspended")
         #expect(Kernel.stops(loose))
-        let descendants = children(of: loose)
+        let descendants = Kernel.children(of: loose)
         #expect(!descendants.isEmpty)
         for child in descendants { #expect(Kernel.stops(child), "its descendants are stopped too") }
 

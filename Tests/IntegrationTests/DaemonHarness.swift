@@ -325,6 +325,12 @@ enum Kernel {
 
     static func exists(_ pid: pid_t) -> Bool { kill(pid, 0) == 0 || errno == EPERM }
 
+    /// The children of `pid` (from /proc/PID/task/PID/children).
+    static func children(of pid: pid_t) -> [pid_t] {
+        ((try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? "")
+            .split(separator: " ").compactMap { pid_t($0) }
+    }
+
     /// Whether `pid` shows `T` within a few seconds. The daemon answers a suspension once SIGSTOP is sent: from
     /// then on the process runs no code of its own, but on a loaded machine it shows `R` until it is scheduled and
     /// takes the signal.

@@ -65,11 +65,16 @@ struct AppSlice: Equatable {
         text.split(separator: "\n").first { $0.hasPrefix("0::") }.map { String($0.dropFirst(3)) }
     }
 
-    /// `…/user@UID.service/app.slice` of a cgroup inside a user's session, nil outside one.
-    static func sessionSlice(of cgroup: String) -> String? {
+    /// `…/user@UID.service` of a cgroup inside a user's session (its service manager's cgroup), nil outside one.
+    static func managerCgroup(of cgroup: String) -> String? {
         let parts = cgroup.split(separator: "/")
         guard let manager = parts.firstIndex(where: { $0.hasPrefix("user@") && $0.hasSuffix(".service") }) else { return nil }
-        return "/" + (parts[...manager] + ["app.slice"]).joined(separator: "/")
+        return "/" + parts[...manager].joined(separator: "/")
+    }
+
+    /// `…/user@UID.service/app.slice` of a cgroup inside a user's session, nil outside one.
+    static func sessionSlice(of cgroup: String) -> String? {
+        managerCgroup(of: cgroup).map { $0 + "/app.slice" }
     }
 
     /// A user's `app.slice` as systemd lays it out: `user.slice/user-UID.slice/user@UID.service/app.slice`.

@@ -31,10 +31,7 @@ enum ScopeUnits {
     /// `0::` line of /proc/self/cgroup). Nil for a user's daemon outside a user manager's subtree.
     static func managerRoot(procSelfCgroup: String, euid: uid_t) -> String? {
         if euid == 0 { return "" }
-        guard let own = AppSlice.unifiedCgroup(procSelfCgroup: procSelfCgroup) else { return nil }
-        let parts = own.split(separator: "/")
-        guard let manager = parts.firstIndex(where: { $0.hasPrefix("user@") && $0.hasSuffix(".service") }) else { return nil }
-        return "/" + parts[...manager].joined(separator: "/")
+        return AppSlice.unifiedCgroup(procSelfCgroup: procSelfCgroup).flatMap(AppSlice.managerCgroup(of:))
     }
 
     /// systemd's `unit_name_escape`: letters, digits, `:`, `_` and `.` (but a leading `.`) stay; `/` becomes `-`;
