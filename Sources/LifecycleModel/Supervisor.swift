@@ -53,7 +53,8 @@ public struct Supervisor: Sendable {
     var touched: [String] = []
     /// Apps whose saved state the current event changed, in order.
     var saves: [String] = []
-    var now: MonotonicTime = .zero
+    /// The time of the input the model took last: time never goes back for it.
+    public internal(set) var now: MonotonicTime = .zero
 
     public init() {}
 

@@ -58,7 +58,16 @@ struct AdoptRails {
 
     /// The daemon's ancestors and its session's leader, read from `tree`.
     static func ownLine(in tree: ProcessTree, pid: pid_t = getpid()) -> Set<pid_t> {
-        var line = Set(tree.ancestors(of: pid))
+        ownLine(ancestors: tree.ancestors(of: pid), pid: pid)
+    }
+
+    /// The daemon's ancestors (read one by one) and its session's leader.
+    static func ownLine(pid: pid_t = getpid()) -> Set<pid_t> {
+        ownLine(ancestors: ProcessTree.ancestors(of: pid), pid: pid)
+    }
+
+    private static func ownLine(ancestors: [pid_t], pid: pid_t) -> Set<pid_t> {
+        var line = Set(ancestors)
         line.insert(pid)
         let session = getsid(0)
         if session > 0 { line.insert(session) }

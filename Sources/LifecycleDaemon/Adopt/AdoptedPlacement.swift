@@ -30,7 +30,7 @@ final class AdoptedPlacement: ProcessPlacement {
         guard adopted(app) else { return base.members(of: app) }
         if let scope = app.cgroup { return scope.pids() }
         guard let pid = app.pid else { return [] }
-        return ProcessTree.read().subtree(of: pid)
+        return ProcessTree.descendants(of: pid)
     }
 
     func processGroup(of app: AppRuntime) -> [pid_t] {
@@ -110,7 +110,8 @@ final class AdoptedPlacement: ProcessPlacement {
     func removeAll() { base.removeAll() }
 }
 
-/// Every process's parent, read once from /proc: the descendants of a process, and its ancestors.
+/// Every process's parent, read once from /proc: the descendants of a process, and its ancestors. The static
+/// readers find the same for one process without reading every process on the machine.
 struct ProcessTree {
     var parents: [pid_t: pid_t]
 
@@ -139,6 +140,50 @@ struct ProcessTree {
             next += children[current] ?? []
         }
         return found.sorted()
+    }
+
+    /// `pid` and every process below it, sorted, from each process's /proc/PID/task/TID/children: the cost grows
+    /// with the subtree, not with the machine. Where the kernel has no children files, from the whole tree.
+    static func descendants(of pid: pid_t, procRoot: String = "/proc") -> [pid_t] {
+        guard hasChildrenFiles else { return read(procRoot: procRoot).subtree(of: pid) }
+        guard access("\(procRoot)/\(pid)/stat", F_OK) == 0 else { return [] }
+        var found: [pid_t] = []
+        var seen: Set<pid_t> = []
+        var next = [pid]
+        while let current = next.popLast() {
+            guard seen.insert(current).inserted else { continue }
+            found.append(current)
+            next += children(of: current, procRoot: procRoot)
+        }
+        return found.sorted()
+    }
+
+    /// The children of every thread of `pid`: a thread's children file lists only what that thread forked.
+    static func children(of pid: pid_t, procRoot: String = "/proc") -> [pid_t] {
+        guard let directory = opendir("\(procRoot)/\(pid)/task") else { return [] }
+        defer { closedir(directory) }
+        var children: [pid_t] = []
+        while let entry = readdir(directory) {
+            guard let task = pid_t(directoryEntryName(entry)),
+                  let text = try? readKernelFile("\(procRoot)/\(pid)/task/\(task)/children") else { continue }
+            children += text.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { pid_t($0) }
+        }
+        return children
+    }
+
+    /// Whether this kernel has /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN).
+    static let hasChildrenFiles: Bool = access("/proc/self/task/\(getpid())/children", F_OK) == 0
+
+    /// The parents of `pid` up to init, one read of /proc/PID/stat each.
+    static func ancestors(of pid: pid_t, procRoot: String = "/proc") -> [pid_t] {
+        var found: [pid_t] = []
+        var current = pid
+        while let parent = ProcessOwners.stat(of: current, procRoot: procRoot)?.parent, parent > 0, !found.contains(parent),
+              found.count < ProcessOwners.depthLimit {
+            found.append(parent)
+            current = parent
+        }
+        return found
     }
 
     /// The parents of `pid` up to init.

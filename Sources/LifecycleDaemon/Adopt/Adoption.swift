@@ -41,8 +41,9 @@ final class Adoption {
         if !new.windows && old.windows {
             releaseAll(where: { place in if case .process = place { true } else { false } }, reason: "Windows= is off now")
         }
-        if new.exclude != old.exclude {
+        if new.exclude != old.exclude || new.user != old.user {
             refusalsLogged = []
+            windows.reconsider()
             let rails = rails()
             for (name, place) in places.sorted(by: { $0.key < $1.key }) {
                 var unit: String?
@@ -118,7 +119,7 @@ final class Adoption {
 
     func rails() -> AdoptRails {
         AdoptRails(uid: getuid() == 0 ? config.user.flatMap(ConfigLoader.systemUserID) ?? 0 : getuid(),
-                   configured: config.exclude, protected: AdoptRails.ownLine(in: ProcessTree.read()))
+                   configured: config.exclude, protected: AdoptRails.ownLine())
     }
 
     func refuse(_ what: String, _ why: String) {

@@ -9,6 +9,9 @@ final class WindowAdoption {
     private let loop: EventLoop
     /// The exit watch of each adopted window process (on the app's pidfd, which `AppRuntime` owns), by app name.
     private var exits: [String: EventSource] = [:]
+    /// Windows whose process was looked at and not adopted, with that pid: looked at again only when the window
+    /// names another process or the rules change, not at every picture.
+    private var passedOver: [Int64: pid_t] = [:]
 
     init(adoption: Adoption, loop: EventLoop) {
         self.adoption = adoption
@@ -19,12 +22,19 @@ final class WindowAdoption {
     func adopt(_ picture: WindowPicture, ownership: WindowOwnership, appSlice: String?) -> Bool {
         var seen: Set<pid_t> = []
         var any = false
+        var shown: Set<Int64> = []
         for window in picture.windows {
-            guard let pid = window.pid, pid > 0, seen.insert(pid).inserted, ownership.owner(of: window) == nil else { continue }
-            if adoptProcess(pid, window: window, appSlice: appSlice) { any = true }
+            shown.insert(window.id)
+            guard let pid = window.pid, pid > 0, passedOver[window.id] != pid, seen.insert(pid).inserted,
+                  ownership.owner(of: window) == nil else { continue }
+            if adoptProcess(pid, window: window, appSlice: appSlice) { any = true } else { passedOver[window.id] = pid }
         }
+        if passedOver.count > shown.count { passedOver = passedOver.filter { shown.contains($0.key) } }
         return any
     }
+
+    /// The rules changed (`Exclude=`, `User=`): every window no app owns is looked at again.
+    func reconsider() { passedOver = [:] }
 
     private func adoptProcess(_ pid: pid_t, window: DisplayWindow, appSlice: String?) -> Bool {
         let what = "the process \(pid) of window \(window.id)" + (window.appID.map { " (\($0))" } ?? "")
@@ -44,7 +54,7 @@ final class WindowAdoption {
             adoption.refuse("window process \(pid)", "\(what): \(why)")
             return false
         }
-        let members = ProcessTree.read().subtree(of: pid)
+        let members = ProcessTree.descendants(of: pid)
         if let why = rails.refuses(members, uidOf: { ProcessIdentity.realUID(of: $0) }) {
             adoption.refuse("window process \(pid)", "\(what): \(why)")
             return false

@@ -2,8 +2,7 @@ import Glibc
 import LifecycleModel
 
 /// The daemon's owner of the sound-server rail: it runs the `SoundServer` client when `[Sources] Audio=yes`, maps
-/// the pids of the playing streams to apps by the display's window-to-app rule (the app's process tree as placement
-/// finds it, or its session), and feeds the set of playing apps to the model, which treats them as
+/// the pids of the playing streams to apps by the display's window-to-app rule (`ProcessOwners`), and feeds the set of playing apps to the model, which treats them as
 /// `BackgroundModes=audio` while they play.
 final class AudioFollower {
     private unowned let host: any DaemonHost
@@ -12,6 +11,8 @@ final class AudioFollower {
     private var server: SoundServer?
     private var config: (enabled: Bool, server: String?)?
     private var reportedApps: Set<String> = []
+    /// The owner of each stream's process, kept while the apps stay the same.
+    private let owners = ProcessOwners()
 
     init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement) {
         self.loop = loop
@@ -50,15 +51,8 @@ final class AudioFollower {
     }
 
     private func playing(_ pids: Set<pid_t>) {
-        var apps: Set<String> = []
-        for name in host.appNames {
-            guard let runtime = host.runtime(name), let leader = runtime.pid,
-                  host.withRecord(name, { $0.state.isRunning }) == true else { continue }
-            let members = Set(placement.members(of: runtime))
-            if pids.contains(where: { members.contains($0) || DisplayFollower.session(of: $0) == leader }) {
-                apps.insert(name)
-            }
-        }
+        owners.update(from: host)
+        let apps = Set(pids.compactMap { owners.owner(of: $0) })
         guard apps != reportedApps else { return }
         reportedApps = apps
         host.audioChanged(playing: apps)

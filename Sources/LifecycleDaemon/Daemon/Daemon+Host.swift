@@ -53,8 +53,11 @@ extension Daemon: DaemonHost {
         perform(model.adopt(name, snapshot, running: running, processesStopped: processesStopped, now: loop.now))
     }
 
-    func displayChanged(_ facts: DisplayFacts) {
-        perform(model.displayChanged(facts, now: loop.now))
+    /// `at`: the event that started the change, so that a grace time it starts counts from there, not from when
+    /// the display source had read the whole picture. Never before what the model took last.
+    func displayChanged(_ facts: DisplayFacts, at: MonotonicTime) {
+        let at = max(min(at, loop.now), model.now)
+        perform(model.displayChanged(facts, now: at), since: at)
         drain()
     }
 

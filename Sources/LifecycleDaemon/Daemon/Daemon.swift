@@ -216,7 +216,10 @@ public final class Daemon {
         }
     }
 
-    func perform(_ effects: [Effect]) {
+    func perform(_ effects: [Effect]) { perform(effects, since: nil) }
+
+    /// `since`: the time the model decided at, which the timers it arms count from (the loop's now when nil).
+    func perform(_ effects: [Effect], since: MonotonicTime?) {
         for effect in effects {
             defer { if let pauseAfter, pauseAfter.matches(effect) { pauseForTest(effect) } }
             switch effect {
@@ -226,7 +229,7 @@ public final class Daemon {
             case .stopProcess(let name): if let app = runtime(name) { suspension.suspend(app) }
             case .continueProcess(let name): suspension.resume(name)
             case .signal(let name, let signal): if let app = runtime(name) { suspension.signal(app, signal) }
-            case .armTimer(let name, let kind, let delay): timer(name, kind)?.arm(after: delay)
+            case .armTimer(let name, let kind, let delay): timer(name, kind)?.arm(at: (since ?? loop.now) + delay)
             case .cancelTimer(let name, let kind): runtime(name)?.timers[kind]?.cancel()
             case .transition(let name, let from, let to, let reason): transitioned(name, from, to, reason)
             case .note(let name, let note): noted(name, note)

@@ -43,7 +43,7 @@ protocol DaemonHost: AnyObject {
     /// The daemon stops: every running app is told willTerminate and terminated (the effects performed).
     func terminateAll()
     /// What the display server shows changed: the model moves the apps (the effects performed, the events drained).
-    func displayChanged(_ facts: DisplayFacts)
+    func displayChanged(_ facts: DisplayFacts, at: MonotonicTime)
     /// The display source in force stopped for good: the model drops its facts, and no app moves.
     func displayForgotten()
     /// The app's background modes now: declared, and audio while it plays.

@@ -21,6 +21,8 @@ final class DisplayFollower {
     /// Called for an app whose request the display server has not answered in time: its waiters get its status.
     var unanswered: (String) -> Void = { _ in }
     private var answerTimers: [String: LoopTimer] = [:]
+    /// The owner of each window's process, kept while the apps stay the same.
+    private let owners = ProcessOwners()
     /// How long a request asked of the display server waits for it to report the change.
     static let answerTimeout: Duration = .seconds(3)
 
@@ -123,31 +125,21 @@ final class DisplayFollower {
 
     private func reported(_ picture: WindowPicture) {
         self.picture = picture
-        var ownership = ownership()
-        if adoptWindows(picture, ownership) { ownership = self.ownership() }
-        host.displayChanged(ownership.facts(of: picture))
+        // The model hears first, so that a window that shows continues its app before anything else is done in
+        // this pass; windows no app owns are adopted after, and the picture read again with them.
+        host.displayChanged(ownership().facts(of: picture), at: picture.changedAt ?? loop.now)
+        if adoptWindows(picture, ownership()) { host.displayChanged(ownership().facts(of: picture), at: loop.now) }
     }
 
-    /// The rule, with each running app's process tree as placement finds it, and its session as a fallback (an
-    /// app's main process leads its own session, so its children that left the process group are still found).
+    /// The rule, with the owner of each window's process as `owners` finds it once per process.
     func ownership() -> WindowOwnership {
+        owners.update(from: host)
         var apps: [WindowOwnership.App] = []
-        for name in host.appNames {
-            guard let runtime = host.runtime(name), let leader = runtime.pid,
-                  host.withRecord(name, { $0.state.isRunning }) == true else { continue }
-            let members = Set(placement.members(of: runtime))
-            apps.append(WindowOwnership.App(name: name, appID: runtime.config.appID, holds: { pid in
-                members.contains(pid) || DisplayFollower.session(of: pid) == leader
-            }))
+        for name in owners.names {
+            apps.append(WindowOwnership.App(name: name, appID: host.runtime(name)?.config.appID, holds: { _ in false }))
         }
-        return WindowOwnership(apps: apps)
-    }
-
-    /// The session id of `pid` (field 6 of /proc/PID/stat), nil when it is gone.
-    static func session(of pid: pid_t, procRoot: String = "/proc") -> pid_t? {
-        guard let fields = ProcessTable.statFields(of: pid, procRoot: procRoot), fields.count > 3,
-              let session = Int32(fields[3]) else { return nil }
-        return session
+        let owners = owners
+        return WindowOwnership(apps: apps, processOwner: { owners.owner(of: $0) })
     }
 
     /// lifectl's focus or background of an app with a window: asked of the display server. Returns false when the

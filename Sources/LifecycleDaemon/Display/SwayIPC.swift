@@ -139,7 +139,31 @@ struct SwayCommandResult: Decodable {
     var error: String?
 }
 
+/// A window event: what changed, and the view it changed, as the tree would show it.
+struct SwayWindowEvent: Decodable {
+    var change: String
+    var container: SwayNode?
+}
+
 enum SwayTree {
+    /// The view a window event names, as a picture's window; nil for a container that is no view.
+    static func windowEvent(_ payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> (change: String, window: DisplayWindow?) {
+        let event: SwayWindowEvent
+        do {
+            event = try coder.decode(SwayWindowEvent.self, from: payload)
+        } catch {
+            throw .malformedPayload(type: SwayMessageType.windowEvent, reason: "\(error)")
+        }
+        return (event.change, event.container.flatMap(window(of:)))
+    }
+
+    private static func window(of node: SwayNode) -> DisplayWindow? {
+        guard let pid = node.pid, node.type == "con" || node.type == "floating_con" else { return nil }
+        let appID = node.appID ?? node.windowProperties?.class ?? node.windowProperties?.instance
+        return DisplayWindow(id: node.id, pid: pid > 0 ? pid : nil, appID: appID,
+                             visible: node.visible ?? false, focused: node.focused ?? false)
+    }
+
     /// The picture in a GET_TREE reply: every view (a node with a pid), wherever it sits in the tree.
     static func picture(fromTree payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> WindowPicture {
         let root: SwayNode
@@ -151,11 +175,7 @@ enum SwayTree {
         var windows: [DisplayWindow] = []
         var stack = [root]
         while let node = stack.popLast() {
-            if let pid = node.pid, node.type == "con" || node.type == "floating_con" {
-                let appID = node.appID ?? node.windowProperties?.class ?? node.windowProperties?.instance
-                windows.append(DisplayWindow(id: node.id, pid: pid > 0 ? pid : nil, appID: appID,
-                                             visible: node.visible ?? false, focused: node.focused ?? false))
-            }
+            if let window = window(of: node) { windows.append(window) }
             stack.append(contentsOf: (node.nodes ?? []) + (node.floatingNodes ?? []))
         }
         windows.sort { $0.id < $1.id }

@@ -23,6 +23,11 @@ final class SwaySource: DisplaySource {
     private var awaiting: [UInt32] = []
     /// A tree was asked for while one was on its way: ask again once it arrives, as it may predate the change.
     private var treeStale = false
+    /// The picture last reported, which window events change in place.
+    private var picture = WindowPicture()
+    private var reported = false
+    /// The loop's time of the first event not reported yet.
+    private var changeStarted: Duration?
     private lazy var reconnection = try? Reconnection(loop: loop, first: .milliseconds(100), cap: .seconds(5)) {
         [unowned self] in self.connect()
     }
@@ -66,6 +71,8 @@ final class SwaySource: DisplaySource {
         decoder = SwayFrameDecoder()
         awaiting = []
         treeStale = false
+        reported = false
+        changeStarted = nil
         send(SwayMessageType.subscribe, payload: #"["window","workspace","shutdown"]"#)
         send(SwayMessageType.getTree)
     }
@@ -150,13 +157,61 @@ final class SwaySource: DisplaySource {
         }
     }
 
+    /// A window event carries its view: a focus or a close is reported from it at once, without waiting for a tree.
+    /// What it cannot tell (a tab hidden behind the focused one, a move elsewhere) comes with the tree read after it,
+    /// of which at most one is on its way.
+    private func followWindow(_ event: (change: String, window: DisplayWindow?)) {
+        changeStarted = changeStarted ?? loop.now
+        if connected, let window = event.window {
+            var picture = picture
+            switch event.change {
+            case "focus":
+                for index in picture.windows.indices { picture.windows[index].focused = false }
+                var focused = window
+                focused.focused = true
+                focused.visible = true
+                if let index = picture.windows.firstIndex(where: { $0.id == window.id }) {
+                    picture.windows[index] = focused
+                } else {
+                    picture.windows.append(focused)
+                }
+                publish(picture, keepStamp: true)
+            case "close":
+                picture.windows.removeAll { $0.id == window.id }
+                publish(picture)
+                return
+            case "title", "mark", "urgent":
+                return
+            default:
+                break
+            }
+        }
+        send(SwayMessageType.getTree)
+    }
+
+    /// Reports `picture` when it differs from the last one reported, stamped with the event that began the change.
+    private func publish(_ picture: WindowPicture, keepStamp: Bool = false) {
+        var stamped = picture
+        stamped.changedAt = changeStarted
+        if !keepStamp { changeStarted = nil }
+        var plain = picture
+        plain.changedAt = nil
+        guard plain != self.picture || !reported else { return }
+        self.picture = plain
+        reported = true
+        report?(stamped)
+    }
+
     private func handle(_ frame: SwayFrame) throws(SwayIPCError) {
         if frame.isEvent {
             switch frame.type {
             case SwayMessageType.shutdownEvent:
                 lost("sway is shutting down")
-            case SwayMessageType.windowEvent, SwayMessageType.workspaceEvent:
-                // Any of them may change which windows show or hold focus: the tree says what is true now.
+            case SwayMessageType.windowEvent:
+                followWindow(try SwayTree.windowEvent(frame.payload, coder: coder))
+            case SwayMessageType.workspaceEvent:
+                // A workspace shown or hidden moves every window on it: the tree says what is true now.
+                changeStarted = changeStarted ?? loop.now
                 send(SwayMessageType.getTree)
             default:
                 break
@@ -180,7 +235,7 @@ final class SwaySource: DisplaySource {
                 treeStale = false
                 send(SwayMessageType.getTree)
             }
-            report?(picture)
+            publish(picture)
         case SwayMessageType.runCommand:
             if let failure = try SwayTree.commandOutcome(frame.payload, coder: coder) {
                 Log.warning("display: sway refused a command: \(failure)")

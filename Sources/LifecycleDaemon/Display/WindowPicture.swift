@@ -33,6 +33,9 @@ struct DisplayWindow: Sendable, Equatable {
 /// Every window the display server shows or hides, read whole (at connect, after a change that may move several).
 struct WindowPicture: Sendable, Equatable {
     var windows: [DisplayWindow] = []
+    /// The loop's time of the event that started the change this picture shows, so that a grace time counts from
+    /// the event rather than from when the picture was complete; nil for a picture read at connect.
+    var changedAt: Duration?
 
     var focused: DisplayWindow? { windows.first { $0.focused } }
 }
@@ -51,13 +54,25 @@ struct WindowOwnership {
     }
 
     var apps: [App]
+    /// The owner of a process, found once for every app (`ProcessOwners`); without it each app's `holds` is asked.
+    var processOwner: ((pid_t) -> String?)?
+    private let byAppID: [String: String]
+
+    init(apps: [App], processOwner: ((pid_t) -> String?)? = nil) {
+        self.apps = apps
+        self.processOwner = processOwner
+        var byAppID: [String: String] = [:]
+        for app in apps { if let appID = app.appID, byAppID[appID] == nil { byAppID[appID] = app.name } }
+        self.byAppID = byAppID
+    }
 
     /// The app that owns `window`, if any.
     func owner(of window: DisplayWindow) -> String? {
         for appID in [window.appID, window.instance].compactMap({ $0 }) {
-            if let app = apps.first(where: { $0.appID == appID }) { return app.name }
+            if let name = byAppID[appID] { return name }
         }
         guard let pid = window.pid, pid > 0 else { return nil }
+        if let processOwner { return processOwner(pid) }
         return apps.first { $0.holds(pid) }?.name
     }
 

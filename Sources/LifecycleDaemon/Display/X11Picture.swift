@@ -61,7 +61,10 @@ struct X11Root: Equatable {
 /// One managed window's part of the picture.
 struct X11Client: Equatable {
     var window: UInt32
+    /// `_NET_WM_PID`, which the client writes about itself.
     var pid: pid_t?
+    /// The pid the X server knows from the client's socket (X-Resource), for a local client.
+    var serverPID: pid_t?
     var instance: String?
     var `class`: String?
     /// `_NET_WM_DESKTOP`; `allDesktops` for a sticky window.
@@ -70,6 +73,8 @@ struct X11Client: Equatable {
     var hidden = false
     /// The window and all its ancestors are mapped (map state Viewable).
     var viewable = true
+    /// Every property of the window has been read once: until then it is left out of the picture.
+    var complete = true
 
     static let allDesktops: UInt32 = 0xFFFF_FFFF
 }
@@ -79,10 +84,10 @@ enum X11Picture {
     /// it is focused when it is the active window. Windows gone between the list and their own reads are left out.
     static func picture(root: X11Root, clients: [UInt32: X11Client]) -> WindowPicture {
         let windows = root.clients.compactMap { window -> DisplayWindow? in
-            guard let client = clients[window] else { return nil }
+            guard let client = clients[window], client.complete else { return nil }
             let onDesktop = client.desktop == nil || client.desktop == X11Client.allDesktops
                 || root.currentDesktop == nil || client.desktop == root.currentDesktop
-            return DisplayWindow(id: Int64(window), pid: client.pid, appID: client.class, instance: client.instance,
+            return DisplayWindow(id: Int64(window), pid: client.pid ?? client.serverPID, appID: client.class, instance: client.instance,
                                  visible: client.viewable && !client.hidden && onDesktop,
                                  focused: root.active != 0 && root.active == window)
         }

@@ -26,8 +26,15 @@ final class X11Source: DisplaySource {
     private var stale = false
     /// Clients whose events this connection selected.
     private var selected: Set<UInt32> = []
-    private var lastRoot = X11Root()
-    private var lastClients: [UInt32: X11Client] = [:]
+    /// The window manager's state as the replies so far have it: the root's properties and each client's.
+    private var rootState = X11Root()
+    private var clientOrder: [UInt32] = []
+    private var clients: [UInt32: X11Client] = [:]
+    /// The first picture is in: each event asks only for what it changed.
+    private var following = false
+    /// The loop's time of the first event not reported yet.
+    private var changeStarted: Duration?
+    private var lastPicture: WindowPicture?
     private lazy var reconnection = try? Reconnection(loop: loop, first: .milliseconds(100), cap: .seconds(5)) {
         [unowned self] in self.connect()
     }
@@ -59,8 +66,8 @@ final class X11Source: DisplaySource {
         guard let connection, connected, let id = UInt32(exactly: window) else {
             return Log.warning("display: the X server is not connected; focus of window \(window) not sent")
         }
-        if let desktop = lastClients[id]?.desktop, desktop != X11Client.allDesktops,
-           let current = lastRoot.currentDesktop, desktop != current {
+        if let desktop = clients[id]?.desktop, desktop != X11Client.allDesktops,
+           let current = rootState.currentDesktop, desktop != current {
             lc_xcb_client_message(connection, root, root, atoms.currentDesktop, desktop, 0, 0)
         }
         lc_xcb_client_message(connection, root, id, atoms.activeWindow, 2, 0, 0)
@@ -120,7 +127,7 @@ final class X11Source: DisplaySource {
             let mask = XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_SUBSTRUCTURE_NOTIFY.rawValue
             var values = [mask]
             xcb_change_window_attributes(connection, self.root, XCB_CW_EVENT_MASK.rawValue, &values)
-            self.readRoot()
+            self.readAll()
         })
         flush()
     }
@@ -172,10 +179,16 @@ final class X11Source: DisplaySource {
         var progress = true
         while progress, self.connection == connection {
             progress = false
-            var changed = false
+            var asked = false
             while let event = xcb_poll_for_event(connection) {
-                if matters(event) { changed = true }
+                if follow(event) { asked = true }
                 free(event)
+            }
+            if asked {
+                changeStarted = changeStarted ?? loop.now
+                pending.append(.step { [unowned self] in self.publish() })
+                flush()
+                progress = true
             }
             if xcb_connection_has_error(connection) != 0 { return lost("The X server \(address) closed the connection") }
             replies: while let first = pending.first {
@@ -193,14 +206,62 @@ final class X11Source: DisplaySource {
                 progress = true
                 guard self.connection == connection else { return }
             }
-            if xcb_connection_has_error(connection) != 0 { return lost("The X server \(address) closed the connection") }
-            if changed {
+            // A reply's handler may have asked for more (the new clients of a client list): send it.
+            if xcb_flush(connection) <= 0 || xcb_connection_has_error(connection) != 0 {
+                return lost("The X server \(address) closed the connection")
+            }
+            if stale && !reading {
                 refresh()
                 progress = true
             }
         }
     }
 
+    /// Asks again for what `event` changed: a root property, one property or the map state of one window, or the
+    /// client list. Returns whether anything was asked.
+    private func follow(_ event: UnsafeMutablePointer<xcb_generic_event_t>) -> Bool {
+        guard let connection, following else {
+            if matters(event) { stale = true }
+            return false
+        }
+        let raw = UnsafeMutableRawPointer(event)
+        switch Int32(lc_xcb_event_kind(event)) {
+        case XCB_PROPERTY_NOTIFY:
+            let notify = raw.load(as: xcb_property_notify_event_t.self)
+            if notify.window == root {
+                switch notify.atom {
+                case atoms.clientList: readClientList(connection)
+                case atoms.activeWindow: readActive(connection)
+                case atoms.currentDesktop: readCurrentDesktop(connection)
+                default: return false
+                }
+                return true
+            }
+            guard clients[notify.window] != nil, atoms.clientWatched.contains(notify.atom) else { return false }
+            readProperty(notify.atom, of: notify.window, connection)
+            return true
+        case XCB_MAP_NOTIFY:
+            let window = raw.load(as: xcb_map_notify_event_t.self).window
+            guard clients[window] != nil else { return false }
+            readMapState(of: window, connection)
+            return true
+        case XCB_UNMAP_NOTIFY:
+            let window = raw.load(as: xcb_unmap_notify_event_t.self).window
+            guard clients[window] != nil else { return false }
+            readMapState(of: window, connection)
+            return true
+        case XCB_DESTROY_NOTIFY:
+            let window = raw.load(as: xcb_destroy_notify_event_t.self).window
+            guard clients.removeValue(forKey: window) != nil else { return false }
+            selected.remove(window)
+            return true
+        default:
+            // Errors of requests without replies (a window gone before its events were selected) and the rest.
+            return false
+        }
+    }
+
+    /// Whether an event seen while the first picture is read may change it.
     private func matters(_ event: UnsafeMutablePointer<xcb_generic_event_t>) -> Bool {
         let raw = UnsafeMutableRawPointer(event)
         switch Int32(lc_xcb_event_kind(event)) {
@@ -210,100 +271,141 @@ final class X11Source: DisplaySource {
         case XCB_MAP_NOTIFY, XCB_UNMAP_NOTIFY, XCB_DESTROY_NOTIFY:
             return true
         default:
-            // Errors of requests without replies (a window gone before its events were selected) and the rest.
             return false
         }
     }
 
     // MARK: Reading the picture
 
+    /// At connect, and when a change came while the first picture was read: the whole picture. After it, each
+    /// event asks only for what it changed (`follow`).
     private func refresh() {
-        if reading { stale = true } else { readRoot() }
+        if reading { stale = true } else { readAll() }
     }
 
-    private func readRoot() {
+    private func readAll() {
         guard let connection else { return }
         reading = true
         stale = false
-        var root = X11Root()
-        ask(connection, window: self.root, atoms.clientList, length: 1 << 16) { value, format in
-            root.clients = X11Property.cardinals(value, format: format)
-        }
-        ask(connection, window: self.root, atoms.activeWindow, length: 1) { value, format in
-            root.active = X11Property.cardinals(value, format: format).first
-        }
-        ask(connection, window: self.root, atoms.currentDesktop, length: 1) { value, format in
-            root.currentDesktop = X11Property.cardinals(value, format: format).first
-        }
-        pending.append(.step { [unowned self] in self.readClients(of: root) })
+        following = false
+        clients = [:]
+        lastPicture = nil
+        readClientList(connection)
+        readActive(connection)
+        readCurrentDesktop(connection)
+        // Appended once the client list's reply has asked for every client, so that it runs after their replies.
+        pending.append(.step { [unowned self] in self.pending.append(.step { [unowned self] in
+            self.reading = false
+            if self.stale { return self.readAll() }
+            self.following = true
+            if !self.connected {
+                self.connected = true
+                self.reconnection?.succeeded()
+                Log.info("display: following the X server \(self.address)")
+            }
+            self.publish()
+        }) })
         flush()
     }
 
-    private func readClients(of root: X11Root) {
-        guard let connection else { return }
-        let mask = [XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_STRUCTURE_NOTIFY.rawValue]
-        for window in root.clients where !selected.contains(window) {
+    /// The client list: windows that left it are dropped, and every property of the new ones is read.
+    private func readClientList(_ connection: OpaquePointer) {
+        ask(connection, window: root, atoms.clientList, length: 1 << 16) { [unowned self] value, format in
+            let list = X11Property.cardinals(value, format: format)
+            self.clientOrder = list
+            let present = Set(list)
+            for window in self.clients.keys where !present.contains(window) { self.clients[window] = nil }
+            self.selected.formIntersection(present)
+            let new = list.filter { self.clients[$0] == nil }
+            for window in new { self.readClient(window, connection) }
+            if self.following && !new.isEmpty { self.pending.append(.step { [unowned self] in self.publish() }) }
+        }
+    }
+
+    private func readActive(_ connection: OpaquePointer) {
+        ask(connection, window: root, atoms.activeWindow, length: 1) { [unowned self] value, format in
+            self.rootState.active = X11Property.cardinals(value, format: format).first
+        }
+    }
+
+    private func readCurrentDesktop(_ connection: OpaquePointer) {
+        ask(connection, window: root, atoms.currentDesktop, length: 1) { [unowned self] value, format in
+            self.rootState.currentDesktop = X11Property.cardinals(value, format: format).first
+        }
+    }
+
+    /// Every property of a window new to the list, with its events selected first so that no change is missed
+    /// between the reads and the events.
+    private func readClient(_ window: UInt32, _ connection: OpaquePointer) {
+        clients[window] = X11Client(window: window, complete: false)
+        if selected.insert(window).inserted {
+            let mask = [XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_STRUCTURE_NOTIFY.rawValue]
             xcb_change_window_attributes(connection, window, XCB_CW_EVENT_MASK.rawValue, mask)
         }
-        selected = Set(root.clients)
-        var clients: [UInt32: X11Client] = [:]
-        for window in root.clients {
-            let attributes = xcb_get_window_attributes(connection, window)
-            pending.append(.reply(attributes.sequence) { reply in
-                guard let reply else { return }
-                let mapState = reply.assumingMemoryBound(to: xcb_get_window_attributes_reply_t.self).pointee.map_state
-                clients[window] = X11Client(window: window, viewable: UInt32(mapState) == XCB_MAP_STATE_VIEWABLE.rawValue)
-            })
-            ask(connection, window: window, atoms.wmPID, length: 1) { value, format in
-                clients[window]?.pid = X11Property.cardinals(value, format: format).first.flatMap { pid_t(exactly: $0) }
-            }
-            ask(connection, window: window, atoms.wmDesktop, length: 1) { value, format in
-                clients[window]?.desktop = X11Property.cardinals(value, format: format).first
-            }
-            ask(connection, window: window, atoms.wmState, length: 64) { [atoms] value, format in
-                clients[window]?.hidden = X11Property.cardinals(value, format: format).contains(atoms.wmStateHidden)
-            }
-            ask(connection, window: window, X11Atoms.wmClass, length: 256) { value, format in
-                let names = X11Property.wmClass(value, format: format)
-                clients[window]?.instance = names.instance
-                clients[window]?.class = names.class
-            }
-        }
-        pending.append(.step { [unowned self] in self.readPIDs(root: root, clients: clients) })
-        flush()
-    }
-
-    /// Windows without `_NET_WM_PID`: the X-Resource extension knows the pid of a local client.
-    private func readPIDs(root: X11Root, clients: [UInt32: X11Client]) {
-        guard let connection else { return }
-        var clients = clients
+        readMapState(of: window, connection)
+        for atom in [atoms.wmPID, atoms.wmDesktop, atoms.wmState, X11Atoms.wmClass] { readProperty(atom, of: window, connection) }
         if hasResource {
-            for (window, client) in clients where client.pid == nil {
-                pending.append(.reply(lc_xcb_res_query_pid(connection, window)) { reply in
-                    guard let reply else { return }
-                    let pid = lc_xcb_res_pid(reply)
-                    if pid > 0 { clients[window]?.pid = pid_t(truncatingIfNeeded: pid) }
-                })
-            }
+            pending.append(.reply(lc_xcb_res_query_pid(connection, window)) { [unowned self] reply in
+                guard let reply, self.clients[window] != nil else { return }
+                let pid = lc_xcb_res_pid(reply)
+                self.clients[window]?.serverPID = pid > 0 ? pid_t(truncatingIfNeeded: pid) : nil
+            })
         }
-        pending.append(.step { [unowned self] in self.read(root: root, clients: clients) })
-        flush()
+        pending.append(.step { [unowned self] in self.clients[window]?.complete = true })
     }
 
-    private func read(root: X11Root, clients: [UInt32: X11Client]) {
-        lastRoot = root
-        lastClients = clients
-        reading = false
-        if !connected {
-            connected = true
-            reconnection?.succeeded()
-            Log.info("display: following the X server \(address)")
+    private func readMapState(of window: UInt32, _ connection: OpaquePointer) {
+        let attributes = xcb_get_window_attributes(connection, window)
+        pending.append(.reply(attributes.sequence) { [unowned self] reply in
+            guard let reply, self.clients[window] != nil else { return }
+            let mapState = reply.assumingMemoryBound(to: xcb_get_window_attributes_reply_t.self).pointee.map_state
+            self.clients[window]?.viewable = UInt32(mapState) == XCB_MAP_STATE_VIEWABLE.rawValue
+        })
+    }
+
+    /// One watched property of a client; ICCCM's WM_STATE changes with the map state, which is read instead.
+    private func readProperty(_ atom: UInt32, of window: UInt32, _ connection: OpaquePointer) {
+        let atoms = atoms
+        switch atom {
+        case atoms.wmPID:
+            ask(connection, window: window, atom, length: 1) { [unowned self] value, format in
+                self.clients[window]?.pid = X11Property.cardinals(value, format: format).first.flatMap { pid_t(exactly: $0) }
+            }
+        case atoms.wmDesktop:
+            ask(connection, window: window, atom, length: 1) { [unowned self] value, format in
+                self.clients[window]?.desktop = X11Property.cardinals(value, format: format).first
+            }
+        case atoms.wmState:
+            ask(connection, window: window, atom, length: 64) { [unowned self] value, format in
+                self.clients[window]?.hidden = X11Property.cardinals(value, format: format).contains(atoms.wmStateHidden)
+            }
+        case X11Atoms.wmClass:
+            ask(connection, window: window, atom, length: 256) { [unowned self] value, format in
+                let names = X11Property.wmClass(value, format: format)
+                self.clients[window]?.instance = names.instance
+                self.clients[window]?.class = names.class
+            }
+        case atoms.icccmState:
+            readMapState(of: window, connection)
+        default:
+            break
         }
-        report?(X11Picture.picture(root: root, clients: clients))
-        if stale { readRoot() }
+    }
+
+    /// The picture as the replies so far make it, reported once the replies to a batch of events are in.
+    private func publish() {
+        let picture = X11Picture.picture(root: X11Root(clients: clientOrder, active: rootState.active,
+                                                       currentDesktop: rootState.currentDesktop), clients: clients)
+        var stamped = picture
+        stamped.changedAt = changeStarted
+        changeStarted = nil
+        guard picture != lastPicture else { return }
+        lastPicture = picture
+        report?(stamped)
     }
 
     /// One property, whatever its type; `handle` gets its bytes and format (nothing when the window is gone).
+    /// A property that is not set (or was deleted) is handed over empty, so that a value read before is cleared.
     private func ask(_ connection: OpaquePointer, window: xcb_window_t, _ property: UInt32, length: UInt32,
                      _ handle: @escaping ([UInt8], UInt8) -> Void) {
         let cookie = xcb_get_property(connection, 0, window, property, XCB_ATOM_ANY.rawValue, 0, length)
@@ -311,7 +413,7 @@ final class X11Source: DisplaySource {
             guard let reply else { return }
             let property = reply.assumingMemoryBound(to: xcb_get_property_reply_t.self)
             let count = Int(xcb_get_property_value_length(property))
-            guard count > 0, let value = xcb_get_property_value(property) else { return }
+            guard count > 0, let value = xcb_get_property_value(property) else { return handle([], 0) }
             handle(Array(UnsafeRawBufferPointer(start: value, count: count)), property.pointee.format)
         })
     }

@@ -180,12 +180,14 @@ public final class LoopTimer {
     }
 
     /// Runs the handler once, `delay` from now, replacing any earlier arming.
-    public func arm(after delay: Duration) {
-        let due = loop.now + delay
+    public func arm(after delay: Duration) { arm(at: loop.now + delay) }
+
+    /// Runs the handler once at `due` on the loop's clock (at once if that has passed), replacing any earlier arming.
+    public func arm(at due: Duration) {
         self.due = due
         // The source fires first (at a time no later than this one) and arms itself again for what is due then.
         if lazyCancel, let fires, fires <= due { return }
-        source?.arm(after: delay)
+        source?.arm(after: max(due - loop.now, .zero))
         fires = due
     }
 
