@@ -141,7 +141,7 @@ final class Adoption {
         guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
         let (policy, _) = settings(for: unit.appID)
         let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer,
-                                                           policy: policy))
+                                                           policy: policy), place: AdoptedScope())
         app.cgroup = scope
         appIDs[name] = unit.appID
         adopt(app, leader: leader, place: .scope(path),
@@ -162,7 +162,8 @@ final class Adoption {
     func adoptWindowProcess(appID: String, pid: pid_t, pidfd: FileDescriptor, startTime: UInt64, what: String) -> String? {
         guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
         let (policy, method) = settings(for: appID)
-        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy))
+        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy),
+                             place: AdoptedProcessTree())
         appIDs[name] = appID
         adopt(app, leader: pid, pidfd: pidfd, place: .process(pid, startTime: startTime), what: what)
         return name
@@ -221,19 +222,15 @@ final class Adoption {
     /// Processes came or went while some remain: the app's main process is one that still runs.
     func membersChanged(_ name: String) {
         guard let app = daemon.runtime(name), let pid = app.pid, ProcessTable.state(of: pid) == nil || kill(pid, 0) != 0 else { return }
-        if let next = daemon.placement.members(of: app).min() { app.pid = next }
+        if let next = app.place.members(of: app).min() { app.pid = next }
     }
 
     /// The app's last process exited: it ends, and is forgotten (the desktop owns its lifetime: no restart).
     func ended(_ name: String) {
         guard let app = daemon.runtime(name), places[name] != nil else { return }
         Log.notice("\(name): its last process exited; forgotten")
-        app.stopCheck?.cancel()
-        daemon.suspension.forget(name)
         // Processes it left behind, stopped by this daemon, are never left stopped.
-        for pid in app.stopMembers where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
-        app.pid = nil
-        app.suspendedWith = nil
+        for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
         daemon.dispatch(.exited(app: name, .unknown))
         drop(name)
         daemon.forget(name)
@@ -242,13 +239,11 @@ final class Adoption {
     /// Lets go of an adopted app that runs: thawed, continued, and forgotten by the model and the daemon.
     func release(_ name: String, reason: String) {
         guard let app = daemon.runtime(name), places[name] != nil else { return }
-        daemon.placement.thawIfFrozen(app)
-        let members = daemon.placement.members(of: app)
+        app.place.thawIfFrozen(app)
+        let members = app.place.members(of: app)
         for pid in members where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
         for timer in app.timers.values { timer.cancel() }
-        app.stopCheck?.cancel()
-        daemon.suspension.forget(name)
-        app.suspendedWith = nil
+        for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
         _ = daemon.model.release(name)
         Log.notice("\(name): let go (\(reason)); thawed and continued")
         drop(name)

@@ -6,7 +6,6 @@ import LifecycleModel
 /// `BackgroundModes=audio` while they play.
 final class AudioFollower {
     private unowned let host: any DaemonHost
-    private let placement: any ProcessPlacement
     private let loop: EventLoop
     private var server: SoundServer?
     private var config: (enabled: Bool, server: String?)?
@@ -14,10 +13,9 @@ final class AudioFollower {
     /// The owner of each stream's process, kept while the apps stay the same.
     private let owners = ProcessOwners()
 
-    init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement) {
+    init(loop: EventLoop, host: any DaemonHost) {
         self.loop = loop
         self.host = host
-        self.placement = placement
     }
 
     /// Start, stop or restart the client for `[Sources]` (`Audio=`, `AudioServer=`); nothing when they did not

@@ -2,11 +2,39 @@ import Glibc
 import LifecycleModel
 import LifecycleProtocol
 
+/// The daemon's own stop of an app's process.
+enum SuspensionState: Equatable {
+    case running
+    /// Signalled or frozen, not confirmed yet: the processes it stopped (read as it began) and when it began.
+    case stopping(SuspendMechanism, members: [pid_t], since: Duration)
+    case stopped(SuspendMechanism, members: [pid_t])
+
+    /// How the process is held, while it is.
+    var mechanism: SuspendMechanism? {
+        switch self {
+        case .running: nil
+        case .stopping(let mechanism, _, _), .stopped(let mechanism, _): mechanism
+        }
+    }
+
+    var members: [pid_t] {
+        switch self {
+        case .running: []
+        case .stopping(_, let members, _), .stopped(_, let members): members
+        }
+    }
+
+    /// A stop the daemon started awaits its confirmation.
+    var isStopping: Bool { if case .stopping = self { true } else { false } }
+}
+
 /// The I/O side of one app: its process, its client connection, its timers and its cgroup.
 /// The model (`Supervisor`) decides; this holds what the decisions act on.
 final class AppRuntime {
     let name: String
     var config: AppConfig
+    /// Where its processes live, chosen once, when the app is configured or adopted.
+    let place: any AppPlace
     /// The process group leader (pgid == pid: every app runs in its own session).
     var pid: pid_t?
     var child: EventSource?
@@ -33,16 +61,14 @@ final class AppRuntime {
     var sinceWall: Double = wallClockNow()
     /// lifectl connections and D-Bus calls waiting for this app to settle.
     var waiters: [any RequestWaiter] = []
-    /// How the current suspension was done, so that resume undoes the same thing.
-    var suspendedWith: SuspendMechanism?
-    /// The 1 ms recheck of a stop not yet confirmed. Its cancel is lazy (`LoopTimer`): a suspend confirmed by the
-    /// kernel's report, and its resume, touch no timer; the source may fire once, for nothing, up to 1 ms later.
+    /// The daemon's own stop of the process: running, stopping, or stopped, and how, so that resume undoes the
+    /// same thing.
+    var suspension: SuspensionState = .running
+    /// The recheck of a stop not yet confirmed, made once per app. Its cancel is lazy (`LoopTimer`): a suspend
+    /// confirmed by the kernel's report, and its resume, touch no timer.
     var stopCheck: LoopTimer?
-    var stopCheckStarted: Duration = .zero
     /// Its state file is to be saved when the callback returns (it is on `Persistence`'s list).
     var dirty = false
-    /// The processes the current suspension stopped (read as it began), which the leader's stop report confirms.
-    var stopMembers: [pid_t] = []
     /// `members()` as read in one loop iteration (`members(iteration:)`).
     private var membersRead: (iteration: UInt64, leader: pid_t?, pids: [pid_t])?
     /// Removed from the config while running: forget it once it has exited.
@@ -50,9 +76,10 @@ final class AppRuntime {
     /// For an app adopted from the desktop (`[Adopt]`): what it is, as status shows it (`scope UNIT`, `process PID`).
     var adoptedAs: String?
 
-    init(name: String, config: AppConfig) {
+    init(name: String, config: AppConfig, place: any AppPlace) {
         self.name = name
         self.config = config
+        self.place = place
     }
 
     /// A process became the app's (launched, re-adopted, or attached): nothing of the previous one's client or
@@ -63,14 +90,31 @@ final class AppRuntime {
         self.token = token
         helloed = false
         priority = nil
+        suspension = .running
     }
 
-    /// The app's processes as `placement` finds them, read at most once per loop iteration: a suspend (or resume)
+    /// The process is the app's no more (it exited, was let go, or never became the app): nothing of its stop,
+    /// priority or identity is left. Returns the processes its stop had stopped, for the caller to continue any
+    /// that outlive it.
+    @discardableResult
+    func processEnded() -> [pid_t] {
+        let stopped = suspension.members
+        stopCheck?.cancel()
+        suspension = .running
+        pid = nil
+        pidfd = nil
+        token = nil
+        priority = nil
+        membersRead = nil
+        return stopped
+    }
+
+    /// The app's processes as its place finds them, read at most once per loop iteration: a suspend (or resume)
     /// writes each member's oom_score_adj, signals the members outside the process group and checks the stop, all
     /// in one callback. A later callback reads them again (`EventLoop.iteration`).
-    func members(iteration: UInt64, _ placement: any ProcessPlacement) -> [pid_t] {
+    func members(iteration: UInt64) -> [pid_t] {
         if let read = membersRead, read.iteration == iteration, read.leader == pid { return read.pids }
-        let pids = placement.members(of: self)
+        let pids = place.members(of: self)
         membersRead = (iteration, pid, pids)
         return pids
     }

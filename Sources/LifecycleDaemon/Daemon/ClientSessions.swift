@@ -8,14 +8,12 @@ import LifecycleProtocol
 final class ClientSessions {
     private let loop: EventLoop
     private unowned let host: any DaemonHost
-    private let placement: any ProcessPlacement
     private let fdStore: FDStore
     private let coder: LineCoder
 
-    init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement, fdStore: FDStore, coder: LineCoder) {
+    init(loop: EventLoop, host: any DaemonHost, fdStore: FDStore, coder: LineCoder) {
         self.loop = loop
         self.host = host
-        self.placement = placement
         self.fdStore = fdStore
         self.coder = coder
     }
@@ -145,7 +143,7 @@ final class ClientSessions {
     func reattach(_ name: String, token: String, peer pid: pid_t, connection: Connection) -> String? {
         guard let app = host.runtime(name), let leader = app.pid else { return "no such app is running" }
         guard let expected = app.token, constantTimeEqual(token, expected) else { return "wrong token" }
-        guard getpgid(pid) == leader || placement.contains(pid, in: app) else {
+        guard getpgid(pid) == leader || app.place.contains(pid, in: app) else {
             return "pid \(pid) is not one of its processes"
         }
         guard app.connection == nil else { return "it is connected already" }

@@ -143,7 +143,7 @@ final class ConfigReload {
     private func add(_ appConfig: AppConfig) {
         daemon.adoption.yieldName(appConfig.name)
         daemon.model.add(appConfig.name, policy: appConfig.policy)
-        let app = AppRuntime(name: appConfig.name, config: appConfig)
+        let app = AppRuntime(name: appConfig.name, config: appConfig, place: daemon.placement)
         daemon.apps[appConfig.name] = app
         if appConfig.external { daemon.externalApps.prepare(app) }
         watchPreferences(of: appConfig)

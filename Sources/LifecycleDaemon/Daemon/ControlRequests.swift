@@ -74,10 +74,10 @@ final class ControlRequests {
 
     func status(of name: String) -> AppStatus? {
         guard let app = host.runtime(name) else { return nil }
-        let method = StatusReport.suspendMethod(inForce: app.suspendedWith, configured: app.config.suspendMethod,
-                                                freezerAvailable: placement.freezer(of: app) != nil || placement.canFreeze)
+        let method = StatusReport.suspendMethod(inForce: app.suspension.mechanism, configured: app.config.suspendMethod,
+                                                freezerAvailable: app.place.freezer(of: app) != nil || placement.canFreeze)
         let process = StatusReport.Process(pid: app.pid, sinceWall: app.sinceWall, suspendMethod: method,
-                                           cgroupPath: placement.displayPath(of: app), adoptedAs: app.adoptedAs)
+                                           cgroupPath: app.place.displayPath(of: app), adoptedAs: app.adoptedAs)
         let wallNow = wallClockNow(), now = loop.now
         var status = host.withRecord(name) { record in StatusReport.app(record, process: process, wallNow: wallNow, now: now) }
         status?.backgroundModes = host.backgroundModes(of: name).sorted()

@@ -47,24 +47,23 @@ public final class Daemon {
 
     // The owners: each holds its own state, reaches the model and the event queue through this daemon
     // (`DaemonHost`), and the owners it builds on (placement, fd store, processes) through their methods.
+    /// The host's layout, the place of every configured app (adopted apps have places of their own).
     let placement: any ProcessPlacement
-    /// The placement of configured apps, behind the one adopted apps go through (`AdoptedPlacement`).
-    private let basePlacement: any ProcessPlacement
     /// Why apps are, or are not, in systemd scopes (`ScopePlacement.make`), for the log.
     private let placementReason: String
     /// The lines that say how apps are placed, weighed and frozen, for the log and `lifectl status`.
     var mechanisms: [String] {
-        (basePlacement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms + (cgroups.fallbackReason.map { ["fallback: \($0)"] } ?? [])
+        (placement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms + (cgroups.fallbackReason.map { ["fallback: \($0)"] } ?? [])
     }
     /// Held from the first moment to the last: no other daemon serves this runtime directory meanwhile.
     private let runtimeLock: RuntimeDirectoryLock
     let fdStore: FDStore
     private let retired: RetiredSources
     private let stateStore: StateStore
-    private(set) lazy var suspension = Suspension(loop: loop, host: self, placement: placement)
-    private(set) lazy var processes = ProcessSupervisor(loop: loop, host: self, placement: placement, suspension: suspension,
+    private(set) lazy var suspension = Suspension(loop: loop, host: self)
+    private(set) lazy var processes = ProcessSupervisor(loop: loop, host: self, suspension: suspension,
                                                         fdStore: fdStore, retired: retired, environment: options.environment)
-    private(set) lazy var sessions = ClientSessions(loop: loop, host: self, placement: placement, fdStore: fdStore, coder: coder)
+    private(set) lazy var sessions = ClientSessions(loop: loop, host: self, fdStore: fdStore, coder: coder)
     private(set) lazy var requests = ControlRequests(loop: loop, host: self, placement: placement)
     private(set) lazy var shutdown = Shutdown(
         loop: loop, host: self, serviceManager: serviceManager, environment: options.environment, cgroups: cgroups,
@@ -83,8 +82,8 @@ public final class Daemon {
     private(set) lazy var externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
     private(set) lazy var configuration = ConfigReload(daemon: self)
     private(set) lazy var adoption = Adoption(daemon: self, stateDirectory: stateStore.directory)
-    private(set) lazy var display = DisplayFollower(loop: loop, host: self, placement: placement)
-    private(set) lazy var audio = AudioFollower(loop: loop, host: self, placement: placement)
+    private(set) lazy var display = DisplayFollower(loop: loop, host: self)
+    private(set) lazy var audio = AudioFollower(loop: loop, host: self)
     private(set) lazy var persistence = Persistence(loop: loop, host: self, store: stateStore, placement: placement,
                                                     processes: processes, externalApps: externalApps, fdStore: fdStore,
                                                     retired: retired)
@@ -119,12 +118,11 @@ public final class Daemon {
         placementReason = scopeReason
         if let scopes {
             cgroups = CgroupSupport(layout: .unified)
-            basePlacement = scopes
+            placement = scopes
         } else {
             cgroups = CgroupSupport.detect(groupName: cgroupGroupName(runtimeDirectory: options.runtimeDirectory))
-            basePlacement = cgroups.layout == .none ? ProcessGroupPlacement() : CgroupPlacement(cgroups)
+            placement = cgroups.layout == .none ? ProcessGroupPlacement() : CgroupPlacement(cgroups)
         }
-        placement = AdoptedPlacement(basePlacement)
         serviceManager = ServiceManager(environment: options.environment)
         fdStore = FDStore(serviceManager: serviceManager)
         retired = RetiredSources(loop: loop)
@@ -144,14 +142,14 @@ public final class Daemon {
     /// Returns the exit code.
     public func run() throws(SystemError) -> Int32 {
         Log.info("lifecycled \(daemonVersion) starting (pid \(getpid()), config \(options.configDirectory), runtime \(options.runtimeDirectory))")
-        if basePlacement is ScopePlacement {
+        if placement is ScopePlacement {
             Log.info("apps in systemd scopes: \(placementReason)")
         } else {
             Log.info("apps not in systemd scopes: \(placementReason)")
             if let reason = cgroups.fallbackReason { Log.notice("cgroups: \(reason)") }
             Log.info("cgroup layout: \(cgroups.layout.rawValue)")
         }
-        for line in (basePlacement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms { Log.info("  \(line)") }
+        for line in (placement as? ScopePlacement)?.mechanisms ?? cgroups.mechanisms { Log.info("  \(line)") }
 
         let passed = ServiceManager.passedSockets()
         if passed["control"] == nil { try makeDirectory(options.runtimeDirectory) }
@@ -304,7 +302,7 @@ public final class Daemon {
         guard let app = runtime(name) else { return }
         configuration.forget(name)
         requests.fail(app, "\(name) was removed from the configuration")
-        placement.remove(app)
+        app.place.remove(app)
         model.remove(name)
         apps[name] = nil
         persistence.forget(app)
@@ -319,7 +317,7 @@ public final class Daemon {
     func memoryPressure(reading: JSONValue) {
         var residentBytes: [String: UInt64] = [:]
         for record in model.records where record.state == .suspended {
-            residentBytes[record.name] = apps[record.name].map { ProcessTable.residentBytes(of: placement.members(of: $0)) } ?? 0
+            residentBytes[record.name] = apps[record.name].map { ProcessTable.residentBytes(of: $0.place.members(of: $0)) } ?? 0
         }
         perform(model.handle(.memoryPressure(residentBytes: residentBytes, reading: reading), now: loop.now))
         drain()

@@ -50,7 +50,6 @@ final class ExternalApps {
         // Its end is watched before the model hears of it: a process whose end lifecycled could not see is refused
         // and left alone, and the app stays notRunning, with no launch and no made-up exit status in its history.
         app.began(pid: pid, pidfd: pidfd, token: makeToken())
-        app.suspendedWith = nil
         do {
             try processes.watchExit(app, pid: pid, pidfd: pidfd, what: "external process")
         } catch {
@@ -65,6 +64,7 @@ final class ExternalApps {
             processes.forget(app)
             return error.description
         }
+        app.place.began(app)
         app.connection = connection
         fdStore.storeConnection(app, fd: connection.fd.rawValue)
         fdStore.storePidfd(app, pid: pid, pidfd: pidfd)
@@ -115,9 +115,9 @@ final class ExternalApps {
             if app.cgroup == nil { prepare(app) }
             guard let cgroup = app.cgroup else { return "its cgroup could not be created" }
             guard cgroup.pids().contains(pid) else { return "pid \(pid) is not in its cgroup \(cgroup.displayPath)" }
-            placement.gather(app)
+            app.place.gather(app)
         } else {
-            placement.dropUnused(app)
+            app.place.dropUnused(app)
         }
         // Checked last: while the pidfd's process lives, `pid` is that process, so every check above was about it.
         var poll = pollfd(fd: pidfd.rawValue, events: Int16(POLLIN), revents: 0)

@@ -90,7 +90,7 @@ final class Persistence {
             let startTime = app.pid.flatMap { pid in store.savedStartTime(of: name, pid: pid) ?? ProcessTable.startTime(of: pid) }
             let persisted = PersistedApp(
                 name: name, pid: app.pid, startTime: startTime,
-                suspendedWith: app.suspendedWith.map { $0 == .signal ? "signal" : "freezer" },
+                suspendedWith: app.suspension.mechanism.map { $0 == .signal ? "signal" : "freezer" },
                 token: app.pid == nil ? nil : app.token, snapshot: snapshot)
             do {
                 try store.save(persisted)
@@ -170,11 +170,12 @@ final class Persistence {
 
     private func readopt(_ app: AppRuntime, pid: pid_t, _ persisted: PersistedApp) {
         let name = app.name
-        placement.adopt(app)
+        app.place.adopt(app)
+        let saved: SuspendMechanism?
         switch persisted.suspendedWith {
-        case "signal"?: app.suspendedWith = .signal
-        case "freezer"?: app.suspendedWith = placement.freezer(of: app).map(SuspendMechanism.freezer) ?? .signal
-        default: app.suspendedWith = persisted.snapshot.state == .suspended ? .signal : nil
+        case "signal"?: saved = .signal
+        case "freezer"?: saved = app.place.freezer(of: app).map(SuspendMechanism.freezer) ?? .signal
+        default: saved = persisted.snapshot.state == .suspended ? .signal : nil
         }
         // Not our child any more (the previous daemon was its parent): its exit comes through a pidfd, the one the
         // service manager kept when there is one (the very process, whatever has its pid by now).
@@ -186,22 +187,20 @@ final class Persistence {
                            reason: "it cannot be watched (pidfd_open: \(String(cString: strerror(error.errno))))")
         }
         app.began(pid: pid, pidfd: pidfd, token: persisted.token)
+        app.place.began(app)
         do {
             try processes.watchExit(app, pid: pid, pidfd: pidfd, what: "re-adopted process")
         } catch {
-            app.pid = nil
-            app.pidfd = nil
+            app.processEnded()
             return release(app: name, pids: [pid], processGroup: pid, cgroup: app.cgroup, reason: "it cannot be watched: \(error)")
         }
         // What holds its processes now, whatever the file says: the model decides what that means for its state
         // (`Supervisor.adopt`), and a continue it asks for undoes this mechanism.
-        let freezer = placement.freezer(of: app)
-        let frozen = freezer != nil && placement.isFrozen(app)
-        let stopped = frozen || ProcessTable.allStopped(placement.processGroup(of: app))
-        if !stopped {
-            app.suspendedWith = nil
-        } else if app.suspendedWith == nil {
-            app.suspendedWith = frozen ? freezer.map(SuspendMechanism.freezer) : .signal
+        let freezer = app.place.freezer(of: app)
+        let frozen = freezer != nil && app.place.isFrozen(app)
+        let stopped = frozen || ProcessTable.allStopped(app.place.processGroup(of: app))
+        if stopped {
+            app.suspension = .stopped(saved ?? (frozen ? freezer.map(SuspendMechanism.freezer) ?? .signal : .signal), members: [])
         }
         if !app.pidfdStored { fdStore.storePidfd(app, pid: pid, pidfd: pidfd) }
         host.adopt(name, persisted.snapshot, running: true, processesStopped: stopped)

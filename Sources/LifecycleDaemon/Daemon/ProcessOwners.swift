@@ -16,6 +16,13 @@ final class ProcessOwners {
         /// An app with only v1 groups: its members, read when a process is not found otherwise.
         var v1Group: AppCgroup?
 
+        init(name: String, leader: pid_t, cgroup: String? = nil, v1Group: AppCgroup? = nil) {
+            self.name = name
+            self.leader = leader
+            self.cgroup = cgroup
+            self.v1Group = v1Group
+        }
+
         static func == (lhs: App, rhs: App) -> Bool {
             lhs.name == rhs.name && lhs.leader == rhs.leader && lhs.cgroup == rhs.cgroup && lhs.v1Group == rhs.v1Group
         }

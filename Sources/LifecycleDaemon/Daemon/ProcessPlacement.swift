@@ -1,27 +1,18 @@
 import Glibc
 import LifecycleModel
 
-/// Where an app's processes live, and how the daemon weighs, freezes, counts and empties that place. The process
-/// supervisor, re-adoption, external apps and status all go through it, so that a new kind of place (a systemd
-/// scope, a group someone else made) is one more conformance. An app's place is its `AppRuntime.cgroup` when it
-/// has one, which need not be a group the daemon made itself; without one, its process group is all there is.
-protocol ProcessPlacement: AnyObject {
+/// Where one app's processes live, and how the daemon counts, stops, continues, freezes, thaws, weighs, kills and
+/// removes them there. Each app's place is chosen once, when the app is configured or adopted (`AppRuntime.place`):
+/// a configured app's is the host's layout (its process group, a cgroup of the daemon's, or a systemd scope); an
+/// adopted app's is the launcher's scope or the window process's tree (`AdoptedScope`, `AdoptedProcessTree`).
+protocol AppPlace: AnyObject {
     /// Gets the app's place ready for a launch (made, or thawed if it was left frozen: the child joins it before it
     /// execs, while the daemon waits) and returns the cgroup.procs files the child joins.
     func prepareLaunch(_ app: AppRuntime) -> [String]
+    /// A process became the app's (`AppRuntime.pid`: launched, re-adopted or attached): its place takes it.
+    func began(_ app: AppRuntime)
     /// The place of a process a previous daemon started, as it finds it.
     func adopt(_ app: AppRuntime)
-    /// Whether `pid`, which a state file names as app `name`'s, is in the app's own place, so that the daemon may
-    /// take it back and signal it: in the app's cgroup where one is left from the previous daemon; else leading its
-    /// own session and process group with `LIFECYCLE_APP=name` in its environment, as a spawn leaves it (an external
-    /// app with `externalUser`: leading a group that holds processes of that user alone). Never a process only
-    /// the file names.
-    func isOwnProcess(_ pid: pid_t, of name: String, processGroupAlone: Bool, externalUser: uid_t?) -> Bool
-    /// Whether apps can have a group of their own here (`ExternalFrom=cgroup` needs one).
-    var canPlaceInGroups: Bool { get }
-    /// The place of an app configured as external with `ExternalFrom=cgroup`, made for whoever starts it; nil
-    /// where apps cannot have a group of their own.
-    func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup?
     /// An external process placed itself in one of the app's groups: the app's other groups take it too.
     func gather(_ app: AppRuntime)
     /// An external app stopped by its process group alone: a group left from an earlier configuration or from
@@ -37,8 +28,6 @@ protocol ProcessPlacement: AnyObject {
     func contains(_ pid: pid_t, in app: AppRuntime) -> Bool
     /// The freezer the app's place offers, if any.
     func freezer(of app: AppRuntime) -> FreezerKind?
-    /// Whether a suspension of this app by freezer is possible (for status, before there is a place).
-    var canFreeze: Bool { get }
     func freeze(_ app: AppRuntime) throws(SystemError)
     func thaw(_ app: AppRuntime) throws(SystemError)
     /// Thaws the app's place if its freezer holds it frozen or freezing.
@@ -53,6 +42,31 @@ protocol ProcessPlacement: AnyObject {
     func remove(_ app: AppRuntime)
     /// The place as a person reads it, for status.
     func displayPath(of app: AppRuntime) -> String?
+}
+
+extension AppPlace {
+    func began(_ app: AppRuntime) {}
+    func adopt(_ app: AppRuntime) {}
+    func gather(_ app: AppRuntime) {}
+    func dropUnused(_ app: AppRuntime) {}
+}
+
+/// The host's layout: the place of every configured app, and what is asked of the layout as a whole (the strays
+/// check at start, external apps' groups, the daemon's own parent group).
+protocol ProcessPlacement: AppPlace {
+    /// Whether `pid`, which a state file names as app `name`'s, is in the app's own place, so that the daemon may
+    /// take it back and signal it: in the app's cgroup where one is left from the previous daemon; else leading its
+    /// own session and process group with `LIFECYCLE_APP=name` in its environment, as a spawn leaves it (an external
+    /// app with `externalUser`: leading a group that holds processes of that user alone). Never a process only
+    /// the file names.
+    func isOwnProcess(_ pid: pid_t, of name: String, processGroupAlone: Bool, externalUser: uid_t?) -> Bool
+    /// Whether apps can have a group of their own here (`ExternalFrom=cgroup` needs one).
+    var canPlaceInGroups: Bool { get }
+    /// The place of an app configured as external with `ExternalFrom=cgroup`, made for whoever starts it; nil
+    /// where apps cannot have a group of their own.
+    func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup?
+    /// Whether a suspension of this app by freezer is possible (for status, before there is a place).
+    var canFreeze: Bool { get }
     /// Names of apps whose place exists from an earlier run, and the place of one, for the strays check at start.
     func leftoverNames() -> Set<String>
     func leftover(_ name: String) -> AppCgroup?

@@ -8,7 +8,6 @@ import LifecycleModel
 final class ProcessSupervisor {
     private let loop: EventLoop
     private unowned let host: any DaemonHost
-    private let placement: any ProcessPlacement
     private let suspension: Suspension
     private let fdStore: FDStore
     private let retired: RetiredSources
@@ -21,11 +20,10 @@ final class ProcessSupervisor {
     /// At most this many launches of a batch are in flight (descriptors, memory): the oldest is finished first.
     static let launchBatchLimit = 64
 
-    init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement, suspension: Suspension,
+    init(loop: EventLoop, host: any DaemonHost, suspension: Suspension,
          fdStore: FDStore, retired: RetiredSources, environment: [String: String]) {
         self.loop = loop
         self.host = host
-        self.placement = placement
         self.suspension = suspension
         self.fdStore = fdStore
         self.retired = retired
@@ -50,7 +48,7 @@ final class ProcessSupervisor {
     @discardableResult
     func spawn(_ app: AppRuntime, _ launch: LaunchOptions) -> String? {
         let name = app.name, config = app.config
-        let procsFiles = placement.prepareLaunch(app)
+        let procsFiles = app.place.prepareLaunch(app)
         let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
         guard let executable = resolveExecutable(config.exec[0], path: path) else {
             return "executable '\(config.exec[0])' not found (PATH=\(path))"
@@ -149,6 +147,7 @@ final class ProcessSupervisor {
             }
         }
         app.began(pid: pid, token: started.token)
+        app.place.began(app)
         do {
             app.child = try loop.watchChild(pid: pid) { [unowned self] code, status in
                 self.childChanged(name, pid: pid, code: code, status: status)
@@ -201,8 +200,8 @@ final class ProcessSupervisor {
     }
 
     func apply(_ priority: PriorityClass, to app: AppRuntime, pid: pid_t) {
-        app.priority = placement.apply(priority, previous: app.priority, to: app, leader: pid,
-                                       members: app.members(iteration: loop.iteration, placement))
+        app.priority = app.place.apply(priority, previous: app.priority, to: app, leader: pid,
+                                       members: app.members(iteration: loop.iteration))
     }
 
     // MARK: Exits and the kernel's reports
@@ -211,12 +210,11 @@ final class ProcessSupervisor {
         guard let app = host.runtime(name), app.pid == pid else { return }
         switch code {
         case Int32(CLD_EXITED), Int32(CLD_KILLED), Int32(CLD_DUMPED):
-            suspension.forget(name)
             exited(app, code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status))
         case Int32(CLD_STOPPED):
             // waitid() reports a stop only while the process is stopped (a SIGCONT clears it as it is sent): the
             // stop this daemon caused is confirmed for the leader without reading /proc.
-            if suspension.awaitsConfirmation(name) && app.suspendedWith == .signal {
+            if case .stopping(.signal, _, _) = app.suspension {
                 return suspension.confirm(name, leaderStopped: true)
             }
             // Check /proc so a stale event after our own SIGCONT is not taken for someone else's stop; whether the
@@ -226,7 +224,7 @@ final class ProcessSupervisor {
             // While our own stop is unconfirmed, a continue is the late report of our previous SIGCONT: the new
             // SIGSTOP may not be delivered yet, so /proc still shows the process running, and taking that for
             // someone else's continue would move the app to the background as it stops.
-            guard !(suspension.awaitsConfirmation(name) && app.suspendedWith != nil) else { return }
+            guard !app.suspension.isStopping else { return }
             // Only an app the model holds suspended can be continued by someone else: asking it first spares the
             // report of our own resume (the app is in the background by then) a read of /proc. The model decides
             // the rest, such as a continue of our own SIGTERM's companion SIGCONT.
@@ -253,9 +251,7 @@ final class ProcessSupervisor {
     func forget(_ app: AppRuntime) {
         if let child = app.child { retired.retire(child) }
         app.child = nil
-        app.pidfd = nil
-        app.pid = nil
-        app.token = nil
+        app.processEnded()
     }
 
     private func exited(_ app: AppRuntime, _ status: ExitStatus) {
@@ -264,14 +260,12 @@ final class ProcessSupervisor {
                       [("LIFECYCLE_APP", app.name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_EXIT", "\(status)")])
             // Whatever the app left behind in its group or cgroup goes with it (systemd's KillMode=control-group),
             // and the cgroup is not left frozen for the next launch.
-            placement.killAll(app, leader: pid)
+            app.place.killAll(app, leader: pid)
         }
-        app.pid = nil
-        app.suspendedWith = nil
-        app.stopCheck?.cancel()
+        // The child watch goes before the pidfd it watches closes (`processEnded`): its number could be reused.
         if let child = app.child { retired.retire(child) }
         app.child = nil
-        app.pidfd = nil
+        app.processEnded()
         fdStore.releaseConnection(app)
         fdStore.releasePidfd(app)
         app.connection?.closeQuietly()

@@ -95,7 +95,7 @@ final class Shutdown {
         finished = true
         for app in host.appNames.compactMap(host.runtime) {
             requests.fail(app, "lifecycled is shutting down")
-            placement.remove(app)
+            app.place.remove(app)
         }
         placement.removeAll()
         stopSources()

@@ -16,38 +16,27 @@ enum SuspendMechanism: Equatable {
 }
 
 /// Stopping and continuing apps, and the confirmation that a stop took: every process shows `T` in /proc, or
-/// the cgroup reports frozen. Owns the set of stops the daemon started and has not confirmed yet, which tells
-/// the kernel's stop and continue reports of the daemon's own signals from someone else's.
+/// the cgroup reports frozen. Each app's `SuspensionState` says how far its stop has come, which tells the
+/// kernel's stop and continue reports of the daemon's own signals from someone else's.
 final class Suspension {
     private let loop: EventLoop
     private unowned let host: any DaemonHost
-    private let placement: any ProcessPlacement
-    /// Apps whose suspension the daemon started and has not confirmed yet.
-    private var unconfirmed: Set<String> = []
     /// A stop is given this long to take before the daemon says some processes still run.
     static let confirmationLimit: Duration = .seconds(2)
 
-    init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement) {
+    init(loop: EventLoop, host: any DaemonHost) {
         self.loop = loop
         self.host = host
-        self.placement = placement
     }
-
-    /// Whether a stop of `name` the daemon started awaits its confirmation.
-    func awaitsConfirmation(_ name: String) -> Bool { unconfirmed.contains(name) }
-
-    /// The app exited: nothing of its stop is left to confirm.
-    func forget(_ name: String) { unconfirmed.remove(name) }
 
     func suspend(_ app: AppRuntime) {
         guard let pid = app.pid else { return }
         let name = app.name
-        unconfirmed.insert(name)
         var mechanism = SuspendMechanism.signal
         if app.config.suspendMethod == .freezer {
-            if let kind = placement.freezer(of: app) {
+            if let kind = app.place.freezer(of: app) {
                 do {
-                    try placement.freeze(app)
+                    try app.place.freeze(app)
                     mechanism = .freezer(kind)
                 } catch {
                     Log.warning("\(name): Failed to freeze its cgroup: \(error); using SIGSTOP")
@@ -57,15 +46,13 @@ final class Suspension {
             }
         }
         // The members as the priority of the transition read them, in this same callback.
-        let members = app.members(iteration: loop.iteration, placement)
+        let members = app.members(iteration: loop.iteration)
         if mechanism == .signal {
             kill(-pid, SIGSTOP)
             // A child that left the group (setsid) is still in the app's cgroup: it is stopped too.
             for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGSTOP) }
         }
-        app.suspendedWith = mechanism
-        app.stopCheckStarted = loop.now
-        app.stopMembers = members
+        app.suspension = .stopping(mechanism, members: members, since: loop.now)
         if mechanism == .signal && app.pidfd == nil {
             // Our own child: the kernel reports its stop (CLD_STOPPED), which confirms it without a read of /proc,
             // and the other members are checked then. /proc read at once, before the signal has landed, mostly
@@ -81,31 +68,29 @@ final class Suspension {
     /// `leaderStopped`: the kernel reported the stop of the leader (our child), so only the other processes the
     /// suspension stopped are read in /proc, and none for an app of one process.
     func confirm(_ name: String, leaderStopped: Bool = false) {
-        guard let app = host.runtime(name), let pid = app.pid, let mechanism = app.suspendedWith else {
-            unconfirmed.remove(name)
-            return
-        }
-        var members = leaderStopped ? app.stopMembers : app.members(iteration: loop.iteration, placement)
+        guard let app = host.runtime(name), let pid = app.pid,
+              case .stopping(let mechanism, let stopMembers, let since) = app.suspension else { return }
+        var members = leaderStopped ? stopMembers : app.members(iteration: loop.iteration)
         let confirmed: Bool
         switch mechanism {
-        case .signal where placement.reachesBeyondProcessGroup(app):
-            members = placement.members(of: app)
+        case .signal where app.place.reachesBeyondProcessGroup(app):
+            members = app.place.members(of: app)
             confirmed = stopNewcomers(members, leader: pid, leaderStopped: leaderStopped)
         case .signal:
             confirmed = leaderStopped ? ProcessTable.noneRunning(members.filter { $0 != pid }) : ProcessTable.allStopped(members)
         case .freezer:
-            confirmed = placement.isFrozen(app)
+            confirmed = app.place.isFrozen(app)
         }
-        let elapsed = loop.now - app.stopCheckStarted
+        let elapsed = loop.now - since
         if confirmed {
-            unconfirmed.remove(name)
+            app.suspension = .stopped(mechanism, members: stopMembers)
             app.stopCheck?.cancel()
             let count = max(members.count, 1)
             Log.info("\(name): suspended with \(mechanism.description): \(count) process\(count == 1 ? "" : "es") stopped, confirmed after \(Int(elapsed / .microseconds(1))) µs")
         } else if elapsed < Self.confirmationLimit {
             armCheck(app)
         } else {
-            unconfirmed.remove(name)
+            app.suspension = .stopped(mechanism, members: stopMembers)
             let running = members.filter { !ProcessTable.stoppedOrStopping($0) }
             let named = running.prefix(8).map { "\($0) (\(ProcessTable.state(of: $0).map(String.init) ?? "?"))" }
             Log.warning("\(name): Failed to confirm the suspension within 2s: some processes are still running"
@@ -114,18 +99,16 @@ final class Suspension {
     }
 
     func resume(_ name: String) {
-        unconfirmed.remove(name)
         guard let app = host.runtime(name), let pid = app.pid else { return }
         app.stopCheck?.cancel()
-        switch app.suspendedWith {
+        switch app.suspension.mechanism {
         case .freezer:
-            do { try placement.thaw(app) } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
+            do { try app.place.thaw(app) } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
         case .signal, nil:
             kill(-pid, SIGCONT)
             for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGCONT) }
         }
-        app.suspendedWith = nil
-        app.stopMembers = []
+        app.suspension = .running
     }
 
     func signal(_ app: AppRuntime, _ signal: TerminationSignal) {
@@ -136,7 +119,7 @@ final class Suspension {
             // too, so that it ends on its own terms rather than at the SIGKILL after the stop timeout.
             kill(-pid, SIGTERM)
             for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGTERM) }
-        case .kill: placement.killAll(app, leader: pid)
+        case .kill: app.place.killAll(app, leader: pid)
         }
         Log.info("\(app.name): sent \(signal.rawValue) to process group \(pid)")
     }
@@ -145,8 +128,8 @@ final class Suspension {
     /// to the group does not reach. None where the process group is all there is. The process the daemon spawned
     /// leads its group for good (a session leader cannot change its group): no getpgid for it.
     private func membersOutsideGroup(_ app: AppRuntime, leader pid: pid_t) -> [pid_t] {
-        guard placement.reachesBeyondProcessGroup(app) else { return [] }
-        return app.members(iteration: loop.iteration, placement).filter { member in
+        guard app.place.reachesBeyondProcessGroup(app) else { return [] }
+        return app.members(iteration: loop.iteration).filter { member in
             !(member == pid && app.pidfd == nil) && getpgid(member) != pid
         }
     }

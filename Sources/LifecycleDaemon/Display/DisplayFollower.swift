@@ -6,7 +6,6 @@ import LifecycleModel
 /// the display server, which stays the one source of truth (the state changes when it reports the change).
 final class DisplayFollower {
     private unowned let host: any DaemonHost
-    private let placement: any ProcessPlacement
     private let loop: EventLoop
     private(set) var source: (any DisplaySource)?
     /// `Source=dbus`'s source, made with the bus API (nil when the daemon offers none).
@@ -26,10 +25,9 @@ final class DisplayFollower {
     /// How long a request asked of the display server waits for it to report the change.
     static let answerTimeout: Duration = .seconds(3)
 
-    init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement) {
+    init(loop: EventLoop, host: any DaemonHost) {
         self.loop = loop
         self.host = host
-        self.placement = placement
     }
 
     /// Start following the display server `config` names (`auto` resolved against `environment`).

@@ -70,11 +70,22 @@ final class ScopePlacement: ProcessPlacement {
 
     // MARK: Launch and adoption
 
-    /// The child starts in the daemon's cgroup (no files to join); its scope is started by the first `apply`, the
-    /// priority of its first state, which the launch applies as soon as it knows the pid.
+    /// The child starts in the daemon's cgroup (no files to join); its scope is started once its pid is known
+    /// (`began`).
     func prepareLaunch(_ app: AppRuntime) -> [String] {
         thawIfFrozen(app)
         return []
+    }
+
+    /// A new process of the app gets a scope of its own, started now; one already in the app's scope (re-adopted
+    /// after a restart of the daemon) keeps it. An external app stopped by its process group alone gets none.
+    func began(_ app: AppRuntime) {
+        guard let leader = app.pid, started[app.name] != leader, !app.usesProcessGroupAlone else { return }
+        if let scope = app.cgroup, scope.pids().contains(leader) {
+            started[app.name] = leader
+        } else {
+            startScope(app, leader: leader)
+        }
     }
 
     private func startScope(_ app: AppRuntime, leader: pid_t) {
@@ -194,16 +205,9 @@ final class ScopePlacement: ProcessPlacement {
 
     func isFrozen(_ app: AppRuntime) -> Bool { app.cgroup?.isFrozen() ?? false }
 
-    /// The first priority of a new process starts its scope; each change of weights is one SetUnitProperties,
-    /// runtime only (a unit file of the scope would outlive it). `oom_score_adj` is per process, as elsewhere.
+    /// Each change of weights is one SetUnitProperties, runtime only (a unit file of the scope would outlive it).
+    /// `oom_score_adj` is per process, as elsewhere.
     func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
-        if started[app.name] != leader && !app.usesProcessGroupAlone {
-            if let scope = app.cgroup, scope.pids().contains(leader) {
-                started[app.name] = leader
-            } else {
-                startScope(app, leader: leader)
-            }
-        }
         if app.cgroup != nil && previous?.weightClass != priority.weightClass {
             let name = app.name
             bus.setUnitProperties(ScopeUnits.unitName(app: name), UnitProperty.weights(priority)) { error, _ in

@@ -1,75 +1,36 @@
 import Glibc
 import LifecycleModel
 
-/// The placement of apps the desktop started (`[Adopt]`), in front of the daemon's own placement, which keeps
-/// every configured app. An adopted app lives where the desktop put it: a launcher's scope (`AppRuntime.cgroup`,
-/// a cgroup the daemon did not make and never removes), frozen through its `cgroup.freeze` and weighed through its
-/// `cpu.weight`/`io.weight` where the hierarchy has them; or, for a window's process outside any scope, that process
-/// and its descendants, stopped by signals.
-final class AdoptedPlacement: ProcessPlacement {
-    /// The daemon's placement for configured apps.
-    let base: any ProcessPlacement
-
-    init(_ base: any ProcessPlacement) {
-        self.base = base
-    }
-
-    private func adopted(_ app: AppRuntime) -> Bool { app.config.policy.adopted }
-
-    func prepareLaunch(_ app: AppRuntime) -> [String] { adopted(app) ? [] : base.prepareLaunch(app) }
-    func adopt(_ app: AppRuntime) { if !adopted(app) { base.adopt(app) } }
-    func isOwnProcess(_ pid: pid_t, of name: String, processGroupAlone: Bool, externalUser: uid_t?) -> Bool {
-        base.isOwnProcess(pid, of: name, processGroupAlone: processGroupAlone, externalUser: externalUser)
-    }
-    var canPlaceInGroups: Bool { base.canPlaceInGroups }
-    func prepareExternal(_ app: AppRuntime) throws(SystemError) -> AppCgroup? { try base.prepareExternal(app) }
-    func gather(_ app: AppRuntime) { if !adopted(app) { base.gather(app) } }
-    func dropUnused(_ app: AppRuntime) { if !adopted(app) { base.dropUnused(app) } }
-
-    func members(of app: AppRuntime) -> [pid_t] {
-        guard adopted(app) else { return base.members(of: app) }
-        if let scope = app.cgroup { return scope.pids() }
-        guard let pid = app.pid else { return [] }
-        return ProcessTree.descendants(of: pid)
-    }
-
+/// An adopted app in a launcher's scope (`AppRuntime.cgroup`, a cgroup the daemon did not make and never removes):
+/// frozen through its `cgroup.freeze` and weighed through its `cpu.weight`/`io.weight` where the hierarchy has
+/// them, else nice on each of its processes.
+final class AdoptedScope: AppPlace {
+    func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
+    func members(of app: AppRuntime) -> [pid_t] { app.cgroup?.pids() ?? [] }
     func processGroup(of app: AppRuntime) -> [pid_t] {
-        guard adopted(app) else { return base.processGroup(of: app) }
         guard let pid = app.pid else { return [] }
         return members(of: app).filter { getpgid($0) == pid }
     }
-
     /// An adopted process rarely leads its own process group: the signals go to each member.
-    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool { adopted(app) || base.reachesBeyondProcessGroup(app) }
-    func contains(_ pid: pid_t, in app: AppRuntime) -> Bool {
-        adopted(app) ? members(of: app).contains(pid) : base.contains(pid, in: app)
-    }
-    func freezer(of app: AppRuntime) -> FreezerKind? { adopted(app) ? app.cgroup?.freezer : base.freezer(of: app) }
-    var canFreeze: Bool { base.canFreeze }
+    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool { true }
+    func contains(_ pid: pid_t, in app: AppRuntime) -> Bool { members(of: app).contains(pid) }
+    func freezer(of app: AppRuntime) -> FreezerKind? { app.cgroup?.freezer }
 
     func freeze(_ app: AppRuntime) throws(SystemError) {
-        guard adopted(app) else { return try base.freeze(app) }
         guard let scope = app.cgroup else { throw SystemError(operation: "freeze \(app.name) (no scope)", errno: EOPNOTSUPP) }
         try scope.freeze()
     }
 
-    func thaw(_ app: AppRuntime) throws(SystemError) {
-        guard adopted(app) else { return try base.thaw(app) }
-        try app.cgroup?.thaw()
-    }
+    func thaw(_ app: AppRuntime) throws(SystemError) { try app.cgroup?.thaw() }
 
     func thawIfFrozen(_ app: AppRuntime) {
-        guard adopted(app) else { return base.thawIfFrozen(app) }
         guard let scope = app.cgroup, scope.isFreezing() else { return }
         do { try scope.thaw() } catch { Log.warning("\(app.name): Failed to thaw its scope: \(error)") }
     }
 
-    func isFrozen(_ app: AppRuntime) -> Bool { adopted(app) ? app.cgroup?.isFrozen() ?? false : base.isFrozen(app) }
+    func isFrozen(_ app: AppRuntime) -> Bool { app.cgroup?.isFrozen() ?? false }
 
-    /// The scope's weights where the hierarchy has them; nice on each process otherwise (never on a process group:
-    /// the group of an adopted process may hold processes that are not the app's).
     func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
-        guard adopted(app) else { return base.apply(priority, previous: previous, to: app, leader: leader, members: members) }
         var byWeights = false
         if let scope = app.cgroup, scope.controlsCPU {
             do {
@@ -79,8 +40,56 @@ final class AdoptedPlacement: ProcessPlacement {
                 Log.debug("\(app.name): Failed to set its scope's weights: \(error)")
             }
         }
+        return AdoptedProcessTree.applyPerProcess(priority, previous: previous, to: app, leader: leader, members: members,
+                                                  nice: !byWeights)
+    }
+
+    func killAll(_ app: AppRuntime, leader: pid_t) {
+        guard let scope = app.cgroup else { return }
+        thawIfFrozen(app)
+        scope.killAll()
+    }
+
+    /// The scope is the desktop's: it stays.
+    func remove(_ app: AppRuntime) { app.cgroup = nil }
+    func displayPath(of app: AppRuntime) -> String? { app.cgroup?.displayPath }
+}
+
+/// An adopted window's process outside any scope: that process and its descendants, stopped by signals to each,
+/// weighed by nice on each (never on a process group: the group of an adopted process may hold processes that are
+/// not the app's).
+final class AdoptedProcessTree: AppPlace {
+    func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
+
+    func members(of app: AppRuntime) -> [pid_t] {
+        guard let pid = app.pid else { return [] }
+        return ProcessTree.descendants(of: pid)
+    }
+
+    func processGroup(of app: AppRuntime) -> [pid_t] {
+        guard let pid = app.pid else { return [] }
+        return members(of: app).filter { getpgid($0) == pid }
+    }
+
+    func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool { true }
+    func contains(_ pid: pid_t, in app: AppRuntime) -> Bool { members(of: app).contains(pid) }
+    func freezer(of app: AppRuntime) -> FreezerKind? { nil }
+    func freeze(_ app: AppRuntime) throws(SystemError) {
+        throw SystemError(operation: "freeze \(app.name) (a process tree has no freezer)", errno: EOPNOTSUPP)
+    }
+    func thaw(_ app: AppRuntime) throws(SystemError) {}
+    func thawIfFrozen(_ app: AppRuntime) {}
+    func isFrozen(_ app: AppRuntime) -> Bool { false }
+
+    func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
+        Self.applyPerProcess(priority, previous: previous, to: app, leader: leader, members: members, nice: true)
+    }
+
+    /// `oom_score_adj` on each member, and nice on each where no weights hold the CPU.
+    static func applyPerProcess(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t,
+                                members: [pid_t], nice: Bool) -> PriorityClass? {
         var failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members, useNice: false)
-        if !byWeights && previous?.niceValue != priority.niceValue {
+        if nice && previous?.niceValue != priority.niceValue {
             for pid in members where setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(pid), priority.niceValue) != 0 && errno != ESRCH {
                 failures.append(SystemError(operation: "set nice \(priority.niceValue) on \(pid)", errno: errno))
             }
@@ -90,24 +99,11 @@ final class AdoptedPlacement: ProcessPlacement {
     }
 
     func killAll(_ app: AppRuntime, leader: pid_t) {
-        guard adopted(app) else { return base.killAll(app, leader: leader) }
-        if let scope = app.cgroup {
-            thawIfFrozen(app)
-            scope.killAll()
-        } else {
-            for pid in members(of: app) { kill(pid, SIGKILL) }
-        }
+        for pid in members(of: app) { kill(pid, SIGKILL) }
     }
 
-    /// The scope is the desktop's: it stays.
-    func remove(_ app: AppRuntime) {
-        if adopted(app) { app.cgroup = nil } else { base.remove(app) }
-    }
-
-    func displayPath(of app: AppRuntime) -> String? { adopted(app) ? app.cgroup?.displayPath : base.displayPath(of: app) }
-    func leftoverNames() -> Set<String> { base.leftoverNames() }
-    func leftover(_ name: String) -> AppCgroup? { base.leftover(name) }
-    func removeAll() { base.removeAll() }
+    func remove(_ app: AppRuntime) {}
+    func displayPath(of app: AppRuntime) -> String? { nil }
 }
 
 /// Every process's parent, read once from /proc: the descendants of a process, and its ancestors. The static
