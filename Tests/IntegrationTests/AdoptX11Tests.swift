@@ -111,4 +111,151 @@ struct AdoptX11Tests {
         try session.wait("the scope is thawed") { !session.frozen(scope) }
         #expect(harness.isDaemonRunning)
     }
+
+    /// A process of the session's user, in no window, started as the xterms are.
+    func bystander(_ session: FakeUserSession) throws -> pid_t {
+        let argv = ["/usr/bin/setpriv", "--reuid=\(session.uid)", "--regid=\(session.gid)", "--clear-groups", "--",
+                    "/bin/sleep", "100000"]
+        var pid: pid_t = 0
+        var cArgs = argv.map { strdup($0) } + [nil]
+        defer { for arg in cArgs { free(arg) } }
+        let status = posix_spawn(&pid, argv[0], nil, nil, &cArgs, environ)
+        guard status == 0 else { throw HarnessError("posix_spawn sleep: \(String(cString: strerror(status)))") }
+        return pid
+    }
+
+    @Test("a window whose _NET_WM_PID names another process of the user is its own process's, as the X server vouches; the named one is never adopted nor stopped")
+    func theServersPidWinsOverTheClaimedOne() throws {
+        let harness = try DaemonHarness()
+        let x = try XvfbOpenbox(tag: harness.tag)
+        let session = try FakeUserSession(tag: harness.tag)
+        var spawned: [pid_t] = []
+        defer {
+            harness.stop()
+            for pid in spawned {
+                for child in Kernel.children(of: pid) { kill(child, SIGCONT); kill(child, SIGKILL) }
+                kill(pid, SIGCONT)
+                kill(pid, SIGKILL)
+                waitpid(pid, nil, 0)
+            }
+            x.stop()
+            session.stop()
+        }
+        let tag = harness.tag
+        let liarClass = "Liar\(tag)"
+        let victim = try bystander(session)
+        spawned.append(victim)
+        let liar = try xterm(x, session, title: "liar-\(tag)", windowClass: liarClass)
+        spawned.append(liar)
+        let window = try x.waitForWindow("liar-\(tag)")
+        // The client rewrites what it says about itself: its window now names the bystander.
+        _ = try x.xprop("-id", window, "-f", "_NET_WM_PID", "32c", "-set", "_NET_WM_PID", "\(victim)")
+        #expect(try x.xprop("-id", window, "_NET_WM_PID").contains("\(victim)"))
+
+        try harness.daemonConfig("""
+            [Display]
+            Source=x11
+            X11Display=\(x.display)
+
+            [Adopt]
+            Windows=yes
+            User=\(HeadlessSway.user)
+            BackgroundTimeSec=1
+
+            """)
+        try harness.start()
+        try harness.waitUntil("the window is adopted") { try harness.list().map(\.name).contains(liarClass) }
+        #expect(try harness.status(liarClass).adopted == "process \(liar)", "the process the X server saw, not the one named")
+
+        try x.xdotool("windowminimize", window)
+        try harness.waitForState(liarClass, "suspended")
+        #expect(Kernel.stops(liar))
+        #expect(!Kernel.stops(victim, within: 1.5), "the process the window named is left alone")
+        #expect(Kernel.state(victim) != "T")
+    }
+
+    /// nice and oom_score_adj of a process, read back from the kernel.
+    static func priority(_ pid: pid_t) -> (nice: Int32, oom: Int)? {
+        errno = 0
+        let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(pid))
+        guard errno == 0, let text = try? String(contentsOfFile: "/proc/\(pid)/oom_score_adj", encoding: .utf8),
+              let oom = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
+        return (nice, oom)
+    }
+
+    @Test("an adopted window's processes get back their nice and oom_score_adj when a reload lets them go, and at the next start after a crash")
+    func priorityIsGivenBack() throws {
+        let harness = try DaemonHarness()
+        let x = try XvfbOpenbox(tag: harness.tag)
+        let session = try FakeUserSession(tag: harness.tag)
+        var spawned: [pid_t] = []
+        defer {
+            harness.stop()
+            for pid in spawned {
+                for child in Kernel.children(of: pid) { kill(child, SIGCONT); kill(child, SIGKILL) }
+                kill(pid, SIGCONT)
+                kill(pid, SIGKILL)
+                waitpid(pid, nil, 0)
+            }
+            x.stop()
+            session.stop()
+        }
+        let tag = harness.tag
+        let name = "Weighed\(tag)"
+        let term = try xterm(x, session, title: "weighed-\(tag)", windowClass: name)
+        spawned.append(term)
+        let window = try x.waitForWindow("weighed-\(tag)")
+        try x.waitUntil("the xterm's child runs") { !Kernel.children(of: term).isEmpty }
+        let processes = [term] + Kernel.children(of: term)
+        // What the desktop gave them, which is neither the daemon's foreground nor its background.
+        for pid in processes {
+            setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(pid), 3)
+            try "123".write(toFile: "/proc/\(pid)/oom_score_adj", atomically: false, encoding: .utf8)
+        }
+        func config(windows: Bool) throws {
+            try harness.daemonConfig("""
+                [Display]
+                Source=x11
+                X11Display=\(x.display)
+
+                [Adopt]
+                Windows=\(windows ? "yes" : "no")
+                User=\(HeadlessSway.user)
+                BackgroundTimeSec=1
+
+                """)
+        }
+        func weighedByTheDaemon() -> Bool {
+            processes.allSatisfy { pid in Self.priority(pid).map { $0.nice == 10 && $0.oom == 900 } ?? false }
+        }
+        func givenBack() -> Bool {
+            processes.allSatisfy { pid in Self.priority(pid).map { $0.nice == 3 && $0.oom == 123 } ?? false }
+        }
+
+        try config(windows: true)
+        try harness.start()
+        try harness.waitUntil("the window is adopted") { try harness.list().map(\.name).contains(name) }
+        try x.xdotool("windowminimize", window)
+        try harness.waitForState(name, "suspended")
+        try harness.waitUntil("the daemon's suspended priority is on every process") { weighedByTheDaemon() }
+
+        // A reload that stops adopting lets it go: continued, and what it had is given back.
+        try config(windows: false)
+        harness.reload()
+        try harness.waitUntil("the app is let go") { !(try harness.list().map(\.name).contains(name)) }
+        try harness.waitUntil("nice 3 and oom_score_adj 123 are back") { givenBack() }
+        for pid in processes { #expect(Kernel.state(pid) != "T") }
+
+        // Adopted again, suspended again, then the daemon is killed: the next one gives back what it had changed.
+        try config(windows: true)
+        harness.reload()
+        try harness.waitForState(name, "suspended")
+        try harness.waitUntil("the daemon's suspended priority is on every process again") { weighedByTheDaemon() }
+        try harness.crash()
+        #expect(weighedByTheDaemon(), "a killed daemon gives nothing back by itself")
+        try config(windows: false)
+        try harness.start()
+        try harness.waitUntil("the next daemon gives back nice 3 and oom_score_adj 123") { givenBack() }
+        for pid in processes { #expect(Kernel.state(pid) != "T", "and continues what the killed one stopped") }
+    }
 }

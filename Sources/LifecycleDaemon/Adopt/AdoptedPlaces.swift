@@ -5,6 +5,13 @@ import LifecycleModel
 /// frozen through its `cgroup.freeze` and weighed through its `cpu.weight`/`io.weight` where the hierarchy has
 /// them, else nice on each of its processes.
 final class AdoptedScope: AppPlace {
+    /// Where what the scope and its processes had is kept, to be given back.
+    private let originals: OriginalPriorities?
+
+    init(originals: OriginalPriorities? = nil) {
+        self.originals = originals
+    }
+
     func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
     func members(of app: AppRuntime) -> [pid_t] { app.cgroup?.pids() ?? [] }
     func processGroup(of app: AppRuntime) -> [pid_t] {
@@ -34,12 +41,16 @@ final class AdoptedScope: AppPlace {
         var byWeights = false
         if let scope = app.cgroup, scope.controlsCPU {
             do {
-                if previous?.weightClass != priority.weightClass { try scope.setPriority(priority) }
+                if previous?.weightClass != priority.weightClass {
+                    originals?.record(app.name, files: scope.weightFiles)
+                    try scope.setPriority(priority)
+                }
                 byWeights = true
             } catch {
                 Log.debug("\(app.name): Failed to set its scope's weights: \(error)")
             }
         }
+        originals?.record(app.name, pids: members)
         return AdoptedProcessTree.applyPerProcess(priority, previous: previous, to: app, leader: leader, members: members,
                                                   nice: !byWeights)
     }
@@ -59,6 +70,13 @@ final class AdoptedScope: AppPlace {
 /// weighed by nice on each (never on a process group: the group of an adopted process may hold processes that are
 /// not the app's).
 final class AdoptedProcessTree: AppPlace {
+    /// Where what the processes had is kept, to be given back.
+    private let originals: OriginalPriorities?
+
+    init(originals: OriginalPriorities? = nil) {
+        self.originals = originals
+    }
+
     func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
 
     func members(of app: AppRuntime) -> [pid_t] {
@@ -82,7 +100,8 @@ final class AdoptedProcessTree: AppPlace {
     func isFrozen(_ app: AppRuntime) -> Bool { false }
 
     func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
-        Self.applyPerProcess(priority, previous: previous, to: app, leader: leader, members: members, nice: true)
+        originals?.record(app.name, pids: members)
+        return Self.applyPerProcess(priority, previous: previous, to: app, leader: leader, members: members, nice: true)
     }
 
     /// `oom_score_adj` on each member, and nice on each where no weights hold the CPU.

@@ -13,6 +13,8 @@ final class Adoption {
     private lazy var scopes = ScopeAdoption(adoption: self, watcher: watcher)
     private lazy var windows = WindowAdoption(adoption: self, loop: daemon.loop)
     private let ledger: AdoptionLedger
+    /// What adopted apps had before the daemon weighed them, given back when they are let go.
+    private let originals: OriginalPriorities
     /// Refusals already logged, by what was refused: each is logged once.
     private var refusalsLogged: Set<String> = []
     /// What each adopted app is, for the ledger and status.
@@ -24,10 +26,14 @@ final class Adoption {
         self.daemon = daemon
         watcher = DirectoryWatcher(loop: daemon.loop)
         ledger = AdoptionLedger(stateDirectory: stateDirectory)
+        originals = OriginalPriorities(stateDirectory: stateDirectory)
     }
 
     /// At start, before the configuration: what a previous daemon left frozen or stopped is thawed and continued.
-    func recoverPreviousRun() { ledger.thawLeftovers() }
+    func recoverPreviousRun() {
+        ledger.thawLeftovers()
+        originals.giveBackLeftovers()
+    }
 
     /// The configuration's `[Adopt]`, at start and at every reload: adoption starts or stops, adopted apps that an
     /// exclusion now names are let go, and the others take the new grace time.
@@ -141,7 +147,7 @@ final class Adoption {
         guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
         let (policy, _) = settings(for: unit.appID)
         let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer,
-                                                           policy: policy), place: AdoptedScope())
+                                                           policy: policy), place: AdoptedScope(originals: originals))
         app.cgroup = scope
         appIDs[name] = unit.appID
         adopt(app, leader: leader, place: .scope(path),
@@ -163,7 +169,7 @@ final class Adoption {
         guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
         let (policy, method) = settings(for: appID)
         let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy),
-                             place: AdoptedProcessTree())
+                             place: AdoptedProcessTree(originals: originals))
         appIDs[name] = appID
         adopt(app, leader: pid, pidfd: pidfd, place: .process(pid, startTime: startTime), what: what)
         return name
@@ -231,6 +237,7 @@ final class Adoption {
         Log.notice("\(name): its last process exited; forgotten")
         // Processes it left behind, stopped by this daemon, are never left stopped.
         for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
+        originals.giveBack(name)
         daemon.dispatch(.exited(app: name, .unknown))
         drop(name)
         daemon.forget(name)
@@ -244,8 +251,9 @@ final class Adoption {
         for pid in members where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
         for timer in app.timers.values { timer.cancel() }
         for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
+        originals.giveBack(name)
         _ = daemon.model.release(name)
-        Log.notice("\(name): let go (\(reason)); thawed and continued")
+        Log.notice("\(name): let go (\(reason)); thawed, continued, and its priorities given back")
         drop(name)
         daemon.forget(name)
     }

@@ -82,12 +82,15 @@ struct X11Client: Equatable {
 enum X11Picture {
     /// The picture: a window is visible when it is viewable, not hidden, and on the current desktop (or on all);
     /// it is focused when it is the active window. Windows gone between the list and their own reads are left out.
-    static func picture(root: X11Root, clients: [UInt32: X11Client]) -> WindowPicture {
+    /// `serverVouches`: the server has X-Resource, whose pid of a local client comes from the client's socket; its
+    /// pid alone is then taken, and `_NET_WM_PID` (written by the client about itself) never, so that a window
+    /// cannot name another process. Without X-Resource, `_NET_WM_PID` is all there is.
+    static func picture(root: X11Root, clients: [UInt32: X11Client], serverVouches: Bool = false) -> WindowPicture {
         let windows = root.clients.compactMap { window -> DisplayWindow? in
             guard let client = clients[window], client.complete else { return nil }
             let onDesktop = client.desktop == nil || client.desktop == X11Client.allDesktops
                 || root.currentDesktop == nil || client.desktop == root.currentDesktop
-            return DisplayWindow(id: Int64(window), pid: client.pid ?? client.serverPID, appID: client.class, instance: client.instance,
+            return DisplayWindow(id: Int64(window), pid: serverVouches ? client.serverPID : client.pid ?? client.serverPID, appID: client.class, instance: client.instance,
                                  visible: client.viewable && !client.hidden && onDesktop,
                                  focused: root.active != 0 && root.active == window)
         }

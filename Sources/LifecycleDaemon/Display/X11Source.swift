@@ -395,7 +395,8 @@ final class X11Source: DisplaySource {
     /// The picture as the replies so far make it, reported once the replies to a batch of events are in.
     private func publish() {
         let picture = X11Picture.picture(root: X11Root(clients: clientOrder, active: rootState.active,
-                                                       currentDesktop: rootState.currentDesktop), clients: clients)
+                                                       currentDesktop: rootState.currentDesktop), clients: clients,
+                                         serverVouches: hasResource)
         var stamped = picture
         stamped.changedAt = changeStarted
         changeStarted = nil

@@ -95,6 +95,9 @@ public struct AppCgroup: Sendable, Equatable {
 
     /// Sets the CPU (and IO) weight for `cls`, in whichever of cpu.weight, io.weight and
     /// cpu.shares exist; through `kept` when given.
+    /// The files `setPriority` writes.
+    var weightFiles: [String] { [cpuWeightFile, ioWeightFile, cpuSharesFile].compactMap { $0 } }
+
     func setPriority(_ cls: PriorityClass, kept: KeptKernelFiles? = nil) throws(SystemError) {
         func write(_ path: String, _ value: String) throws(SystemError) {
             if let kept { try kept.write(path, value) } else { try writeKernelFile(path, value) }
