@@ -258,4 +258,46 @@ struct AdoptX11Tests {
         try harness.waitUntil("the next daemon gives back nice 3 and oom_score_adj 123") { givenBack() }
         for pid in processes { #expect(Kernel.state(pid) != "T", "and continues what the killed one stopped") }
     }
+
+    @Test("a root lifecycled without [Adopt] User= adopts no root process through a window")
+    func rootsWindowsAreNotAdoptedWithoutUser() throws {
+        let harness = try DaemonHarness()
+        let x = try XvfbOpenbox(tag: harness.tag)
+        var spawned: [pid_t] = []
+        defer {
+            harness.stop()
+            for pid in spawned {
+                for child in Kernel.children(of: pid) { kill(child, SIGKILL) }
+                kill(pid, SIGKILL)
+                waitpid(pid, nil, 0)
+            }
+            x.stop()
+        }
+        let tag = harness.tag
+        let rootClass = "RootTerm\(tag)"
+        let argv = ["/usr/bin/env", "DISPLAY=\(x.display)", "HOME=/", "/usr/bin/xterm", "-class", rootClass,
+                    "-T", "root-\(tag)", "-e", "sleep", "100000"]
+        var pid: pid_t = 0
+        var cArgs = argv.map { strdup($0) } + [nil]
+        defer { for arg in cArgs { free(arg) } }
+        #expect(posix_spawn(&pid, argv[0], nil, nil, &cArgs, environ) == 0)
+        spawned.append(pid)
+        _ = try x.waitForWindow("root-\(tag)")
+
+        try harness.daemonConfig("""
+            [Display]
+            Source=x11
+            X11Display=\(x.display)
+
+            [Adopt]
+            Windows=yes
+            BackgroundTimeSec=1
+
+            """)
+        try harness.start()
+        try harness.waitUntil("the root window is refused") { harness.log.contains("not adopting window process \(pid)") }
+        #expect(harness.log.contains("is root's, and windows adopt root's processes only with [Adopt] User=root"))
+        #expect(try !harness.list().map(\.name).contains(rootClass))
+        #expect(Kernel.state(pid) != "T")
+    }
 }

@@ -123,6 +123,9 @@ final class Adoption {
         return (policy, own?.suspendMethod)
     }
 
+    /// `[Adopt] User=root`: root's own session is the one adopted from, windows included.
+    var adoptsForRoot: Bool { config.user.flatMap(ConfigLoader.systemUserID) == 0 }
+
     func rails() -> AdoptRails {
         AdoptRails(uid: getuid() == 0 ? config.user.flatMap(ConfigLoader.systemUserID) ?? 0 : getuid(),
                    configured: config.exclude, protected: AdoptRails.ownLine())

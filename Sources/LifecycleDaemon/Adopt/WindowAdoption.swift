@@ -55,6 +55,12 @@ final class WindowAdoption {
             return false
         }
         let members = ProcessTree.descendants(of: pid)
+        // A window is any client's to open: root's processes are never taken through one, unless `User=root` says
+        // root's own session is the one adopted from.
+        if !adoption.adoptsForRoot, let rootOwned = members.first(where: { ProcessIdentity.realUID(of: $0) == 0 }) {
+            adoption.refuse("window process \(pid)", "\(what): process \(rootOwned) is root's, and windows adopt root's processes only with [Adopt] User=root")
+            return false
+        }
         if let why = rails.refuses(members, uidOf: { ProcessIdentity.realUID(of: $0) }) {
             adoption.refuse("window process \(pid)", "\(what): \(why)")
             return false
