@@ -173,3 +173,113 @@ struct SwayBrokenInputTests {
         #expect(harness.isDaemonRunning)
     }
 }
+
+/// Who the daemon follows: a sway socket it looked for must be served by the user it follows, and a peer that never
+/// answers or never accepts costs the loop nothing.
+@Suite("Display: whose sway, and a sway that never answers", .serialized)
+struct SwayTrustTests {
+    /// A listener with a full backlog that accepts nothing: a blocking connect to it never returns.
+    @Test("a sway socket that never accepts: the daemon serves, logs the refusal, and stops on SIGTERM")
+    func aListenerThatNeverAcceptsBlocksNothing() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let socketPath = harness.root.appendingPathComponent("stuck-sway.sock").path
+        let stuck = Process()
+        stuck.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        stuck.arguments = ["-c", """
+            import socket, sys, time
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(sys.argv[1])
+            server.listen(0)
+            # The one connection the backlog holds is taken by this process itself: every other connect waits.
+            filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            filler.connect(sys.argv[1])
+            print("full", flush=True)
+            time.sleep(3600)
+            """, socketPath]
+        let ready = Pipe()
+        stuck.standardOutput = ready
+        try stuck.run()
+        defer {
+            kill(stuck.processIdentifier, SIGKILL)
+            stuck.waitUntilExit()
+        }
+        _ = ready.fileHandleForReading.availableData
+        try harness.daemonConfig("[Display]\nSource=sway\nSwaySocket=\(socketPath)\n")
+        try harness.start()
+        try harness.waitUntil("the refused connect is logged") { harness.log.contains("Failed to connect to sway at \(socketPath)") }
+        #expect(try harness.lifectl("status").stdout.contains("display: sway at \(socketPath), reconnecting"))
+        let pid = try #require(harness.daemonPID)
+        kill(pid, SIGTERM)
+        try harness.waitUntil("the daemon stops on SIGTERM") { !harness.isDaemonRunning }
+    }
+
+    @Test("a sway that accepts and never answers is given up after a while and tried again; the daemon serves meanwhile")
+    func aSwayThatNeverAnswersIsGivenUp() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let socketPath = harness.root.appendingPathComponent("silent-sway.sock").path
+        let silent = Process()
+        silent.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        silent.arguments = ["-c", """
+            import socket, sys, time
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(sys.argv[1])
+            server.listen(8)
+            held = []
+            while True:
+                held.append(server.accept()[0])
+            """, socketPath]
+        try silent.run()
+        defer {
+            kill(silent.processIdentifier, SIGKILL)
+            silent.waitUntilExit()
+        }
+        try harness.waitUntil("the silent sway listens") { access(socketPath, F_OK) == 0 }
+        try harness.daemonConfig("[Display]\nSource=sway\nSwaySocket=\(socketPath)\n")
+        try harness.start()
+        #expect(try harness.lifectl("status").stdout.contains("reconnecting"))
+        try harness.waitUntil("the silent connection is given up", timeout: 20) {
+            harness.log.contains("sway at \(socketPath) did not answer within")
+        }
+    }
+
+    @Test("a root daemon looks for sway only in [Adopt] User='s runtime directory, and follows a socket there only when that user serves it")
+    func aRootDaemonFollowsOnlyTheUsersSway() throws {
+        let harness = try DaemonHarness()
+        let sway = try HeadlessSway(tag: harness.tag)
+        defer {
+            harness.stop()
+            sway.stop()
+        }
+        // The user's runtime directory as the search sees it, holding a socket served by someone else (root here).
+        let runtime = "/run/user/\(sway.uid)"
+        let madeRuntime = access(runtime, F_OK) != 0
+        if madeRuntime {
+            mkdir("/run/user", 0o755)
+            mkdir(runtime, 0o700)
+            chown(runtime, sway.uid, 0)
+        }
+        defer { if madeRuntime { _ = try? FileManager.default.removeItem(atPath: runtime) } }
+        let squatted = runtime + "/sway-ipc.\(sway.uid).1.sock"
+        let fake = Process()
+        fake.executableURL = URL(fileURLWithPath: DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_sway.py").path)
+        fake.arguments = [squatted, "good"]
+        fake.standardOutput = FileHandle.nullDevice
+        try fake.run()
+        defer {
+            kill(fake.processIdentifier, SIGKILL)
+            fake.waitUntilExit()
+            unlink(squatted)
+        }
+        try harness.waitUntil("the squatted socket listens") { access(squatted, F_OK) == 0 }
+        try harness.daemonConfig("[Display]\nSource=sway\n\n[Adopt]\nUser=\(HeadlessSway.user)\n")
+        try harness.start(extraEnvironment: ["SWAYSOCK": ""])
+        try harness.waitUntil("the squatter is refused") {
+            harness.log.contains("the sway socket \(squatted) is served by uid 0")
+        }
+        #expect(!harness.log.contains("display: following sway"))
+        #expect(try harness.lifectl("status").stdout.contains("reconnecting"))
+    }
+}
+

@@ -8,3 +8,6 @@ int cs_unix_listen(const char *path, int backlog);
 
 /* Connect to `path`. Blocking. */
 int cs_unix_connect(const char *path);
+/// The same without ever waiting: a listener whose backlog is full gives -EAGAIN at once. The socket stays
+/// non-blocking.
+int cs_unix_connect_nonblocking(const char *path);

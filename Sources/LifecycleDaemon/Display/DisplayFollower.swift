@@ -30,9 +30,25 @@ final class DisplayFollower {
         self.host = host
     }
 
+    /// Where a sway socket is looked for when none is given, and whose it must be. A socket the configuration or
+    /// SWAYSOCK names is followed as given. One found by looking is another user's to make: a user's daemon looks
+    /// in its own runtime directory and follows only its own uid's sway; a root daemon only in `[Adopt] User=`'s,
+    /// and follows only that user's; without `User=` it looks nowhere. The listener's credentials are checked at
+    /// every connect (`SwaySource`).
+    private func swayTrust(_ config: DisplayConfig, environment: [String: String]) -> (directories: [String], owner: uid_t?) {
+        if config.swaySocket != nil || !(environment["SWAYSOCK"] ?? "").isEmpty { return ([], nil) }
+        if getuid() != 0 {
+            let own = environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/run/user/\(getuid())"
+            return ([own], getuid())
+        }
+        guard let user = adoptConfig().user, let uid = ConfigLoader.systemUserID(user) else { return ([], nil) }
+        return (["/run/user/\(uid)"], uid)
+    }
+
     /// Start following the display server `config` names (`auto` resolved against `environment`).
     func start(_ config: DisplayConfig, environment: [String: String]) {
-        let (choice, address) = config.resolved(environment: environment)
+        let (choice, address) = config.resolved(environment: environment,
+                                                runtimeDirectories: swayTrust(config, environment: environment).directories)
         running = config
         chosen = config.source
         switch choice {
@@ -43,11 +59,15 @@ final class DisplayFollower {
         case .gnome:
             startGnome(config)
         case .sway:
-            guard let address else {
+            let (searched, owner) = swayTrust(config, environment: environment)
+            guard let address = config.resolved(environment: environment, runtimeDirectories: searched).address else {
                 unavailable = "sway (no socket: set SwaySocket= or SWAYSOCK)"
-                return Log.warning("display: Source=sway but no sway socket is given or found; focus follows lifectl alone")
+                return Log.warning("display: Source=sway but no sway socket is given or found"
+                    + (getuid() == 0 && adoptConfig().user == nil ? " (a root lifecycled looks only in [Adopt] User='s runtime directory)" : "")
+                    + "; focus follows lifectl alone")
             }
-            let source = SwaySource(loop: loop, socketPath: address, locate: { config.resolved(environment: environment).address })
+            let source = SwaySource(loop: loop, socketPath: address, owner: owner,
+                                    locate: { config.resolved(environment: environment, runtimeDirectories: searched).address })
             self.source = source
             Log.info("display: Source=\(config.source.rawValue): following sway at \(address)")
             source.start { [unowned self] picture in self.reported(picture) }

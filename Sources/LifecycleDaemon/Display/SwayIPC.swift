@@ -43,8 +43,9 @@ enum SwayIPCError: Error, Equatable, CustomStringConvertible {
 enum SwayCodec {
     static let magic = Array("i3-ipc".utf8)
     static let headerSize = magic.count + 8
-    /// A tree of thousands of windows is well under this; a length beyond it is a broken stream, not a big tree.
-    static let maxPayload: UInt32 = 64 << 20
+    /// A tree of thousands of windows is well under this; a length beyond it is a broken or hostile stream, not a
+    /// big tree.
+    static let maxPayload: UInt32 = 8 << 20
 
     /// One message to send.
     static func encode(type: UInt32, payload: String = "") -> [UInt8] {

@@ -32,10 +32,21 @@ final class SwaySource: DisplaySource {
         [unowned self] in self.connect()
     }
     private var stopped = false
+    /// The uid whose sway the daemon follows, checked against the listener's credentials at every connect; nil
+    /// for a socket the configuration names, which is followed whoever serves it.
+    private let owner: uid_t?
+    /// How long a connection may go without its first tree before it is taken for lost.
+    static let answerTimeout: Duration = .seconds(5)
+    /// At most this much is read from sway per wakeup, so that a flood leaves the loop to the other inputs.
+    static let readBudget = 256 * 1024
+    private lazy var answerTimer = try? LoopTimer(loop: loop) { [unowned self] in
+        if !self.connected, self.socket != nil { self.lost("sway at \(self.address) did not answer within \(Self.answerTimeout)") }
+    }
 
-    init(loop: EventLoop, socketPath: String, locate: @escaping () -> String? = { nil }) {
+    init(loop: EventLoop, socketPath: String, owner: uid_t? = nil, locate: @escaping () -> String? = { nil }) {
         self.loop = loop
         self.address = socketPath
+        self.owner = owner
         self.locate = locate
     }
 
@@ -58,10 +69,18 @@ final class SwaySource: DisplaySource {
     private func connect() {
         guard !stopped else { return }
         if let found = locate() { address = found }
-        let fd = cs_unix_connect(address)
+        let fd = cs_unix_connect_nonblocking(address)
         guard fd >= 0 else { return lost("Failed to connect to sway at \(address): \(String(cString: strerror(-fd)))") }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         let socket = FileDescriptor(owning: fd, path: address)
+        if let owner {
+            var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+            guard cs_peer_credentials(fd, &pid, &uid, &gid) == 0 else {
+                return lost("Failed to read who serves the sway socket \(address): \(String(cString: strerror(errno)))")
+            }
+            guard uid == owner else {
+                return lost("the sway socket \(address) is served by uid \(uid) (pid \(pid)), not by uid \(owner); not following it")
+            }
+        }
         do {
             watch = try loop.watch(fd: fd, events: IOEvents.readable) { [unowned self] revents in self.ready(revents) }
         } catch {
@@ -75,6 +94,7 @@ final class SwaySource: DisplaySource {
         changeStarted = nil
         send(SwayMessageType.subscribe, payload: #"["window","workspace","shutdown"]"#)
         send(SwayMessageType.getTree)
+        answerTimer?.arm(after: Self.answerTimeout)
     }
 
     private func disconnect() {
@@ -138,7 +158,9 @@ final class SwaySource: DisplaySource {
         if revents & IOEvents.writable != 0 { flush() }
         guard let socket, revents & IOEvents.readable | IOEvents.hangup | IOEvents.error != 0 else { return }
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
+        var taken = 0
+        // What is left past the budget wakes the loop again (level-triggered), after the other inputs.
+        while taken < Self.readBudget {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(socket.rawValue, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             if count < 0, errno == EAGAIN { break }
@@ -146,6 +168,7 @@ final class SwaySource: DisplaySource {
                 return lost(count == 0 ? "sway closed the connection" : "Failed to read from sway: \(String(cString: strerror(errno)))")
             }
             decoder.append(chunk[..<count])
+            taken += count
         }
         do {
             while let frame = try decoder.next() {
@@ -228,6 +251,7 @@ final class SwaySource: DisplaySource {
             let picture = try SwayTree.picture(fromTree: frame.payload, coder: coder)
             if !connected {
                 connected = true
+                answerTimer?.cancel()
                 reconnection?.succeeded()
                 Log.info("display: following sway at \(address)")
             }
