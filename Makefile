@@ -83,8 +83,8 @@ test-clients: clients deps
 #   $(PREFIX)/share/bash-completion/completions  lifectl
 #   /etc/lifecycled/lifecycled.conf, apps/       only if there is no lifecycled.conf yet (no demo apps)
 #   $(DBUSPOLICYDIR), $(POLKITACTIONDIR)         the D-Bus API's bus policy and polkit action (docs/DBUS.md)
-#   $(PREFIX)/include, $(PREFIX)/lib, man3       liblifecycle: lifecycle.h, the shared and static libraries,
-#                                                lifecycle.pc (lib/pkgconfig), lifecycle(3) and its pages
+#   $(PREFIX)/include, $(LIBDIR), man3           liblifecycle: lifecycle.h, the shared and static libraries,
+#                                                lifecycle.pc ($(LIBDIR)/pkgconfig), lifecycle(3) and a page per function
 # The units go to systemd's vendor directory under the prefix, not /etc/systemd/system: that one is the
 # administrator's (systemctl edit, drop-ins, masks), which an install must not overwrite nor an uninstall
 # delete. systemd searches /usr/local/lib/systemd/system and /usr/lib/systemd/system; with another PREFIX,
@@ -100,6 +100,7 @@ test-clients: clients deps
 PREFIX ?= /usr/local
 BINDIR_SOURCE ?=
 BINDIR = $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
 MANDIR = $(PREFIX)/share/man
 COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
 UNITDIR = $(PREFIX)/lib/systemd/system
@@ -149,7 +150,7 @@ endif
 	install -D -m 0644 share/polkit-1/actions/org.lifecycled.policy "$(DESTDIR)$(POLKITACTIONDIR)/org.lifecycled.policy"
 	[ -e "$(DESTDIR)$(CONFDIR)/lifecycled.conf" ] || install -D -m 0644 Config/lifecycled.conf "$(DESTDIR)$(CONFDIR)/lifecycled.conf"
 	install -d "$(DESTDIR)$(CONFDIR)/apps"
-	$(MAKE) -s -C clients/c install PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)"
+	$(MAKE) -s -C clients/c install PREFIX="$(PREFIX)" LIBDIR="$(LIBDIR)" DESTDIR="$(DESTDIR)"
 	@if [ "$(UNITDIR)" != /etc/systemd/system ] && [ -e "$(DESTDIR)/etc/systemd/system/lifecycled.service" ]; then \
 		echo "Note: $(DESTDIR)/etc/systemd/system/lifecycled.service (an earlier install?) overrides $(UNITDIR)/lifecycled.service"; \
 	fi
@@ -158,8 +159,29 @@ endif
 
 uninstall:
 	rm -f $(addprefix "$(DESTDIR),$(addsuffix ",$(INSTALLED)))
-	$(MAKE) -s -C clients/c uninstall PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)"
+	$(MAKE) -s -C clients/c uninstall PREFIX="$(PREFIX)" LIBDIR="$(LIBDIR)" DESTDIR="$(DESTDIR)"
 	@echo "Kept the configuration in $(DESTDIR)$(CONFDIR)"
+
+# The Debian packages (docs/PACKAGING.md): lifecycled_$(DEB_VERSION)_ARCH.deb (the daemon, lifectl, the units,
+# /etc/lifecycled), liblifecycle1 (the shared library) and liblifecycle-dev (header, static library, pkg-config
+# file, man pages), built with dpkg-deb from a `make install DESTDIR=` tree with PREFIX=/usr, then checked with
+# lintian (an error fails the build). The version is the daemon's own (daemonVersion, the one place it is written)
+# and a build number: `make deb DEB_BUILD=2` makes a package that upgrades the one of DEB_BUILD=1.
+# BINDIR_SOURCE=DIR packages prebuilt lifecycled and lifectl, as for make install. dpkg-dev (dpkg-shlibdeps)
+# and lintian come through apt, only when missing.
+VERSION := $(shell sed -n 's/^public let daemonVersion = "\(.*\)"$$/\1/p' Sources/LifecycleDaemon/Daemon/Daemon.swift)
+DEB_BUILD ?= 1
+DEB_VERSION ?= $(VERSION)-$(DEB_BUILD)
+DEB_OUTDIR ?= $(CURDIR)
+.PHONY: deb deb-deps
+deb: deb-deps
+	VERSION="$(DEB_VERSION)" BINDIR_SOURCE="$(BINDIR_SOURCE)" OUTDIR="$(DEB_OUTDIR)" bash packaging/build-deb.sh
+
+deb-deps:
+	@if ! command -v dpkg-shlibdeps >/dev/null 2>&1 || ! command -v lintian >/dev/null 2>&1; then \
+		echo "Installing dpkg-dev and lintian through apt (make deb)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dpkg-dev lintian >/dev/null; \
+	fi
 
 # lifecycled beside supervisord, s6 and runit (installed from Debian's packages, run in private temp folders)
 # and the physical floors, in one run: docs/BENCHMARKS.md and its chart. About 12 min on 2 cores (the display and desktop runs included);
