@@ -173,9 +173,13 @@ VERSION := $(shell sed -n 's/^public let daemonVersion = "\(.*\)"$$/\1/p' Source
 DEB_BUILD ?= 1
 DEB_VERSION ?= $(VERSION)-$(DEB_BUILD)
 DEB_OUTDIR ?= $(CURDIR)
+# dpkg-deb's compressor, and LINTIAN=0 to skip lintian (the tests' second build).
+DEB_COMPRESS ?= xz
+LINTIAN ?= 1
 .PHONY: deb deb-deps
 deb: deb-deps
-	VERSION="$(DEB_VERSION)" BINDIR_SOURCE="$(BINDIR_SOURCE)" OUTDIR="$(DEB_OUTDIR)" bash packaging/build-deb.sh
+	VERSION="$(DEB_VERSION)" BINDIR_SOURCE="$(BINDIR_SOURCE)" OUTDIR="$(DEB_OUTDIR)" DEB_COMPRESS="$(DEB_COMPRESS)" \
+		LINTIAN="$(LINTIAN)" bash packaging/build-deb.sh
 
 deb-deps:
 	@if ! command -v dpkg-shlibdeps >/dev/null 2>&1 || ! command -v lintian >/dev/null 2>&1; then \
@@ -210,11 +214,11 @@ test-systemd: test-systemd-deps
 		*) echo "SYSTEMD_MODE: container, vm or all" >&2; exit 2 ;; \
 	esac
 
-# What both modes need on the host: systemd-nspawn, debootstrap, qemu (without its recommends: no GUI), and
-# e2fsprogs for the VM's images.
+# What both modes need on the host: systemd-nspawn, debootstrap, qemu (without its recommends: no GUI),
+# e2fsprogs for the VM's images, and dpkg-dev and lintian for the container's package case (make deb).
 test-systemd-deps:
 	@missing=""; \
-	for tool in systemd-nspawn:systemd-container debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 debugfs:e2fsprogs readelf:binutils; do \
+	for tool in systemd-nspawn:systemd-container debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 debugfs:e2fsprogs readelf:binutils dpkg-shlibdeps:dpkg-dev lintian:lintian; do \
 		command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
