@@ -178,6 +178,7 @@ DEB_COMPRESS ?= xz
 LINTIAN ?= 1
 .PHONY: deb deb-deps
 deb: deb-deps
+	@[ -n "$(VERSION)" ] || { echo "make deb: no daemonVersion in Sources/LifecycleDaemon/Daemon/Daemon.swift" >&2; exit 1; }
 	VERSION="$(DEB_VERSION)" BINDIR_SOURCE="$(BINDIR_SOURCE)" OUTDIR="$(DEB_OUTDIR)" DEB_COMPRESS="$(DEB_COMPRESS)" \
 		LINTIAN="$(LINTIAN)" bash packaging/build-deb.sh
 
