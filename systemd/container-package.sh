@@ -30,7 +30,7 @@ trap 'systemctl poweroff --no-block' EXIT
 state=$(timeout 60 systemctl is-system-running --wait 2>&1)
 case $state in running|degraded) ;; *) fail "container boots" "is-system-running: $state" ;; esac
 debs() { ls /debs/"$1"/lifecycled_*.deb /debs/"$1"/liblifecycle1_*.deb /debs/"$1"/liblifecycle-dev_*.deb; }
-echo "INFO package: $(cd /debs && ls 1 2 | grep -c '\.deb$') packages: $(cd /debs/1 && ls | tr '\n' ' ')" | tee -a "$R"
+echo "INFO package: $(cd /debs/1 && ls | sed 's/_.*//' | tr '\n' ' ')in two builds: $(dpkg-deb -f /debs/1/lifecycled_*.deb Version), $(dpkg-deb -f /debs/2/lifecycled_*.deb Version)" | tee -a "$R"
 
 # The operator and the stranger, made before the first file list: useradd's files are not the package's.
 groupadd --system lcctl && useradd --no-create-home --groups lcctl lcop && useradd --no-create-home lcstranger
