@@ -202,8 +202,9 @@ bench-smoke: deps
 # lifecycled under a real systemd (root; docs/SYSTEMD-CONTAINER.md; CI runs SYSTEMD_MODE=all, make test does not). SYSTEMD_MODE=container (default):
 # PID 1 in a systemd-nspawn container on a debootstrap tree: systemctl start/status/reload/restart/stop,
 # journalctl, the apps' cgroups, then a user's systemctl --user lifecycled adopting, freezing and thawing a scope;
-# first run about 4 min and 355 MB under /var/tmp/lifecycled-nspawn, later runs about 1.5 min (the incremental
-# release build, then two boots of about 16 s). SYSTEMD_MODE=vm: Debian's kernel and systemd booted in qemu on pure cgroup2 with its controllers:
+# then the package case in a boot of its own (make deb twice, apt install, an upgrade that keeps the apps running,
+# apt remove and purge: docs/PACKAGING.md); first run about 5 min and 380 MB under /var/tmp/lifecycled-nspawn,
+# later runs about 2.5 min (the incremental release build, two boots of about 16 s, the packages, a boot of 13 s). SYSTEMD_MODE=vm: Debian's kernel and systemd booted in qemu on pure cgroup2 with its controllers:
 # crash recovery after SIGKILL, SIGSEGV and a watchdog timeout of the daemon; first run about 6 min and 900 MB
 # under /var/tmp/lifecycled-vm, later runs about 7 min under TCG (seconds of boot under KVM). SYSTEMD_MODE=all: both.
 SYSTEMD_MODE ?= container
