@@ -65,6 +65,10 @@ for f in $functions; do
     [ -f "$page" ] || { fail "$f.3 includes $target, which is not installed"; continue; }
     sed -n '/^\.SH NAME/,/\\-/p' "$page" | grep -qw "$f" || fail "$f is not in the NAME section of $(basename "$page")"
 done
+# The pages the header's comments name, lifecycle_process(3) and the like, are installed too.
+for named in $(grep -oE '[a-z_.-]+\(3\)' "$prefix/include/lifecycle.h" | sed 's/(3)$//' | sort -u); do
+    [ -f "$man3/$named.3" ] || fail "lifecycle.h names $named(3), which is not installed"
+done
 if command -v man >/dev/null 2>&1; then
     for f in $functions; do man -w -M "$prefix/share/man" 3 "$f" >/dev/null 2>&1 || fail "man -w 3 $f finds nothing"; done
 fi
