@@ -83,8 +83,8 @@ test-clients: clients deps
 #   $(PREFIX)/share/bash-completion/completions  lifectl
 #   /etc/lifecycled/lifecycled.conf, apps/       only if there is no lifecycled.conf yet (no demo apps)
 #   $(DBUSPOLICYDIR), $(POLKITACTIONDIR)         the D-Bus API's bus policy and polkit action (docs/DBUS.md)
-#   $(PREFIX)/include, $(PREFIX)/lib, man3       liblifecycle: lifecycle.h, the shared and static libraries,
-#                                                lifecycle.pc (lib/pkgconfig), lifecycle(3) and its pages
+#   $(PREFIX)/include, $(LIBDIR), man3           liblifecycle: lifecycle.h, the shared and static libraries,
+#                                                lifecycle.pc ($(LIBDIR)/pkgconfig), lifecycle(3) and a page per function
 # The units go to systemd's vendor directory under the prefix, not /etc/systemd/system: that one is the
 # administrator's (systemctl edit, drop-ins, masks), which an install must not overwrite nor an uninstall
 # delete. systemd searches /usr/local/lib/systemd/system and /usr/lib/systemd/system; with another PREFIX,
@@ -100,6 +100,7 @@ test-clients: clients deps
 PREFIX ?= /usr/local
 BINDIR_SOURCE ?=
 BINDIR = $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
 MANDIR = $(PREFIX)/share/man
 COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
 UNITDIR = $(PREFIX)/lib/systemd/system
@@ -149,7 +150,7 @@ endif
 	install -D -m 0644 share/polkit-1/actions/org.lifecycled.policy "$(DESTDIR)$(POLKITACTIONDIR)/org.lifecycled.policy"
 	[ -e "$(DESTDIR)$(CONFDIR)/lifecycled.conf" ] || install -D -m 0644 Config/lifecycled.conf "$(DESTDIR)$(CONFDIR)/lifecycled.conf"
 	install -d "$(DESTDIR)$(CONFDIR)/apps"
-	$(MAKE) -s -C clients/c install PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)"
+	$(MAKE) -s -C clients/c install PREFIX="$(PREFIX)" LIBDIR="$(LIBDIR)" DESTDIR="$(DESTDIR)"
 	@if [ "$(UNITDIR)" != /etc/systemd/system ] && [ -e "$(DESTDIR)/etc/systemd/system/lifecycled.service" ]; then \
 		echo "Note: $(DESTDIR)/etc/systemd/system/lifecycled.service (an earlier install?) overrides $(UNITDIR)/lifecycled.service"; \
 	fi
@@ -158,8 +159,34 @@ endif
 
 uninstall:
 	rm -f $(addprefix "$(DESTDIR),$(addsuffix ",$(INSTALLED)))
-	$(MAKE) -s -C clients/c uninstall PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)"
+	$(MAKE) -s -C clients/c uninstall PREFIX="$(PREFIX)" LIBDIR="$(LIBDIR)" DESTDIR="$(DESTDIR)"
 	@echo "Kept the configuration in $(DESTDIR)$(CONFDIR)"
+
+# The Debian packages (docs/PACKAGING.md): lifecycled_$(DEB_VERSION)_ARCH.deb (the daemon, lifectl, the units,
+# /etc/lifecycled), liblifecycle1 (the shared library) and liblifecycle-dev (header, static library, pkg-config
+# file, man pages), built with dpkg-deb from a `make install DESTDIR=` tree with PREFIX=/usr, then checked with
+# lintian (an error fails the build). The version is the daemon's own (daemonVersion, the one place it is written)
+# and a build number: `make deb DEB_BUILD=2` makes a package that upgrades the one of DEB_BUILD=1.
+# BINDIR_SOURCE=DIR packages prebuilt lifecycled and lifectl, as for make install. dpkg-dev (dpkg-shlibdeps)
+# and lintian come through apt, only when missing.
+VERSION := $(shell sed -n 's/^public let daemonVersion = "\(.*\)"$$/\1/p' Sources/LifecycleDaemon/Daemon/Daemon.swift)
+DEB_BUILD ?= 1
+DEB_VERSION ?= $(VERSION)-$(DEB_BUILD)
+DEB_OUTDIR ?= $(CURDIR)
+# dpkg-deb's compressor, and LINTIAN=0 to skip lintian (the tests' second build).
+DEB_COMPRESS ?= xz
+LINTIAN ?= 1
+.PHONY: deb deb-deps
+deb: deb-deps
+	@[ -n "$(VERSION)" ] || { echo "make deb: no daemonVersion in Sources/LifecycleDaemon/Daemon/Daemon.swift" >&2; exit 1; }
+	VERSION="$(DEB_VERSION)" BINDIR_SOURCE="$(BINDIR_SOURCE)" OUTDIR="$(DEB_OUTDIR)" DEB_COMPRESS="$(DEB_COMPRESS)" \
+		LINTIAN="$(LINTIAN)" bash packaging/build-deb.sh
+
+deb-deps:
+	@if ! command -v dpkg-shlibdeps >/dev/null 2>&1 || ! command -v lintian >/dev/null 2>&1; then \
+		echo "Installing dpkg-dev and lintian through apt (make deb)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dpkg-dev lintian >/dev/null; \
+	fi
 
 # lifecycled beside supervisord, s6 and runit (installed from Debian's packages, run in private temp folders)
 # and the physical floors, in one run: docs/BENCHMARKS.md and its chart. About 12 min on 2 cores (the display and desktop runs included);
@@ -175,8 +202,9 @@ bench-smoke: deps
 # lifecycled under a real systemd (root; docs/SYSTEMD-CONTAINER.md; CI runs SYSTEMD_MODE=all, make test does not). SYSTEMD_MODE=container (default):
 # PID 1 in a systemd-nspawn container on a debootstrap tree: systemctl start/status/reload/restart/stop,
 # journalctl, the apps' cgroups, then a user's systemctl --user lifecycled adopting, freezing and thawing a scope;
-# first run about 4 min and 355 MB under /var/tmp/lifecycled-nspawn, later runs about 1.5 min (the incremental
-# release build, then two boots of about 16 s). SYSTEMD_MODE=vm: Debian's kernel and systemd booted in qemu on pure cgroup2 with its controllers:
+# then the package case in a boot of its own (make deb twice, apt install, an upgrade that keeps the apps running,
+# apt remove and purge: docs/PACKAGING.md); first run about 5 min and 380 MB under /var/tmp/lifecycled-nspawn,
+# later runs about 2.5 min (the incremental release build, two boots of about 16 s, the packages, a boot of 13 s). SYSTEMD_MODE=vm: Debian's kernel and systemd booted in qemu on pure cgroup2 with its controllers:
 # crash recovery after SIGKILL, SIGSEGV and a watchdog timeout of the daemon; first run about 6 min and 900 MB
 # under /var/tmp/lifecycled-vm, later runs about 7 min under TCG (seconds of boot under KVM). SYSTEMD_MODE=all: both.
 SYSTEMD_MODE ?= container
@@ -188,11 +216,11 @@ test-systemd: test-systemd-deps
 		*) echo "SYSTEMD_MODE: container, vm or all" >&2; exit 2 ;; \
 	esac
 
-# What both modes need on the host: systemd-nspawn, debootstrap, qemu (without its recommends: no GUI), and
-# e2fsprogs for the VM's images.
+# What both modes need on the host: systemd-nspawn, debootstrap, qemu (without its recommends: no GUI),
+# e2fsprogs for the VM's images, and dpkg-dev and lintian for the container's package case (make deb).
 test-systemd-deps:
 	@missing=""; \
-	for tool in systemd-nspawn:systemd-container debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 debugfs:e2fsprogs readelf:binutils; do \
+	for tool in systemd-nspawn:systemd-container debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 debugfs:e2fsprogs readelf:binutils dpkg-shlibdeps:dpkg-dev lintian:lintian; do \
 		command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

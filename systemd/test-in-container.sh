@@ -14,7 +14,10 @@
 #      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory; then the
 #      user-session case (systemd/container-user-session.sh): a user's `systemctl --user` lifecycled adopts,
 #      freezes and thaws a `systemd-run --user --scope` program; and powers the container off;
-#   5. prints the results and the cost, removes the container's leftovers, and exits 1 if any check failed
+#   5. the package case: `make deb` twice from the same binaries (DEB_BUILD=1 and 2, lintian on the first), then
+#      one more boot of the tree with nothing of lifecycled in it, where systemd/container-package.sh installs the
+#      first build with apt, upgrades to the second, removes and purges (docs/PACKAGING.md);
+#   6. prints the results and the cost, removes the container's leftovers, and exits 1 if any check failed
 #      (2 if the container could not be built or booted at all).
 #
 # Environment:
@@ -32,8 +35,11 @@
 #   LIFECYCLED_NSPAWN_TIMEOUT
 #                           seconds one boot with its checks may take (default 180)
 #   LIFECYCLED_BIN_DIR      use lifecycled and lifectl from this directory instead of building them
+#   LIFECYCLED_NSPAWN_PACKAGE=0
+#                           leave the package case out
 #
-# Needs: root, systemd-nspawn (apt-get install systemd-container), debootstrap, swift (unless LIFECYCLED_BIN_DIR).
+# Needs: root, systemd-nspawn (apt-get install systemd-container), debootstrap, swift (unless LIFECYCLED_BIN_DIR),
+# dpkg-dev and lintian for the package case (make test-systemd-deps installs them).
 # It does not need systemd as the host's init, nor systemd-machined: the container is not registered
 # (--register=no) and runs in the cgroup this script is in (--keep-unit).
 set -u -o pipefail
@@ -333,10 +339,42 @@ cp "$here/systemd/container-user-session.sh" "$CHECK/user-session.sh" && cp "$he
     || die "copying the user-session case to $CHECK failed"
 
 # --- 4. boot, once per cgroup mode -------------------------------------------------------------------------------
+# boot NAME CHECK-UNIT [ENV=VALUE…] -- [systemd-nspawn options…]: boots the tree with the check unit pulled in,
+# prints its results, and sets failed=1 on a failed check.
 failed=0
+boot() {
+    local name=$1 unit=$2 env=() out=$WORK/out-$1 t dt rc
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do env+=("$1"); shift; done
+    shift
+    rm -rf "$out"; mkdir -p "$out"
+    t=$(now)
+    env "${env[@]}" timeout --kill-after=10 "$TIMEOUT" systemd-nspawn \
+        --quiet --directory="$ROOT" --boot --volatile=overlay \
+        --register=no --keep-unit --console=pipe \
+        --machine="lifecycled-test-$name" \
+        --bind-ro="$CHECK:/check" \
+        --bind-ro="$CHECK/$unit:/etc/systemd/system/$unit" \
+        --bind="$out:/out" \
+        "$@" \
+        systemd.wants="$unit" \
+        >"$out/console.log" 2>&1
+    rc=$?
+    dt=$(elapsed "$t")
+    # nspawn refuses to rm -rf its propagation directory when /run is not a tmpfs; remove it ourselves.
+    rm -rf "/run/systemd/nspawn/propagate/lifecycled-test-$name" "/run/systemd/nspawn/propagate/root" 2>/dev/null
+    echo "   container ran $dt s (boot, checks, poweroff); systemd-nspawn exit status $rc"
+    if [ ! -s "$out/results" ]; then
+        echo "FAIL container boots ($name): no results; console:"; tail -40 "$out/console.log"
+        failed=1; return
+    fi
+    grep -E '^(PASS|FAIL|SKIP|INFO)' "$out/results" | sed 's/^/   /'
+    grep -q '^DONE' "$out/results" || { echo "   FAIL checks did not finish (timeout ${TIMEOUT}s?)"; failed=1; }
+    grep -q '^FAIL' "$out/results" && failed=1
+    echo "   details: $out/details, console: $out/console.log"
+}
+
 for mode in $MODES; do
-    OUT=$WORK/out-$mode
-    rm -rf "$OUT"; mkdir -p "$OUT"
     env=()
     case $mode in
         auto) ;;
@@ -345,33 +383,43 @@ for mode in $MODES; do
         *) die "unknown cgroup mode '$mode' (auto, unified, legacy)" ;;
     esac
     echo "== booting the container (cgroup mode: $mode)"
-    t=$(now)
-    env "${env[@]}" timeout --kill-after=10 "$TIMEOUT" systemd-nspawn \
-        --quiet --directory="$ROOT" --boot --volatile=overlay \
-        --register=no --keep-unit --console=pipe \
-        --machine="lifecycled-test-$mode" \
+    boot "$mode" lifecycled-check.service "${env[@]}" -- \
         --bind-ro="$BIN/lifecycled:/usr/local/bin/lifecycled" \
         --bind-ro="$BIN/lifectl:/usr/local/bin/lifectl" \
-        --bind-ro="$here/systemd/lifecycled.service:/etc/systemd/system/lifecycled.service" \
-        --bind-ro="$CHECK:/check" \
-        --bind-ro="$CHECK/lifecycled-check.service:/etc/systemd/system/lifecycled-check.service" \
-        --bind="$OUT:/out" \
-        systemd.wants=lifecycled-check.service \
-        >"$OUT/console.log" 2>&1
-    rc=$?
-    dt=$(elapsed "$t")
-    # nspawn refuses to rm -rf its propagation directory when /run is not a tmpfs; remove it ourselves.
-    rm -rf "/run/systemd/nspawn/propagate/lifecycled-test-$mode" "/run/systemd/nspawn/propagate/root" 2>/dev/null
-    echo "   container ran $dt s (boot, checks, poweroff); systemd-nspawn exit status $rc"
-    if [ ! -s "$OUT/results" ]; then
-        echo "FAIL container boots (mode $mode): no results; console:"; tail -40 "$OUT/console.log"
-        failed=1; continue
-    fi
-    grep -E '^(PASS|FAIL|SKIP|INFO)' "$OUT/results" | sed 's/^/   /'
-    grep -q '^DONE' "$OUT/results" || { echo "   FAIL checks did not finish (timeout ${TIMEOUT}s?)"; failed=1; }
-    grep -q '^FAIL' "$OUT/results" && failed=1
-    echo "   details: $OUT/details, console: $OUT/console.log"
+        --bind-ro="$here/systemd/lifecycled.service:/etc/systemd/system/lifecycled.service"
 done
+
+# --- 5. the package case ----------------------------------------------------------------------------------------
+# The packages of the binaries tested above, built the way a user builds them (make deb), the second one a build
+# later. gzip instead of xz, and lintian once: the two builds differ in their version only.
+if [ "${LIFECYCLED_NSPAWN_PACKAGE:-1}" = 1 ]; then
+    DEBS=$WORK/debs
+    rm -rf "$DEBS"
+    t=$(now)
+    echo "== make deb DEB_BUILD=1 and DEB_BUILD=2 (BINDIR_SOURCE=$BIN)"
+    if make -s -C "$here" deb BINDIR_SOURCE="$BIN" DEB_BUILD=1 DEB_OUTDIR="$DEBS/1" DEB_COMPRESS=gzip >"$WORK/deb.log" 2>&1 \
+        && make -s -C "$here" deb BINDIR_SOURCE="$BIN" DEB_BUILD=2 DEB_OUTDIR="$DEBS/2" DEB_COMPRESS=gzip LINTIAN=0 >>"$WORK/deb.log" 2>&1; then
+        echo "   built in $(elapsed "$t") s; lintian on the first build:"
+        grep -E '^ +[EWI]: ' "$WORK/deb.log" | sed 's/^ */   /'
+        if grep -qE '^ +E: ' "$WORK/deb.log"; then echo "   FAIL lintian reports errors"; failed=1; else echo "   PASS lintian: no error"; fi
+        cp "$here/systemd/container-package.sh" "$CHECK/package.sh" || die "copying the package case to $CHECK failed"
+        cat >"$CHECK/lifecycled-package.service" <<'EOF'
+[Unit]
+Description=lifecycled package checks (test-in-container.sh)
+[Service]
+Type=exec
+ExecStart=/bin/bash /check/package.sh
+StandardOutput=journal+console
+StandardError=journal+console
+EOF
+        echo "== booting the container for the package case (cgroup mode: auto)"
+        boot package lifecycled-package.service -- --bind-ro="$DEBS:/debs"
+    else
+        tail -30 "$WORK/deb.log" | sed 's/^/   /'
+        echo "   FAIL make deb ($WORK/deb.log)"
+        failed=1
+    fi
+fi
 
 echo "== cost: $(( $(date +%s) - t_start )) s wall in total; disk: tree $(du -sm "$ROOT" | cut -f1) MB, build $(du -sm "$WORK/build" 2>/dev/null | cut -f1) MB, all of $WORK $(du -sm "$WORK" | cut -f1) MB"
 if [ $failed = 0 ]; then echo "== PASS"; else echo "== FAIL"; fi

@@ -187,6 +187,7 @@ struct ServiceFilesTests {
         let variables = ["DESTDIR=\(root)", "PREFIX=/usr/local", "BINDIR_SOURCE=\(DaemonHarness.products.path)"]
 
         try runMake(["install"] + variables)
+        let functions = try headerFunctions()
         let expected: [String: mode_t] = [
             "usr/local/bin/lifecycled": 0o755,
             "usr/local/bin/lifectl": 0o755,
@@ -202,15 +203,15 @@ struct ServiceFilesTests {
             "usr/share/dbus-1/system.d/org.lifecycled.Lifecycle1.conf": 0o644,
             "usr/share/polkit-1/actions/org.lifecycled.policy": 0o644,
             // liblifecycle (clients/c): the header, the libraries (the two links resolve to the shared one), the
-            // pkg-config file and the man pages of section 3.
+            // pkg-config file and the man pages of section 3: lifecycle(3) and one per function of the header, its
+            // own or a ".so" page naming the page that documents it.
             "usr/local/include/lifecycle.h": 0o644,
             "usr/local/lib/liblifecycle.so.1.0.0": 0o755,
             "usr/local/lib/liblifecycle.so.1": 0o755,
             "usr/local/lib/liblifecycle.so": 0o755,
             "usr/local/lib/liblifecycle.a": 0o644,
             "usr/local/lib/pkgconfig/lifecycle.pc": 0o644,
-        ].merging(["lifecycle", "lifecycle_new_from_environment", "lifecycle_process", "lifecycle_message_ack",
-                   "lifecycle_begin_background_task", "lifecycle_post", "lifecycle_get_state"]
+        ].merging((["lifecycle"] + functions)
             .map { ("usr/local/share/man/man3/\($0).3", mode_t(0o644)) }) { $1 }
         #expect(files(under: root) == Set(expected.keys))
         for (file, mode) in expected {
@@ -374,6 +375,14 @@ struct ServiceFilesTests {
         for key in ["MAKEFLAGS", "MAKELEVEL", "MFLAGS", "DESTDIR", "PREFIX", "BINDIR_SOURCE"] { environment.removeValue(forKey: key) }
         let result = try Tool.run(Self.make!, ["-C", Self.repository.path] + arguments, environment: environment)
         #expect(result.status == 0, "make \(arguments.joined(separator: " ")) failed:\n\(result.stdout)\n\(result.stderr)")
+    }
+
+    /// The functions lifecycle.h declares: each name followed by its parameter list (a function pointer type's
+    /// name is followed by ")").
+    func headerFunctions() throws -> [String] {
+        let header = try String(contentsOf: Self.repository.appendingPathComponent("clients/c/include/lifecycle.h"), encoding: .utf8)
+        let declaration = try Regex(#"\b(lifecycle_[a-z0-9_]+)\s*\("#)
+        return Set(header.matches(of: declaration).compactMap { $0.output[1].substring.map(String.init) }).sorted()
     }
 
     /// A MANPATH tree holding the pages of docs/man, for man(1) to find them by name.

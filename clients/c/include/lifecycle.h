@@ -3,7 +3,14 @@
  * Shaped like libsystemd's clients: an object made from the environment, one file descriptor to poll, and
  * lifecycle_process() to read and dispatch. The library starts no thread and never blocks for long, so it
  * fits any event loop (poll, sd-event, GLib's g_unix_fd_add, Qt's QSocketNotifier). Functions return 0 or a
- * positive value on success and a negative errno value on failure; none of them aborts the program.
+ * positive value on success and a negative errno value on failure; none of them aborts the program. The
+ * library writes nothing to standard error unless LIFECYCLE_DEBUG=1 is set (or a log callback is given).
+ *
+ * Strings the library returns belong to it; copy what must outlive these bounds. A message's strings
+ * (lifecycle_message_get_*) live as long as the message: until its callback returns, or until the last
+ * lifecycle_message_unref() of a reference taken with lifecycle_message_ref(). The strings of
+ * lifecycle_notification, request_failed and log live until their callback returns.
+ * lifecycle_state_to_string() returns static strings.
  *
  *     lifecycle *l;
  *     lifecycle_new_from_environment(&l);
@@ -90,7 +97,8 @@ typedef struct lifecycle_callbacks {
         /* A post (request "post") or a scene request the daemon refused; the connection stays. */
         void (*request_failed)(lifecycle *l, const char *request, const char *message, void *userdata);
         void (*connection)(lifecycle *l, lifecycle_connection_event event, void *userdata);
-        /* Where the library's own complaints go; NULL: standard error, prefixed "lifecycle: ". */
+        /* The library's log: a lost connection, a refused request, a line it ignored. NULL: nothing is written,
+         * unless LIFECYCLE_DEBUG=1 was set when the object was made, which writes it to standard error. */
         void (*log)(lifecycle *l, const char *message, void *userdata);
         /* A background wake (ResumeEverySec=; UIKit's performFetch): fetch what is new, say what came of it
          * with lifecycle_message_set_fetch_result() (default LIFECYCLE_FETCH_NO_DATA); the app is suspended again
@@ -98,9 +106,10 @@ typedef struct lifecycle_callbacks {
         lifecycle_message_handler perform_fetch;
 } lifecycle_callbacks;
 
-/* lifecycle-new(3) */
-/* Reads LIFECYCLE_FD, LIFECYCLE_APP and LIFECYCLE_SOCKET, removes them from the environment and marks the
- * socket close-on-exec, so that programs the app starts do not take its place. Without LIFECYCLE_FD the object
+/* lifecycle_new_from_environment(3) */
+/* Reads LIFECYCLE_FD, LIFECYCLE_APP, LIFECYCLE_SOCKET and LIFECYCLE_TOKEN (which lets a connection that ended
+ * before the daemon's hello be made again), removes them from the environment and marks the socket
+ * close-on-exec, so that programs the app starts do not take its place. Without LIFECYCLE_FD the object
  * is standalone: lifecycle_start() then delivers did_finish_launching and did_become_active, and nothing more. */
 int lifecycle_new_from_environment(lifecycle **ret);
 /* An object on a connected socket the caller hands over (it is closed with the object); app may be NULL. */
@@ -114,7 +123,7 @@ int lifecycle_observe(lifecycle *l, const char *const *names);
 /* Says hello. Call it early: slow initialisation belongs in did_finish_launching. */
 int lifecycle_start(lifecycle *l);
 
-/* lifecycle-process(3) */
+/* lifecycle_process(3) */
 /* The one descriptor to poll for POLLIN. It stays the same for the object's life, across reconnections and
  * in standalone mode (an epoll descriptor holding the socket and the library's timer). */
 int lifecycle_get_fd(lifecycle *l);
@@ -124,15 +133,16 @@ int lifecycle_process(lifecycle *l);
 /* Sends what is queued, waiting at most timeout_usec (UINT64_MAX: as long as it takes). */
 int lifecycle_flush(lifecycle *l, uint64_t timeout_usec);
 
-/* lifecycle-state(3) */
+/* lifecycle_get_state(3) */
 lifecycle_state lifecycle_get_state(lifecycle *l);
 const char *lifecycle_state_to_string(lifecycle_state state);
-/* LIFECYCLE_APP, or the name the daemon's hello gave; NULL when standalone and unnamed. */
+/* LIFECYCLE_APP, or the name the daemon's hello gave; NULL when standalone and unnamed. Valid until the next
+ * lifecycle_process() (a hello may rename the app) or lifecycle_unref(). */
 const char *lifecycle_get_app(lifecycle *l);
 int lifecycle_is_connected(lifecycle *l);
 int lifecycle_is_standalone(lifecycle *l);
 
-/* lifecycle-message(3) */
+/* lifecycle_message_ack(3) */
 lifecycle_message *lifecycle_message_ref(lifecycle_message *m);
 lifecycle_message *lifecycle_message_unref(lifecycle_message *m);
 lifecycle *lifecycle_message_get_lifecycle(lifecycle_message *m);
@@ -168,7 +178,7 @@ int lifecycle_message_set_fetch_result(lifecycle_message *m, lifecycle_fetch_res
 /* Acknowledges a deferred message. -EALREADY if it was acknowledged already. */
 int lifecycle_message_ack(lifecycle_message *m);
 
-/* lifecycle-background-task(3) */
+/* lifecycle_begin_background_task(3) */
 typedef void (*lifecycle_expiration_handler)(lifecycle *l, uint64_t task, void *userdata);
 /* UIKit's beginBackgroundTask(withName:expirationHandler:); *ret_task gets the task's id. */
 int lifecycle_begin_background_task(lifecycle *l, const char *name, lifecycle_expiration_handler expiration,
@@ -177,7 +187,7 @@ int lifecycle_end_background_task(lifecycle *l, uint64_t task);
 /* Milliseconds left while background tasks run; UINT64_MAX in the foreground, where the time has not started. */
 uint64_t lifecycle_get_background_time_remaining(lifecycle *l);
 
-/* lifecycle-post(3) */
+/* lifecycle_post(3) */
 /* Posts a notification: payload is JSON text or NULL; app NULL posts to every app that observes name. */
 int lifecycle_post(lifecycle *l, const char *name, const char *payload, const char *app);
 /* Scene requests: with scene, bring that session to focus; without, open a new scene (role, configuration

@@ -22,6 +22,8 @@ struct lifecycle {
         int epoll_fd, timer_fd, sock;
         char *app, *socket_path, *token;
         bool standalone, started, connected, reconnecting;
+        /* LIFECYCLE_DEBUG=1 at creation: the log goes to stderr when no log callback is set. */
+        bool debug;
         /* Counts connections, so that a deferred ack of a message from an earlier one is not sent on this one. */
         uint64_t generation;
         uint64_t reconnect_deadline;

@@ -33,7 +33,7 @@ void lc_log(lifecycle *l, const char *format, ...) {
         vsnprintf(text, sizeof text, format, args);
         va_end(args);
         if (l->callbacks.log) l->callbacks.log(l, text, l->userdata);
-        else fprintf(stderr, "lifecycle: %s\n", text);
+        else if (l->debug) fprintf(stderr, "lifecycle: %s\n", text);
 }
 
 void lc_notify_connection(lifecycle *l, lifecycle_connection_event event) {
@@ -88,6 +88,9 @@ static int new_object(lifecycle **ret) {
         l->state = LIFECYCLE_STATE_INACTIVE;
         l->remaining_ms = UINT64_MAX;
         l->next_task = 1;
+        /* A library writes to the program's stderr only when asked: the program may use it for its own output. */
+        const char *debug = getenv("LIFECYCLE_DEBUG");
+        l->debug = debug && strcmp(debug, "1") == 0;
         l->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         l->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
         struct epoll_event ev = { .events = EPOLLIN, .data.u32 = WATCH_TIMER };

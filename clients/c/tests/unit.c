@@ -47,6 +47,60 @@ static void test_errors(void) {
         lifecycle_unref(l);
 }
 
+struct heard { char text[512]; int disconnected; };
+static void on_log(lifecycle *l, const char *message, void *userdata) {
+        (void)l;
+        snprintf(((struct heard *)userdata)->text, sizeof ((struct heard *)userdata)->text, "%s", message);
+}
+static void on_connection(lifecycle *l, lifecycle_connection_event event, void *userdata) {
+        (void)l;
+        if (event == LIFECYCLE_DISCONNECTED) ((struct heard *)userdata)->disconnected++;
+}
+
+/* A connection the daemon ends: the library's routine log line. Returns what the run wrote to stderr. */
+static char *stderr_of_hang_up(const lifecycle_callbacks *callbacks, struct heard *heard) {
+        FILE *capture = tmpfile();
+        fflush(stderr);
+        int saved = dup(STDERR_FILENO);
+        dup2(fileno(capture), STDERR_FILENO);
+        int pair[2];
+        socketpair(AF_UNIX, SOCK_STREAM, 0, pair);
+        lifecycle *l = NULL;
+        lifecycle_new_from_fd(&l, pair[1], "quiet");
+        if (callbacks) lifecycle_set_callbacks(l, callbacks, sizeof *callbacks, heard);
+        lifecycle_start(l);
+        close(pair[0]);
+        while (lifecycle_process(l) > 0) ;
+        lifecycle_unref(l);
+        fflush(stderr);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        static char text[1024];
+        rewind(capture);
+        size_t n = fread(text, 1, sizeof text - 1, capture);
+        text[n] = 0;
+        fclose(capture);
+        return text;
+}
+
+static void test_quiet_by_default(void) {
+        unsetenv("LIFECYCLE_DEBUG");
+        char *written = stderr_of_hang_up(NULL, NULL);
+        CHECK(written[0] == 0, "a normal run wrote to stderr: %s", written);
+
+        struct heard heard = { 0 };
+        lifecycle_callbacks callbacks = { .log = on_log, .connection = on_connection };
+        written = stderr_of_hang_up(&callbacks, &heard);
+        CHECK(written[0] == 0, "a run with a log callback wrote to stderr: %s", written);
+        CHECK(strstr(heard.text, "closed the connection") != NULL, "the log callback heard: '%s'", heard.text);
+        CHECK(heard.disconnected == 1, "LIFECYCLE_DISCONNECTED came %d times", heard.disconnected);
+
+        setenv("LIFECYCLE_DEBUG", "1", 1);
+        written = stderr_of_hang_up(NULL, NULL);
+        unsetenv("LIFECYCLE_DEBUG");
+        CHECK(strncmp(written, "lifecycle: lifecycled closed the connection", 43) == 0, "LIFECYCLE_DEBUG=1 wrote: '%s'", written);
+}
+
 static void test_json(void) {
         static const char *const good[] = { "{}", "[]", "0", "-0.5e+3", "\"\\ud83d\\ude00\"", "{\"a\":[1,{\"b\":null}],\"c\":true}", " 1 " };
         static const char *const bad[] = { "", "{", "[1,]", "01", "\"\\ud83d\"", "\"\\u0000\"", "{\"a\" 1}", "tru", "1 2", "\"\x01\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "nan" };
@@ -63,6 +117,7 @@ static void test_json(void) {
 int run_unit_tests(void) {
         int before = failures;
         test_errors();
+        test_quiet_by_default();
         test_json();
         printf("%s unit tests\n", failures == before ? "ok  " : "FAIL");
         return failures - before;
