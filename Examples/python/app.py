@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Python app on the lifecycle package (clients/python): it prints each callback, records it
+"""A Python app on the lifecycled_client package (clients/python): it prints each callback, records it
 (LIFECYCLE_RECORD=FILE, one JSON line each, for the tests), saves a counter in didEnterBackground, keeps each
 scene's state, and holds a background task while it "uploads". ``--asyncio`` runs it on an asyncio loop.
 
@@ -12,7 +12,7 @@ import json
 import os
 import time
 
-from lifecycle import Application, ApplicationDelegate, SceneDelegate, run, run_async
+from lifecycled_client import Application, ApplicationDelegate, SceneDelegate, run, run_async
 
 
 class Recorder:

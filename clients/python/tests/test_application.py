@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from lifecycle import Application, ApplicationDelegate, AsyncioDriver, AppState
+from lifecycled_client import Application, ApplicationDelegate, AsyncioDriver, AppState
 
 
 def test_a_coroutine_delegate_is_acknowledged_when_it_completes() -> None:

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from lifecycle import Application, ApplicationDelegate, NO_STATE, SceneDelegate
+from lifecycled_client import Application, ApplicationDelegate, NO_STATE, SceneDelegate
 
 VECTORS = pathlib.Path(__file__).resolve().parents[3] / "docs" / "protocol-tests"
 

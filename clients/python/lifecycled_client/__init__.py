@@ -1,6 +1,6 @@
 """The client of the lifecycled protocol (docs/PROTOCOL.md): the UIKit app lifecycle for Python programs.
 
-    from lifecycle import Application, ApplicationDelegate, run
+    from lifecycled_client import Application, ApplicationDelegate, run
 
     class Delegate(ApplicationDelegate):
         def did_enter_background(self, application):
