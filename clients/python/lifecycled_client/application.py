@@ -15,6 +15,8 @@ from .types import (LINE_MAX, PROTOCOL_VERSION, AppState, ConnectionEvent, Launc
                     Notification, Scene, SceneSession)
 
 RECONNECT_WINDOW = 60.0
+#: The start of a ``malformed_line`` reason for a line the package's own checks did not foresee.
+INTERNAL_FAILURE = "the package could not handle this line"
 RECONNECT_INTERVAL = 0.2
 _APP_CALLBACKS = {
     "didFinishLaunching": "did_finish_launching", "didBecomeActive": "did_become_active",
@@ -332,14 +334,29 @@ class Application:
 
     def _dispatch_line(self, line: bytes) -> None:
         from .dispatch import dispatch
+        problems: List[str] = []
         try:
             message = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            message = None
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            self.log("ignored a line from lifecycled that is not a message")
-            return
-        dispatch(self, message)
+        except UnicodeDecodeError:
+            problems.append("not UTF-8")
+        except RecursionError:
+            problems.append("not a JSON object (nested too deeply)")
+        except ValueError:
+            problems.append("not a JSON object")
+        else:
+            if not isinstance(message, dict):
+                problems.append("not a JSON object")
+            elif not isinstance(message.get("type"), str):
+                problems.append("no string 'type'")
+            else:
+                try:
+                    dispatch(self, message, problems)
+                except Exception as error:  # noqa: BLE001 - a line the checks missed must not end the app
+                    problems.append(f"{INTERNAL_FAILURE}: {type(error).__name__}")
+        if problems:
+            from .dispatch import _call
+            # PROTOCOL.md section 10: a line the client cannot use is skipped, and the connection stays.
+            _call(self, self.delegate.malformed_line, self, line, "; ".join(problems))
 
     def _dispatch_standalone(self, kind: str) -> None:
         from .dispatch import run_app_callback
@@ -347,7 +364,7 @@ class Application:
         if kind == "didFinishLaunching":
             message.fields["launchOptions"] = {"launchedBy": "standalone", "background": False,
                                                "terminatedInBackground": False}
-        run_app_callback(self, message)
+        run_app_callback(self, message, [])
 
     def _ack(self, message: Message) -> bool:
         """Sends the ack (once) and applies the state change of a "will" message."""

@@ -39,6 +39,13 @@ class ApplicationDelegate:
     def request_failed(self, application: "Application", request: str, message: str) -> None: ...
     def connection_changed(self, application: "Application", event: ConnectionEvent) -> None: ...
 
+    def malformed_line(self, application: "Application", line: bytes, reason: str) -> None:
+        """A line from the daemon the package cannot use (not JSON, too deeply nested, no ``type``, a field of the
+        wrong type), with the reason. The line is skipped and the connection stays (PROTOCOL.md section 10); a
+        lifecycle message with a usable id is still handled, with the bad field read as absent, and acknowledged.
+        The default logs it through ``application.log``."""
+        application.log(f"ignored a malformed line from lifecycled ({reason})")
+
 
 class SceneDelegate:
     """UISceneDelegate: one per connected scene, made by the factory registered for its configuration."""
