@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any, List, Optional
+from typing import Any
 
-from lifecycled_client import (LINE_MAX, Application, ApplicationDelegate, DeferredAck, Scene, SceneDelegate,
-                               SceneSession)
+from lifecycled_client import (
+    LINE_MAX,
+    Application,
+    ApplicationDelegate,
+    DeferredAck,
+    Scene,
+    SceneDelegate,
+    SceneSession,
+)
 from lifecycled_client.application import INTERNAL_FAILURE
 
 
@@ -24,8 +31,8 @@ class _Scenes(SceneDelegate):
 
 class _Delegate(ApplicationDelegate):
     def __init__(self) -> None:
-        self.reasons: List[str] = []
-        self.deferred: Optional[DeferredAck] = None
+        self.reasons: list[str] = []
+        self.deferred: DeferredAck | None = None
 
     def will_resign_active(self, application: Application) -> Any:
         if self.deferred is None:
@@ -34,7 +41,7 @@ class _Delegate(ApplicationDelegate):
         return None
 
     def configuration_for_connecting(self, application: Application, session: SceneSession,
-                                     options: Any) -> Optional[str]:
+                                     options: Any) -> str | None:
         return "Main"
 
     def malformed_line(self, application: Application, line: bytes, reason: str) -> None:

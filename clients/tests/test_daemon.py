@@ -7,7 +7,6 @@ import os
 import signal
 
 import pytest
-
 from conftest import C_EXAMPLE, GLIB_EXAMPLE, PYTHON_EXAMPLE, Daemon
 
 CLIENTS = {"c": str(C_EXAMPLE), "python": PYTHON_EXAMPLE, "python-asyncio": PYTHON_EXAMPLE + " --asyncio"}

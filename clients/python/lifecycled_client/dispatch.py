@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any
 
 from .delegates import _FETCH_RESULTS, FETCH_NO_DATA, NO_STATE, SceneDelegate
 from .types import AppState, ConnectionEvent, LaunchOptions, Message, Notification, Scene, SceneSession
 
 if TYPE_CHECKING:
-    from .application import Application, DeferredAck
+    from .application import Application
 
 _DID_STATES = {"didFinishLaunching": AppState.INACTIVE, "didBecomeActive": AppState.ACTIVE,
                "didEnterBackground": AppState.BACKGROUND}
@@ -20,11 +20,11 @@ _ACKNOWLEDGED = {"didFinishLaunching", "didBecomeActive", "willResignActive", "d
                  "sceneDidEnterBackground", "sceneDidDisconnect", "performFetch"}
 
 
-def _uint(value: Any) -> Optional[int]:
+def _uint(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _text(m: Dict[str, Any], key: str, problems: List[str]) -> str:
+def _text(m: dict[str, Any], key: str, problems: list[str]) -> str:
     """A string field the app is handed; any other value is reported and read as empty."""
     value = m.get(key, "")
     if isinstance(value, str):
@@ -33,7 +33,7 @@ def _text(m: Dict[str, Any], key: str, problems: List[str]) -> str:
     return ""
 
 
-def dispatch(app: "Application", m: Dict[str, Any], problems: List[str]) -> None:
+def dispatch(app: Application, m: dict[str, Any], problems: list[str]) -> None:
     """Turns one message into delegate calls. What is wrong with its fields goes into ``problems``: a field of
     the wrong type is read as absent, as the C library does, so that an acknowledged message is still answered."""
     kind = m["type"]
@@ -110,7 +110,7 @@ def dispatch(app: "Application", m: Dict[str, Any], problems: List[str]) -> None
     # Anything else is a type a later version added: ignored, never acknowledged.
 
 
-def _call(app: "Application", method: Any, *arguments: Any) -> Any:
+def _call(app: Application, method: Any, *arguments: Any) -> Any:
     """A delegate method that raises is reported and its message acknowledged anyway: the app runs on."""
     try:
         return method(*arguments)
@@ -119,7 +119,7 @@ def _call(app: "Application", method: Any, *arguments: Any) -> Any:
         return None
 
 
-def _finish(app: "Application", message: Message, result: Any) -> None:
+def _finish(app: Application, message: Message, result: Any) -> None:
     from .application import DeferredAck
     if isinstance(result, DeferredAck):
         result.message = message
@@ -129,7 +129,7 @@ def _finish(app: "Application", message: Message, result: Any) -> None:
         app._ack(message)
 
 
-def run_app_callback(app: "Application", message: Message, problems: List[str]) -> None:
+def run_app_callback(app: Application, message: Message, problems: list[str]) -> None:
     kind, fields, delegate = message.type, message.fields, app.delegate
     if kind in _DID_STATES:
         app.state = _DID_STATES[kind]
@@ -167,12 +167,12 @@ def run_app_callback(app: "Application", message: Message, problems: List[str]) 
     _finish(app, message, result)
 
 
-def _scene_delegate(app: "Application", configuration: str) -> SceneDelegate:
+def _scene_delegate(app: Application, configuration: str) -> SceneDelegate:
     factory = app._scene_factories.get(configuration) or app._scene_factories.get(None)
     return factory() if factory is not None else SceneDelegate()
 
 
-def run_scene_callback(app: "Application", message: Message, problems: List[str]) -> None:
+def run_scene_callback(app: Application, message: Message, problems: list[str]) -> None:
     from .application import _SCENE_CALLBACKS
     kind, fields = message.type, message.fields
     ident = fields["scene"]
@@ -188,9 +188,9 @@ def run_scene_callback(app: "Application", message: Message, problems: List[str]
         return
     if kind == "sceneWillConnect":
         session = SceneSession(ident, role, configuration)
-        scene = Scene(session, _scene_delegate(app, configuration), fields.get("state"), options)
-        app.connected_scenes[ident] = scene
-        _finish(app, message, _call(app, scene.delegate.will_connect, scene, session, options))
+        connecting = Scene(session, _scene_delegate(app, configuration), fields.get("state"), options)
+        app.connected_scenes[ident] = connecting
+        _finish(app, message, _call(app, connecting.delegate.will_connect, connecting, session, options))
         return
     scene = app.connected_scenes.get(ident)
     if scene is None:
@@ -209,7 +209,7 @@ def run_scene_callback(app: "Application", message: Message, problems: List[str]
     _finish(app, message, result)
 
 
-def after_scene_ack(app: "Application", message: Message) -> None:
+def after_scene_ack(app: Application, message: Message) -> None:
     from .application import _SCENE_CALLBACKS
     entry = _SCENE_CALLBACKS.get(message.type)
     scene = app.connected_scenes.get(message.fields.get("scene", "")) if entry else None

@@ -9,7 +9,7 @@ import pytest
 
 FUZZ = pathlib.Path(__file__).resolve().parents[3] / "Fuzz"
 sys.path.insert(0, str(FUZZ / "python"))
-import dispatch_target  # noqa: E402
+import dispatch_target
 
 INPUTS = sorted((FUZZ / "regressions" / "python").iterdir()) + sorted((FUZZ / "corpus" / "linereader").iterdir())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any, List, Tuple
+from typing import Any
 
 from lifecycled_client import Application, ApplicationDelegate, ConnectionEvent
 
@@ -14,21 +14,21 @@ HELLO = b'{"app":"notes","protocol":1,"state":"background","token":"abc","type":
 
 class Recorder(ApplicationDelegate):
     def __init__(self) -> None:
-        self.malformed: List[Tuple[bytes, str]] = []
-        self.discarded: List[List[str]] = []
-        self.events: List[ConnectionEvent] = []
+        self.malformed: list[tuple[bytes, str]] = []
+        self.discarded: list[list[str]] = []
+        self.events: list[ConnectionEvent] = []
 
     def malformed_line(self, application: Application, line: bytes, reason: str) -> None:
         self.malformed.append((line, reason))
 
-    def did_discard_scene_sessions(self, application: Application, sessions: List[str]) -> Any:
+    def did_discard_scene_sessions(self, application: Application, sessions: list[str]) -> Any:
         self.discarded.append(sessions)
 
     def connection_changed(self, application: Application, event: ConnectionEvent) -> None:
         self.events.append(event)
 
 
-def connected() -> Tuple[socket.socket, Application, Recorder]:
+def connected() -> tuple[socket.socket, Application, Recorder]:
     daemon, client = socket.socketpair()
     delegate = Recorder()
     app = Application(delegate, client, name="notes")
@@ -56,7 +56,7 @@ def still_served(daemon: socket.socket, app: Application) -> None:
 
 def test_background_time_will_expire_with_tasks_not_an_array_is_reported() -> None:
     daemon, app, delegate = connected()
-    expired: List[int] = []
+    expired: list[int] = []
     task = app.begin_background_task("upload", expired.append)
     daemon.recv(4096)
     feed(daemon, app, b'{"remainingMs":5000,"tasks":5,"type":"backgroundTimeWillExpire"}')
@@ -100,7 +100,7 @@ def test_lines_that_are_not_messages_are_reported_and_skipped() -> None:
 
 def test_the_default_malformed_line_logs_and_the_app_runs_on() -> None:
     daemon, client = socket.socketpair()
-    logged: List[str] = []
+    logged: list[str] = []
     app = Application(ApplicationDelegate(), client, name="notes")
     app.log = logged.append
     app.start()

@@ -8,27 +8,27 @@ import select
 import socket
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import pytest
 
-from lifecycled_client import Application, ApplicationDelegate, NO_STATE, SceneDelegate
+from lifecycled_client import NO_STATE, Application, ApplicationDelegate, SceneDelegate
 
 VECTORS = pathlib.Path(__file__).resolve().parents[3] / "docs" / "protocol-tests"
 
 
 class Run:
     def __init__(self) -> None:
-        self.events: List[Dict[str, Any]] = []
-        self.output: List[Dict[str, Any]] = []
-        self.answer: Dict[str, Any] = {}
+        self.events: list[dict[str, Any]] = []
+        self.output: list[dict[str, Any]] = []
+        self.answer: dict[str, Any] = {}
         self.deferred: Any = None
-        self.daemon: Optional[socket.socket] = None
-        self.listener: Optional[socket.socket] = None
+        self.daemon: socket.socket | None = None
+        self.listener: socket.socket | None = None
         self.input = b""
-        self.app: Optional[Application] = None
+        self.app: Application | None = None
 
-    def answer_for(self, kind: str) -> Dict[str, Any]:
+    def answer_for(self, kind: str) -> dict[str, Any]:
         if self.answer.get("on") == kind:
             answer, self.answer = self.answer, {}
             return answer
@@ -109,7 +109,7 @@ def recording_delegates(run: Run):
     return App(), Scenes
 
 
-def pump(run: Run, until: Optional[List[Any]] = None, timeout: float = 0.0) -> None:
+def pump(run: Run, until: list[Any] | None = None, timeout: float = 0.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         assert run.app is not None
@@ -144,7 +144,7 @@ def pump(run: Run, until: Optional[List[Any]] = None, timeout: float = 0.0) -> N
                 run.output.append(json.loads(line))
 
 
-def act(run: Run, action: Dict[str, Any]) -> None:
+def act(run: Run, action: dict[str, Any]) -> None:
     app, what = run.app, action["do"]
     assert app is not None
     if what == "ackDeferred":
@@ -189,7 +189,7 @@ def act(run: Run, action: Dict[str, Any]) -> None:
 @pytest.mark.parametrize("path", sorted(VECTORS.glob("*.txt")), ids=lambda p: p.name)
 def test_vector(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = Run()
-    setup: Dict[str, Any] = {}
+    setup: dict[str, Any] = {}
     started = False
     with tempfile.TemporaryDirectory() as directory:
         for number, raw in enumerate(path.read_text().splitlines(), 1):
