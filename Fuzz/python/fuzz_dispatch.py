@@ -8,9 +8,9 @@ import atheris
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 with atheris.instrument_imports(include=["lifecycled_client", "dispatch_target"]):
-    # dispatch is imported on first use; instrumented only if it is imported here.
     import dispatch_target
 
+    # dispatch is imported on first use; instrumented only if it is imported here.
     import lifecycled_client.dispatch  # noqa: F401
 
 
