@@ -20,7 +20,10 @@ class ApplicationDelegate:
     def did_enter_background(self, application: Application) -> Any: ...
     def will_enter_foreground(self, application: Application) -> Any: ...
     def will_terminate(self, application: Application) -> Any: ...
-    def did_receive_memory_warning(self, application: Application) -> None: ...
+
+    def did_receive_memory_warning(self, application: Application) -> None:
+        """Memory is short: free caches. As in UIKit, ``notification`` gets the ``didReceiveMemoryWarning``
+        notification right after: free caches in one of the two."""
 
     def configuration_for_connecting(self, application: Application, session: SceneSession,
                                      options: Any) -> str | None:
@@ -35,7 +38,10 @@ class ApplicationDelegate:
         (or the message's deadline). None is ``FETCH_NO_DATA``."""
         return None
 
-    def notification(self, application: Application, notification: Notification) -> None: ...
+    def notification(self, application: Application, notification: Notification) -> None:
+        """Every notification: the types ``observe`` names, and ``didReceiveMemoryWarning``, which every app gets
+        (after ``did_receive_memory_warning``)."""
+
     def request_failed(self, application: Application, request: str, message: str) -> None: ...
     def connection_changed(self, application: Application, event: ConnectionEvent) -> None: ...
 

@@ -27,6 +27,7 @@ class Run:
         self.listener: socket.socket | None = None
         self.input = b""
         self.app: Application | None = None
+        self.memory_warnings = 0
 
     def answer_for(self, kind: str) -> dict[str, Any]:
         if self.answer.get("on") == kind:
@@ -94,7 +95,12 @@ def recording_delegates(run: Run):
         def did_discard_scene_sessions(self, app, sessions):
             run.events.append({"event": "didDiscardSceneSessions", "scenes": sessions})
             return result("didDiscardSceneSessions", app)
+        def did_receive_memory_warning(self, app):
+            run.memory_warnings += 1
         def notification(self, app, n):
+            if n.name == "didReceiveMemoryWarning":
+                assert run.memory_warnings == 1, "the memory-warning callback runs once, before the notification"
+                run.memory_warnings = 0
             event = {"event": "notification", "name": n.name, "posts": n.posts, "dropped": n.dropped}
             if n.has_payload:
                 event["payload"] = n.payload
@@ -232,6 +238,10 @@ def test_vector(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
                     pump(run, timeout=0.01)
                 assert run.daemon is not None, f"{where}: no connection to send on"
                 run.daemon.sendall(body.encode() + b"\n")
+                if body.startswith("{") and json.loads(body).get("type") == "error":
+                    # As the daemon does after an error: the connection is over.
+                    run.daemon.close()
+                    run.daemon = None
             elif kind in "<>=":
                 queue = run.output if kind == ">" else run.events
                 pump(run, queue, timeout=3.0)
@@ -246,6 +256,7 @@ def test_vector(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
         pump(run, timeout=0.3)
         assert run.output == [], f"{path.name}: the client sent more"
         assert run.events == [], f"{path.name}: the library reported more"
+        assert run.memory_warnings == 0, f"{path.name}: a memory-warning callback without its notification"
         for s in (run.daemon, run.listener):
             if s is not None:
                 s.close()
