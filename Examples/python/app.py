@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import time
 
 from lifecycled_client import Application, ApplicationDelegate, SceneDelegate, run, run_async
@@ -96,12 +97,20 @@ def main() -> None:
     app.register_scene_delegate(lambda: Scenes(app))
     app.observe([name for name in options.observe.split(",") if name])
     if options.asyncio:
-        try:
-            asyncio.run(run_async(app))
-        except KeyboardInterrupt:
-            pass
+        asyncio.run(run_on_asyncio(app))
     else:
         run(app)
+
+
+async def run_on_asyncio(app: Application) -> None:
+    # run_async leaves SIGTERM to the app: lifecycled's SIGTERM after willTerminate ends the loop, and exit is 0.
+    task = asyncio.ensure_future(run_async(app))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(signum, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        app.flush(1.0)
 
 
 if __name__ == "__main__":
