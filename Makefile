@@ -240,7 +240,8 @@ soak-smoke: deps
 	SWIFT="$(SWIFT)" bash soak/run.sh --smoke
 
 # Fuzzing (docs/RELIABILITY.md): libFuzzer on the line framer and the messages of both sockets (fuzz-protocol),
-# on the config parser (fuzz-config) and on liblifecycle's line reader and dispatch (fuzz-linereader, C, clang), built with -sanitize=fuzzer,address from Fuzz/, starting from Fuzz/corpus/.
+# on the config parser (fuzz-config) and on liblifecycle's line reader and dispatch (fuzz-linereader, C, clang), built with -sanitize=fuzzer,address from Fuzz/, starting from Fuzz/corpus/;
+# and on the Python package's reader and dispatch (fuzz-python: atheris from PyPI, in a venv in FUZZ_SCRATCH).
 # `make fuzz` runs each for FUZZ_SECONDS (default 600); `make fuzz-smoke`, the CI version, for FUZZ_SMOKE_SECONDS
 # (default 60). The build (FUZZ_SCRATCH, default .build/fuzz) takes a few minutes the first time, seconds after.
 # A finding stops with the input's path: add it to Fuzz/regressions/ (FuzzRegressionTests replays it) and fix.

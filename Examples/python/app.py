@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Python app on the lifecycle package (clients/python): it prints each callback, records it
+"""A Python app on the lifecycled_client package (clients/python): it prints each callback, records it
 (LIFECYCLE_RECORD=FILE, one JSON line each, for the tests), saves a counter in didEnterBackground, keeps each
 scene's state, and holds a background task while it "uploads". ``--asyncio`` runs it on an asyncio loop.
 
@@ -10,9 +10,10 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import time
 
-from lifecycle import Application, ApplicationDelegate, SceneDelegate, run, run_async
+from lifecycled_client import Application, ApplicationDelegate, SceneDelegate, run, run_async
 
 
 class Recorder:
@@ -96,12 +97,20 @@ def main() -> None:
     app.register_scene_delegate(lambda: Scenes(app))
     app.observe([name for name in options.observe.split(",") if name])
     if options.asyncio:
-        try:
-            asyncio.run(run_async(app))
-        except KeyboardInterrupt:
-            pass
+        asyncio.run(run_on_asyncio(app))
     else:
         run(app)
+
+
+async def run_on_asyncio(app: Application) -> None:
+    # run_async leaves SIGTERM to the app: lifecycled's SIGTERM after willTerminate ends the loop, and exit is 0.
+    task = asyncio.ensure_future(run_async(app))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(signum, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        app.flush(1.0)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ public protocol ApplicationDelegate: AnyObject {
     /// The app is about to be terminated (SIGTERM follows the return of this method). Save state.
     func applicationWillTerminate(_ application: LifecycleApplication)
     /// Memory is short: free caches and anything that can be rebuilt. Suspended apps are terminated
-    /// first when pressure persists, least recently used first.
+    /// first when pressure persists, least recently used first. As in UIKit, the `didReceiveMemoryWarning`
+    /// notification is posted right after, to its observers and the catch-all ones: free caches in one place.
     func applicationDidReceiveMemoryWarning(_ application: LifecycleApplication)
     /// Scenes (apps with `[Scenes]`): which configuration the connecting scene uses. Return nil for the
     /// one the daemon proposes (`session.configuration`: the one asked for, or the role's default).

@@ -159,6 +159,7 @@ final class ClientSession {
         case .error(let text):
             end("lifecycled reported a protocol error: \(text)", afterError: true)
         case .notification(let delivery):
+            // UIKit calls applicationDidReceiveMemoryWarning, then posts the notification: both, in that order.
             if delivery.name == Self.memoryWarningName { delegate?.applicationDidReceiveMemoryWarning(application) }
             notificationCenter.post(LifecycleNotification(
                 name: LifecycleNotification.Name(delivery.name), payload: delivery.payload,

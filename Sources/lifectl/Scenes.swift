@@ -71,7 +71,7 @@ func sceneTable(_ apps: [AppStatus]) {
         return
     }
     let header = ["APP", "SCENE", "ROLE", "CONFIGURATION", "STATE", "SAVED STATE"]
-    let cells = rows.map { [$0.app, $0.scene, $0.role, $0.configuration, $0.state, $0.savedState.map(\.description) ?? ($0.savedStateHidden == true ? "(hidden)" : "-")] }
+    let cells = rows.map { [$0.app, $0.scene, $0.role, $0.configuration, $0.state, $0.savedState.map(\.description) ?? ($0.savedStateHidden == true ? "(hidden)" : "-")].map(TerminalText.escaped) }
     let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
     for row in [header] + cells {
         var text = row.indices.map { $0 == row.count - 1 ? row[$0] : pad(row[$0], widths[$0]) }.joined(separator: "  ")

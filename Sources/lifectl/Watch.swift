@@ -61,7 +61,8 @@ struct WatchPrinter {
     private var snapshotTime = ""
 
     mutating func line(for event: WatchEvent) -> String? {
-        let app = event.app ?? ""
+        // Escaped before it is measured, so that the columns line up (output() leaves it as it is then).
+        let app = TerminalText.escaped(event.app ?? "")
         width = max(width, app.count)
         let name = app + String(repeating: " ", count: max(0, width - app.count))
         let time = event.time.map(Self.localTime) ?? ""

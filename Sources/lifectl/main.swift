@@ -56,8 +56,10 @@ let usage = """
     daemon went away.
     """
 
+// Everything lifectl prints for a person goes through these: the daemon's answers carry text apps chose, and
+// TerminalText keeps its control characters off the terminal. JSON output is written as it is: it is JSON.
 func printError(_ message: String) {
-    _ = "lifectl: \(message)\n".withCString { write(2, $0, strlen($0)) }
+    _ = "lifectl: \(TerminalText.escaped(message))\n".withCString { write(2, $0, strlen($0)) }
 }
 
 func fail(_ message: String, status: Int32) -> Never {
@@ -74,6 +76,11 @@ enum ExitStatus {
 }
 
 func output(_ text: String) {
+    outputEscaped(TerminalText.escaped(text))
+}
+
+/// A line whose text is escaped already, piece by piece, around `paint`'s colour codes.
+func outputEscaped(_ text: String) {
     _ = (text + "\n").withCString { write(1, $0, strlen($0)) }
 }
 
@@ -276,7 +283,9 @@ guard reply.ok else {
 
 let colour = ProcessEnvironment.get("NO_COLOR").map(\.isEmpty) ?? true && isatty(1) == 1
 
+/// `text` escaped, in the colour of `state` when standard output is a terminal that wants colours.
 func paint(_ text: String, _ state: String) -> String {
+    let text = TerminalText.escaped(text)
     guard colour else { return text }
     let code = switch state {
     case "active": "1;32"
@@ -306,7 +315,7 @@ func pad(_ text: String, _ width: Int) -> String {
 func table(_ apps: [AppStatus]) {
     let header = ["NAME", "STATE", "PID", "SINCE", "PROTOCOL"]
     let rows = apps.map { [$0.name, $0.state.rawValue, $0.pid.map(String.init) ?? "-", age($0.sinceSeconds),
-                           $0.protocol + ($0.adopted.map { " (adopted: \($0))" } ?? "")] }
+                           $0.protocol + ($0.adopted.map { " (adopted: \($0))" } ?? "")].map(TerminalText.escaped) }
     let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
     output(header.indices.map { $0 == header.count - 1 ? header[$0] : pad(header[$0], widths[$0]) }.joined(separator: "  "))
     for row in rows {
@@ -316,12 +325,13 @@ func table(_ apps: [AppStatus]) {
         }
         var text = cells.joined(separator: "  ")
         while text.hasSuffix(" ") { text.removeLast() }
-        output(text)
+        outputEscaped(text)
     }
 }
 
 func details(_ app: AppStatus) {
-    output("\(app.name): \(paint(app.state.rawValue, app.state.rawValue)) since \(app.since) (\(age(app.sinceSeconds)))")
+    outputEscaped("\(TerminalText.escaped(app.name)): \(paint(app.state.rawValue, app.state.rawValue)) since "
+                  + TerminalText.escaped("\(app.since) (\(age(app.sinceSeconds)))"))
     output("  pid:             \(app.pid.map(String.init) ?? "-")")
     output("  protocol:        \(app.protocol)" + (app.awaiting.map { ", waiting for the ack of \($0)" } ?? ""))
     output("  launches:        \(app.launches)")
@@ -422,7 +432,8 @@ case "status":
     }
 default:
     for status in reply.apps ?? [] {
-        output("\(status.name): \(paint(status.state.rawValue, status.state.rawValue))" + (status.pid.map { " (pid \($0))" } ?? ""))
+        outputEscaped("\(TerminalText.escaped(status.name)): \(paint(status.state.rawValue, status.state.rawValue))"
+                      + (status.pid.map { " (pid \($0))" } ?? ""))
         if verb == "scene", let scenes = status.scenes {
             if let opened = reply.scene { output("  opened scene \(opened)") }
             for scene in scenes { output("  \(scene.scene) (\(scene.role), \(scene.configuration)): \(scene.state)") }

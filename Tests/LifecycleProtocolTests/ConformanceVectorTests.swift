@@ -35,6 +35,7 @@ struct ConformanceVectorTests {
         }
         #expect(run.output.isEmpty, "\(name): the Swift library sent more: \(run.output)")
         #expect(run.reports.isEmpty, "\(name): the Swift library reported more: \(run.reports)")
+        #expect(run.memoryWarnings == 0, "\(name): a memory-warning callback without its notification")
     }
 }
 
@@ -55,6 +56,8 @@ private final class VectorRun: ClientSessionDriver {
     var observations: [LifecycleNotificationCenter.Observation] = []
     var reconnectPending = false
     var observePending = false
+    /// applicationDidReceiveMemoryWarning calls since the last didReceiveMemoryWarning notification.
+    var memoryWarnings = 0
 
     // MARK: The connection, as LifecycleApplication would run it
 
@@ -129,6 +132,10 @@ private final class VectorRun: ClientSessionDriver {
         // Every notification the app gets is reported; the setup's names are what it observes.
         center.addObserver(forName: nil) { [unowned self] notification in
             guard LifecycleCallback(rawValue: notification.name.rawValue) == nil else { return }
+            if notification.name == .didReceiveMemoryWarning {
+                #expect(self.memoryWarnings == 1, "the memory-warning callback runs once, before the notification")
+                self.memoryWarnings = 0
+            }
             var fields: [String: JSONValue] = ["name": .string(notification.name.rawValue),
                                                "posts": .number(Double(notification.posts)),
                                                "dropped": .number(Double(notification.dropped))]
@@ -158,7 +165,13 @@ private final class VectorRun: ClientSessionDriver {
         Self.current = self
         let kind = line.first!, body = line.dropFirst(2)
         switch kind {
-        case "<": application?.session.received(ArraySlice(Array(body.utf8) + [UInt8(ascii: "\n")]))
+        case "<":
+            application?.session.received(ArraySlice(Array(body.utf8) + [UInt8(ascii: "\n")]))
+            // As the daemon does after an error: the connection is over (the vectors' README).
+            if case .object(let message)? = try? LineCoder().decode(JSONValue.self, from: Array(body.utf8)),
+               message["type"] == .string("error") {
+                application?.session.connectionLost("the runner closed the connection after its error")
+            }
         case ">":
             let expected = try LineCoder().decode(JSONValue.self, from: Array(body.utf8))
             #expect(!output.isEmpty && output.removeFirst() == expected, "\(place): expected \(expected), output \(output)")
@@ -218,6 +231,7 @@ private final class RecordingDelegate: ApplicationDelegate {
     func applicationDidEnterBackground(_ application: LifecycleApplication) { run.callback("didEnterBackground") }
     func applicationWillEnterForeground(_ application: LifecycleApplication) { run.callback("willEnterForeground") }
     func applicationWillTerminate(_ application: LifecycleApplication) { run.callback("willTerminate") }
+    func applicationDidReceiveMemoryWarning(_ application: LifecycleApplication) { run.memoryWarnings += 1 }
     func application(_ application: LifecycleApplication, configurationForConnecting session: LifecycleClient.SceneSession,
                      options: JSONValue) -> String? {
         run.report("configurationForConnecting", ["scene": .string(session.persistentIdentifier), "role": .string(session.role),

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable
 
 import pytest
 
@@ -27,7 +27,7 @@ class Daemon:
         self.record = root / "record.jsonl"
         self.log = root / "daemon.log"
         (self.config / "apps").mkdir(parents=True)
-        self.process: Optional[subprocess.Popen] = None
+        self.process: subprocess.Popen | None = None
         self.daemon_config("")
 
     def daemon_config(self, text: str) -> None:
@@ -39,7 +39,7 @@ class Daemon:
         (self.config / "apps" / f"{name}.conf").write_text(text)
 
     @property
-    def environment(self) -> Dict[str, str]:
+    def environment(self) -> dict[str, str]:
         environment = dict(os.environ)
         environment["LIFECYCLED_RUNTIME_DIR"] = str(self.runtime)
         environment["NO_COLOR"] = "1"
@@ -53,7 +53,7 @@ class Daemon:
         self.wait_until("the daemon answers", lambda: self.lifectl("list", check=False).returncode == 0)
 
     def lifectl(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run([str(BIN / "lifectl"), *arguments], env=self.environment, capture_output=True,
+        result = subprocess.run([str(BIN / "lifectl"), *arguments], check=False, env=self.environment, capture_output=True,
                                 text=True, timeout=60)
         if check and result.returncode != 0:
             raise AssertionError(f"lifectl {' '.join(arguments)}: {result.returncode} {result.stderr}\n{self.tail()}")
@@ -80,13 +80,13 @@ class Daemon:
                 self.process.wait()
             self.process = None
 
-    def records(self, app: Optional[str] = None) -> List[Dict[str, Any]]:
+    def records(self, app: str | None = None) -> list[dict[str, Any]]:
         if not self.record.exists():
             return []
         entries = [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
         return [e for e in entries if app is None or e.get("app") == app]
 
-    def types(self, app: str) -> List[str]:
+    def types(self, app: str) -> list[str]:
         return [e["type"] for e in self.records(app) if e["type"] != "connection"]
 
     def wait_until(self, what: str, condition: Callable[[], bool], timeout: float = 30) -> None:

@@ -7,7 +7,6 @@ import os
 import signal
 
 import pytest
-
 from conftest import C_EXAMPLE, GLIB_EXAMPLE, PYTHON_EXAMPLE, Daemon
 
 CLIENTS = {"c": str(C_EXAMPLE), "python": PYTHON_EXAMPLE, "python-asyncio": PYTHON_EXAMPLE + " --asyncio"}
@@ -130,3 +129,20 @@ def test_catch_up_after_kill_9_when_focused_before_the_client_reconnects(daemon:
     events = [r.get("event") or r["type"] for r in daemon.records("app")]
     assert events[-3:] == ["connected", "willEnterForeground", "didBecomeActive"], events
     assert daemon.state("app") == "active"
+
+
+@pytest.mark.parametrize("client", ["python", "python-asyncio"])
+def test_a_python_app_exits_0_on_the_sigterm_after_will_terminate(daemon: Daemon, client: str) -> None:
+    # run() exits on SIGTERM by itself; under run_async the app installs the handler (Examples/python/app.py).
+    daemon.app("app", f"[App]\nExec={CLIENTS[client]}\n[Lifecycle]\nBackgroundTimeSec=infinity\n")
+    daemon.start()
+    daemon.lifectl("focus", "app")
+    settled(daemon, "app", "active")
+    daemon.lifectl("terminate", "app")
+    settled(daemon, "app", "notRunning")
+    def exits() -> list:
+        return [line for line in daemon.log.read_text().splitlines()
+                if line.startswith("app: process") and ("exited with status" in line or "killed by signal" in line)]
+    daemon.wait_until("the exit in the log", lambda: bool(exits()))
+    assert "exited with status 0" in exits()[-1], exits()
+    assert daemon.types("app")[-1] == "willTerminate"

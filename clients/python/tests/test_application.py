@@ -5,11 +5,16 @@ import asyncio
 import errno
 import json
 import os
+import pathlib
+import signal
 import socket
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
-from lifecycle import Application, ApplicationDelegate, AsyncioDriver, AppState
+from lifecycled_client import Application, ApplicationDelegate, AppState, AsyncioDriver
 
 
 def test_a_coroutine_delegate_is_acknowledged_when_it_completes() -> None:
@@ -79,3 +84,23 @@ def test_standalone() -> None:
         pass
     app.post("anything")
     assert seen == ["standalone", "active"] and app.standalone and app.state is AppState.ACTIVE
+
+
+def test_the_readme_s_sigterm_handler_for_run_async_exits_0(tmp_path: pathlib.Path) -> None:
+    # The README's snippet, standalone: run_async itself leaves SIGTERM to the app.
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    snippet = readme.split("```python\n")[2].split("```")[0]
+    script = tmp_path / "app.py"
+    script.write_text("import asyncio, signal, sys\n"
+                      "from lifecycled_client import Application, ApplicationDelegate, run_async\n"
+                      "class Delegate(ApplicationDelegate):\n"
+                      "    def did_become_active(self, application):\n"
+                      "        print('active', flush=True)\n"
+                      + textwrap.dedent(snippet) + "print('exited cleanly', flush=True)\n")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("LIFECYCLE_")}
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=environment)
+    assert process.stdout is not None
+    assert process.stdout.readline() == "active\n"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+    assert process.stdout.read() == "exited cleanly\n"

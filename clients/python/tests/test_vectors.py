@@ -8,27 +8,28 @@ import select
 import socket
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import pytest
 
-from lifecycle import Application, ApplicationDelegate, NO_STATE, SceneDelegate
+from lifecycled_client import NO_STATE, Application, ApplicationDelegate, SceneDelegate
 
 VECTORS = pathlib.Path(__file__).resolve().parents[3] / "docs" / "protocol-tests"
 
 
 class Run:
     def __init__(self) -> None:
-        self.events: List[Dict[str, Any]] = []
-        self.output: List[Dict[str, Any]] = []
-        self.answer: Dict[str, Any] = {}
+        self.events: list[dict[str, Any]] = []
+        self.output: list[dict[str, Any]] = []
+        self.answer: dict[str, Any] = {}
         self.deferred: Any = None
-        self.daemon: Optional[socket.socket] = None
-        self.listener: Optional[socket.socket] = None
+        self.daemon: socket.socket | None = None
+        self.listener: socket.socket | None = None
         self.input = b""
-        self.app: Optional[Application] = None
+        self.app: Application | None = None
+        self.memory_warnings = 0
 
-    def answer_for(self, kind: str) -> Dict[str, Any]:
+    def answer_for(self, kind: str) -> dict[str, Any]:
         if self.answer.get("on") == kind:
             answer, self.answer = self.answer, {}
             return answer
@@ -94,7 +95,12 @@ def recording_delegates(run: Run):
         def did_discard_scene_sessions(self, app, sessions):
             run.events.append({"event": "didDiscardSceneSessions", "scenes": sessions})
             return result("didDiscardSceneSessions", app)
+        def did_receive_memory_warning(self, app):
+            run.memory_warnings += 1
         def notification(self, app, n):
+            if n.name == "didReceiveMemoryWarning":
+                assert run.memory_warnings == 1, "the memory-warning callback runs once, before the notification"
+                run.memory_warnings = 0
             event = {"event": "notification", "name": n.name, "posts": n.posts, "dropped": n.dropped}
             if n.has_payload:
                 event["payload"] = n.payload
@@ -109,7 +115,7 @@ def recording_delegates(run: Run):
     return App(), Scenes
 
 
-def pump(run: Run, until: Optional[List[Any]] = None, timeout: float = 0.0) -> None:
+def pump(run: Run, until: list[Any] | None = None, timeout: float = 0.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         assert run.app is not None
@@ -144,7 +150,7 @@ def pump(run: Run, until: Optional[List[Any]] = None, timeout: float = 0.0) -> N
                 run.output.append(json.loads(line))
 
 
-def act(run: Run, action: Dict[str, Any]) -> None:
+def act(run: Run, action: dict[str, Any]) -> None:
     app, what = run.app, action["do"]
     assert app is not None
     if what == "ackDeferred":
@@ -189,7 +195,7 @@ def act(run: Run, action: Dict[str, Any]) -> None:
 @pytest.mark.parametrize("path", sorted(VECTORS.glob("*.txt")), ids=lambda p: p.name)
 def test_vector(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = Run()
-    setup: Dict[str, Any] = {}
+    setup: dict[str, Any] = {}
     started = False
     with tempfile.TemporaryDirectory() as directory:
         for number, raw in enumerate(path.read_text().splitlines(), 1):
@@ -232,6 +238,10 @@ def test_vector(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
                     pump(run, timeout=0.01)
                 assert run.daemon is not None, f"{where}: no connection to send on"
                 run.daemon.sendall(body.encode() + b"\n")
+                if body.startswith("{") and json.loads(body).get("type") == "error":
+                    # As the daemon does after an error: the connection is over.
+                    run.daemon.close()
+                    run.daemon = None
             elif kind in "<>=":
                 queue = run.output if kind == ">" else run.events
                 pump(run, queue, timeout=3.0)
@@ -246,6 +256,7 @@ def test_vector(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
         pump(run, timeout=0.3)
         assert run.output == [], f"{path.name}: the client sent more"
         assert run.events == [], f"{path.name}: the library reported more"
+        assert run.memory_warnings == 0, f"{path.name}: a memory-warning callback without its notification"
         for s in (run.daemon, run.listener):
             if s is not None:
                 s.close()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 #: The longest line either side may send, the newline not counted.
 LINE_MAX = 65536
@@ -45,7 +45,7 @@ class Scene:
     session: SceneSession
     delegate: Any
     restored_state: Any
-    connection_options: Dict[str, Any]
+    connection_options: dict[str, Any]
     activation_state: str = "unattached"
 
 
@@ -53,7 +53,7 @@ class Scene:
 class Notification:
     name: str
     payload: Any = None
-    payloads: Optional[List[Any]] = None
+    payloads: list[Any] | None = None
     posts: int = 1
     dropped: int = 0
     has_payload: bool = False
@@ -65,10 +65,10 @@ class Message:
     type: str
     id: int
     deadline_ms: int
-    fields: Dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
     generation: int = 0
     acked: bool = False
-    configuration: Optional[str] = None
+    configuration: str | None = None
     state: Any = None
     has_state: bool = False
-    result: Optional[str] = None
+    result: str | None = None

@@ -1,6 +1,6 @@
 """The client of the lifecycled protocol (docs/PROTOCOL.md): the UIKit app lifecycle for Python programs.
 
-    from lifecycle import Application, ApplicationDelegate, run
+    from lifecycled_client import Application, ApplicationDelegate, run
 
     class Delegate(ApplicationDelegate):
         def did_enter_background(self, application):
@@ -14,10 +14,19 @@ join an asyncio loop, where a delegate method may be a coroutine (acknowledged w
 from .application import Application, DeferredAck
 from .delegates import FETCH_FAILED, FETCH_NEW_DATA, FETCH_NO_DATA, NO_STATE, ApplicationDelegate, SceneDelegate
 from .loops import AsyncioDriver, run, run_async
-from .types import (LINE_MAX, PROTOCOL_VERSION, AppState, ConnectionEvent, LaunchOptions, Notification, Scene,
-                    SceneSession)
+from .types import (
+    LINE_MAX,
+    PROTOCOL_VERSION,
+    AppState,
+    ConnectionEvent,
+    LaunchOptions,
+    Notification,
+    Scene,
+    SceneSession,
+)
 
-__all__ = ["Application", "ApplicationDelegate", "AppState", "AsyncioDriver", "ConnectionEvent", "DeferredAck",
-           "FETCH_FAILED", "FETCH_NEW_DATA", "FETCH_NO_DATA",
-           "LINE_MAX", "LaunchOptions", "NO_STATE", "Notification", "PROTOCOL_VERSION", "Scene", "SceneDelegate",
-           "SceneSession", "run", "run_async"]
+__all__ = [
+    "FETCH_FAILED", "FETCH_NEW_DATA", "FETCH_NO_DATA", "LINE_MAX", "NO_STATE", "PROTOCOL_VERSION", "AppState",
+    "Application", "ApplicationDelegate", "AsyncioDriver", "ConnectionEvent", "DeferredAck", "LaunchOptions",
+    "Notification", "Scene", "SceneDelegate", "SceneSession", "run", "run_async",
+]

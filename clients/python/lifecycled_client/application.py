@@ -8,13 +8,15 @@ import os
 import socket
 import sys
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from collections.abc import Iterable
+from typing import Any, Callable
 
-from .delegates import NO_STATE, ApplicationDelegate, SceneDelegate
-from .types import (LINE_MAX, PROTOCOL_VERSION, AppState, ConnectionEvent, LaunchOptions, Message,
-                    Notification, Scene, SceneSession)
+from .delegates import ApplicationDelegate, SceneDelegate
+from .types import LINE_MAX, PROTOCOL_VERSION, AppState, ConnectionEvent, Message, Scene
 
 RECONNECT_WINDOW = 60.0
+#: The start of a ``malformed_line`` reason for a line the package's own checks did not foresee.
+INTERNAL_FAILURE = "the package could not handle this line"
 RECONNECT_INTERVAL = 0.2
 _APP_CALLBACKS = {
     "didFinishLaunching": "did_finish_launching", "didBecomeActive": "did_become_active",
@@ -41,51 +43,76 @@ class DeferredAck:
     """Returned by a delegate method (from ``Application.defer_ack()``): the message is acknowledged when
     ``ack()`` is called."""
 
-    def __init__(self, application: "Application") -> None:
+    def __init__(self, application: Application) -> None:
         self._application = application
-        self.message: Optional[Message] = None
+        self.message: Message | None = None
 
     def ack(self) -> bool:
         return self.message is not None and self._application._ack(self.message)
 
 
 class Application:
-    """UIApplication for one process. Make it with ``from_environment``, then ``start()``."""
+    """UIApplication for one process. Make it with ``from_environment``, then ``start()``.
 
-    def __init__(self, delegate: Optional[ApplicationDelegate] = None, sock: Optional[socket.socket] = None,
-                 name: Optional[str] = None, socket_path: Optional[str] = None, standalone: bool = False,
-                 token: Optional[str] = None) -> None:
+    The package sets every attribute below; the app reads them (``delegate`` and ``log`` it may replace).
+
+    Attributes:
+        delegate: The ``ApplicationDelegate`` whose methods the messages call.
+        name: The app's name (``LIFECYCLE_APP``, then the daemon's ``hello``); None standalone without one.
+        state: The ``AppState`` the app is in, by UIKit's naming rule (PROTOCOL.md 5.1): it changes when a "did"
+            message arrives, before its delegate method runs, and when a "will" message is acknowledged. The
+            daemon's ``hello`` sets it to what the daemon says; a catch-up's callbacks then move it again, one by
+            one, so that each callback runs in the state it names. ``SUSPENDED`` is never seen: a suspended
+            process runs no code.
+        standalone: True when the program was not started by lifecycled (no ``LIFECYCLE_FD``): it is launched
+            and made active at ``start()``, and gets no other message.
+        connected: True from the daemon's ``hello`` until the connection ends (a restart of the daemon, an
+            ``error``); requests need it (``post`` raises ``OSError(ENOTCONN)`` without it, but standalone).
+        connected_scenes: The connected scenes by session id (``"s1"`` …): added at ``sceneWillConnect``,
+            removed at ``sceneDidDisconnect``.
+        background_time_remaining: Seconds of background time left while a background task runs (from
+            ``backgroundTaskBegan`` and ``backgroundTimeWillExpire``); None in the foreground or when unknown.
+        log: Where the package's own complaints go, one line each (default: standard error, prefixed
+            ``lifecycle:``); a write that fails is dropped, so that an app whose stderr is gone runs on.
+        on_awaitable: Set by ``AsyncioDriver``: what to do with a delegate method's awaitable (run it, and
+            acknowledge its message when it completes). None under ``run``, which has no event loop: there a
+            coroutine delegate method is never awaited, and its message is acknowledged at once.
+    """
+
+    def __init__(self, delegate: ApplicationDelegate | None = None, sock: socket.socket | None = None,
+                 name: str | None = None, socket_path: str | None = None, standalone: bool = False,
+                 token: str | None = None) -> None:
         self.delegate = delegate or ApplicationDelegate()
         self.name = name
         self.state = AppState.INACTIVE
         self.standalone = standalone
         self.connected = False
-        self.connected_scenes: Dict[str, Scene] = {}
-        self.background_time_remaining: Optional[float] = None  # seconds; None in the foreground
+        self.connected_scenes: dict[str, Scene] = {}
+        self.background_time_remaining: float | None = None
         self.log: Callable[[str], None] = _log_to_stderr
         self._socket_path = socket_path
         # LIFECYCLE_TOKEN, then the daemon's hello's: what a hello on LIFECYCLE_SOCKET proves the app with. Known
         # from the start, it lets a client whose inherited connection died before its first hello connect again.
-        self._token: Optional[str] = token or None
+        self._token: str | None = token or None
         self._sock = sock
         self._generation = 0
         self._input = bytearray()
         self._output = bytearray()
-        self._observe: List[str] = []
+        self._observe: list[str] = []
         self._started = False
         self._reconnecting = False
         self._reconnect_deadline = 0.0
-        self._next_attempt: Optional[float] = None
-        self._standalone_steps: List[str] = []
-        self._tasks: Dict[int, Optional[Callable[[int], None]]] = {}
+        self._next_attempt: float | None = None
+        self._standalone_steps: list[str] = []
+        self._tasks: dict[int, Callable[[int], None] | None] = {}
         self._next_task = 1
-        self._scene_factories: Dict[Optional[str], Callable[[], SceneDelegate]] = {}
-        self.on_awaitable: Optional[Callable[[Any, Message], None]] = None
+        self._scene_factories: dict[str | None, Callable[[], SceneDelegate]] = {}
+        self.on_awaitable: Callable[[Any, Message], None] | None = None
         if sock is not None:
             self._adopt(sock)
 
     @classmethod
-    def from_environment(cls, delegate: Optional[ApplicationDelegate] = None) -> "Application":
+    def from_environment(cls, delegate: ApplicationDelegate | None = None) -> Application:
         """Reads LIFECYCLE_FD, LIFECYCLE_APP, LIFECYCLE_SOCKET and LIFECYCLE_TOKEN and removes them from the
         environment, so that programs the app starts do not take its place. Without LIFECYCLE_FD: standalone."""
         fd_text = os.environ.pop("LIFECYCLE_FD", None)
@@ -104,7 +131,7 @@ class Application:
 
     # -- setup -------------------------------------------------------------------------------------------
 
-    def register_scene_delegate(self, factory: Callable[[], SceneDelegate], configuration: Optional[str] = None) -> None:
+    def register_scene_delegate(self, factory: Callable[[], SceneDelegate], configuration: str | None = None) -> None:
         """The delegate type for scenes that connect with ``configuration`` (None: any other)."""
         self._scene_factories[configuration] = factory
 
@@ -132,7 +159,7 @@ class Application:
     def wants_write(self) -> bool:
         return bool(self._output) and self._sock is not None
 
-    def timeout(self) -> Optional[float]:
+    def timeout(self) -> float | None:
         """Seconds until ``process()`` has timed work (0: now), or None."""
         if self._standalone_steps or (self._input and b"\n" in self._input):
             return 0.0
@@ -186,7 +213,7 @@ class Application:
         """Return this from a delegate method to acknowledge its message later, with ``.ack()``."""
         return DeferredAck(self)
 
-    def begin_background_task(self, name: str = "", expiration: Optional[Callable[[int], None]] = None) -> int:
+    def begin_background_task(self, name: str = "", expiration: Callable[[int], None] | None = None) -> int:
         """UIKit's beginBackgroundTask(withName:expirationHandler:); returns the task's id."""
         task = self._next_task
         self._next_task += 1
@@ -202,17 +229,17 @@ class Application:
         if self._sock is not None:
             self._send({"type": "endBackgroundTask", "task": task})
 
-    def post(self, name: str, payload: Any = None, app: Optional[str] = None, *, has_payload: Optional[bool] = None) -> None:
-        message: Dict[str, Any] = {"type": "post", "name": name}
+    def post(self, name: str, payload: Any = None, app: str | None = None, *, has_payload: bool | None = None) -> None:
+        message: dict[str, Any] = {"type": "post", "name": name}
         if payload is not None or has_payload:
             message["payload"] = payload
         if app is not None:
             message["app"] = app
         self._request(message)
 
-    def request_scene_activation(self, scene: Optional[str] = None, role: Optional[str] = None,
-                                 configuration: Optional[str] = None, options: Optional[Dict[str, Any]] = None) -> None:
-        message: Dict[str, Any] = {"type": "requestSceneActivation"}
+    def request_scene_activation(self, scene: str | None = None, role: str | None = None,
+                                 configuration: str | None = None, options: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"type": "requestSceneActivation"}
         for key, value in (("scene", scene), ("role", role), ("configuration", configuration), ("options", options)):
             if value is not None:
                 message[key] = value
@@ -223,7 +250,7 @@ class Application:
 
     # -- internals ---------------------------------------------------------------------------------------
 
-    def _request(self, message: Dict[str, Any]) -> None:
+    def _request(self, message: dict[str, Any]) -> None:
         if self.standalone:
             return
         if not self._started or self._sock is None:
@@ -239,7 +266,7 @@ class Application:
         self._output.clear()
 
     def _hello(self) -> None:
-        hello: Dict[str, Any] = {"type": "hello", "protocol": PROTOCOL_VERSION}
+        hello: dict[str, Any] = {"type": "hello", "protocol": PROTOCOL_VERSION}
         # The inherited connection is the app's already; only a reconnection names the app and proves it.
         if self._token is not None and self._generation > 1:
             hello["app"] = self.name or ""
@@ -248,7 +275,7 @@ class Application:
             hello["observe"] = self._observe
         self._send(hello)
 
-    def _send(self, message: Dict[str, Any]) -> None:
+    def _send(self, message: dict[str, Any]) -> None:
         line = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
         if len(line) > LINE_MAX:
             raise OSError(errno.EMSGSIZE, f"a line of {len(line)} bytes is over the {LINE_MAX}-byte limit")
@@ -332,14 +359,29 @@ class Application:
 
     def _dispatch_line(self, line: bytes) -> None:
         from .dispatch import dispatch
+        problems: list[str] = []
         try:
             message = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            message = None
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            self.log("ignored a line from lifecycled that is not a message")
-            return
-        dispatch(self, message)
+        except UnicodeDecodeError:
+            problems.append("not UTF-8")
+        except RecursionError:
+            problems.append("not a JSON object (nested too deeply)")
+        except ValueError:
+            problems.append("not a JSON object")
+        else:
+            if not isinstance(message, dict):
+                problems.append("not a JSON object")
+            elif not isinstance(message.get("type"), str):
+                problems.append("no string 'type'")
+            else:
+                try:
+                    dispatch(self, message, problems)
+                except Exception as error:  # noqa: BLE001 - a line the checks missed must not end the app
+                    problems.append(f"{INTERNAL_FAILURE}: {type(error).__name__}")
+        if problems:
+            from .dispatch import _call
+            # PROTOCOL.md section 10: a line the client cannot use is skipped, and the connection stays.
+            _call(self, self.delegate.malformed_line, self, line, "; ".join(problems))
 
     def _dispatch_standalone(self, kind: str) -> None:
         from .dispatch import run_app_callback
@@ -347,7 +389,7 @@ class Application:
         if kind == "didFinishLaunching":
             message.fields["launchOptions"] = {"launchedBy": "standalone", "background": False,
                                                "terminatedInBackground": False}
-        run_app_callback(self, message)
+        run_app_callback(self, message, [])
 
     def _ack(self, message: Message) -> bool:
         """Sends the ack (once) and applies the state change of a "will" message."""
@@ -360,7 +402,7 @@ class Application:
         after_scene_ack(self, message)
         if message.id == 0 or self.standalone or message.generation != self._generation or self._sock is None:
             return False
-        ack: Dict[str, Any] = {"type": "ack", "id": message.id}
+        ack: dict[str, Any] = {"type": "ack", "id": message.id}
         if message.configuration is not None:
             ack["configuration"] = message.configuration
         if message.has_state:

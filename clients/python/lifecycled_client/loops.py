@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import select
 import signal
-from typing import Any, Optional
+from typing import Any
 
 from .application import Application
 from .types import Message
@@ -13,7 +13,10 @@ from .types import Message
 def run(application: Application, *, exit_on_sigterm: bool = True) -> None:
     """Starts the application (if needed) and runs it until SIGTERM (exit status 0) or forever."""
     if exit_on_sigterm:
-        signal.signal(signal.SIGTERM, lambda *_: (application.flush(1.0), _exit()))
+        def exit_on(signum: int, frame: Any) -> None:
+            application.flush(1.0)
+            raise SystemExit(0)
+        signal.signal(signal.SIGTERM, exit_on)
     if not application._started:
         application.start()
     while True:
@@ -28,19 +31,15 @@ def run(application: Application, *, exit_on_sigterm: bool = True) -> None:
         select.select([fd], writers, [], timeout)
 
 
-def _exit() -> None:
-    raise SystemExit(0)
-
-
 class AsyncioDriver:
     """Runs an Application on an asyncio loop: the socket is watched with add_reader, timed work with
     call_later, and a delegate method that returns an awaitable is acknowledged when it completes."""
 
-    def __init__(self, application: Application, loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
+    def __init__(self, application: Application, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.application = application
         self.loop = loop or asyncio.get_event_loop()
         self._fd = -1
-        self._timer: Optional[asyncio.TimerHandle] = None
+        self._timer: asyncio.TimerHandle | None = None
         application.on_awaitable = self._on_awaitable
 
     def start(self) -> None:

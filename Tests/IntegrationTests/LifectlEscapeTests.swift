@@ -1,0 +1,48 @@
+import Foundation
+import LifecycleModel
+import LifecycleProtocol
+import Testing
+
+/// lifectl's human output against a real daemon and a real client that names its background task with a terminal
+/// escape: the app's text never reaches the terminal as control characters, and --json keeps it as it is.
+@Suite("lifectl escapes what apps chose", .serialized)
+struct LifectlEscapeTests {
+    static let evil = "upload\u{1B}]0;pwned\u{07}"
+
+    /// A client of the protocol in a few lines (PROTOCOL.md section 12): it acknowledges every lifecycle message and,
+    /// once launched, begins a background task whose name sets the terminal's title if printed raw.
+    static let client = #"""
+        import json, os, socket
+        sock = socket.socket(fileno=int(os.environ.pop("LIFECYCLE_FD")))
+        sock.setblocking(True)
+        sock.sendall(b'{"type":"hello","protocol":1}\n')
+        for line in sock.makefile("rb"):
+            message = json.loads(line)
+            if "id" in message and "deadlineMs" in message:
+                sock.sendall(json.dumps({"type": "ack", "id": message["id"]}).encode() + b"\n")
+            if message.get("type") == "didFinishLaunching":
+                task = {"type": "beginBackgroundTask", "task": 1, "name": "upload\u001b]0;pwned\u0007"}
+                sock.sendall(json.dumps(task).encode() + b"\n")
+        """#
+
+    @Test("status, list and status --json of an app whose background task is named with an OSC escape")
+    func statusEscapesABackgroundTaskName() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let script = harness.root.appendingPathComponent("evil.py")
+        try Self.client.write(to: script, atomically: true, encoding: .utf8)
+        try harness.app("evil", "[App]\nExec=/usr/bin/python3 \(script.path)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n")
+        try harness.start()
+        try harness.control("launch", "evil")
+        try harness.waitUntil("the background task") { try harness.status("evil").backgroundTasks.map(\.name) == [Self.evil] }
+
+        let status = try harness.lifectl("status", "evil")
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("background tasks: 1 upload\\x1b]0;pwned\\x07"), "\(status.stdout)")
+        for output in [status.stdout, try harness.lifectl("status").stdout, try harness.lifectl("list").stdout] {
+            #expect(!output.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(output.debugDescription)")
+        }
+        let json = try harness.lifectl("status", "evil", "--json").stdout
+        #expect(json.contains(#""name":"upload\u001b]0;pwned\u0007""#), "JSON output stays JSON: \(json)")
+    }
+}
