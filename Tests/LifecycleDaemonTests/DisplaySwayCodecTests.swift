@@ -65,6 +65,31 @@ import Testing
         #expect(throws: SwayIPCError.tooLarge(0x7fff_ffff)) { try decoder.next() }
     }
 
+    @Test func aTreeOverEightMebibytesIsTakenForABrokenPeer() throws {
+        let over = UInt32(8 << 20) + 1
+        var bytes = Array("i3-ipc".utf8)
+        for shift in stride(from: 0, to: 32, by: 8) { bytes.append(UInt8(truncatingIfNeeded: over >> UInt32(shift))) }
+        bytes += [4, 0, 0, 0, 0x7b]
+        var decoder = SwayFrameDecoder()
+        decoder.append(bytes)
+        #expect(throws: SwayIPCError.tooLarge(over)) { try decoder.next() }
+
+        var exact = Array("i3-ipc".utf8) + [0, 0, 0x80, 0] + [4, 0, 0, 0]
+        exact += [UInt8](repeating: 0x20, count: 8 << 20)
+        var whole = SwayFrameDecoder()
+        whole.append(exact)
+        #expect(try whole.next()?.payload.count == 8 << 20, "8 MiB itself is taken")
+    }
+
+    @Test func aWindowEventGivesItsViewAsThePictureWouldShowIt() throws {
+        let payload = Array(#"{"change":"focus","container":{"id":7,"type":"con","pid":42,"app_id":"foot","visible":true,"focused":true,"nodes":[]}}"#.utf8)
+        let event = try SwayTree.windowEvent(payload)
+        #expect(event.change == "focus")
+        #expect(event.window == DisplayWindow(id: 7, pid: 42, appID: "foot", visible: true, focused: true))
+        let workspace = try SwayTree.windowEvent(Array(#"{"change":"close","container":{"id":3,"type":"workspace"}}"#.utf8))
+        #expect(workspace.window == nil, "a container that is no view")
+    }
+
     @Test func theTreeGivesEveryViewWithItsPidAppIdVisibilityAndFocus() throws {
         let picture = try SwayTree.picture(fromTree: Self.fixture("tree-two-windows.json"))
 
