@@ -75,4 +75,34 @@ struct DBusDisplayTests {
             #expect(try state(daemon, "a") == "background")
         }
     }
+
+    @Test("SetDisplayPids from a [Control] Group= member names only its own processes: another user's pid is refused and nothing moves")
+    func aGroupMemberNamesOnlyItsOwnProcesses() throws {
+        try api.withBus(["a": api.client()], daemonConfig: "[Display]\nSource=dbus\n\n[Control]\nGroup=nogroup\n") { daemon, bus in
+            try daemon.control("launch", "a")
+            let aPid = try #require(try daemon.status("a").pid)
+            try setDisplay(bus, ["a"], focused: "a")
+            try daemon.waitForState("a", "active")
+            // nobody may move apps (the group), but a's process is root's: naming it is refused.
+            let refused = try api.call(bus, "SetDisplayPids", "auu", "1", String(aPid), "0", asUser: DBusTests.nobody)
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("process \(aPid) is uid 0's, not the caller's (uid \(DBusTests.nobody))"), "\(refused.stderr)")
+            #expect(try state(daemon, "a") == "active", "nothing moved")
+            // Its own process it may name; a's window is gone from the picture, so a goes to the background.
+            let own = Process()
+            own.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            own.arguments = ["--reuid=\(DBusTests.nobody)", "--regid=65534", "--clear-groups", "/bin/sleep", "60"]
+            try own.run()
+            defer { own.terminate(); kill(own.processIdentifier, SIGKILL); own.waitUntilExit() }
+            try daemon.waitUntil("the sleep runs as nobody") { Kernel.state(own.processIdentifier) != nil }
+            usleep(100_000)
+            let allowed = try api.call(bus, "SetDisplayPids", "auu", "1", String(own.processIdentifier), "0", asUser: DBusTests.nobody)
+            #expect(allowed.status == 0, "\(allowed.stderr)")
+            try daemon.waitForState("a", "background")
+            // Root names any process.
+            _ = try api.mustCall(bus, "SetDisplayPids", "auu", "1", String(aPid), String(aPid))
+            try daemon.waitForState("a", "active")
+        }
+    }
 }
+

@@ -24,7 +24,7 @@ final class BusService: AppObserver {
     private var pending: Set<String> = []
     private var flushQueued = false
     /// `SetDisplay` and `SetDisplayPids` go to the display source when `[Display] Source=dbus`.
-    var displayInput: ((BusCall) -> Void)?
+    var displayInput: ((BusCall, BusCaller) -> Void)?
 
     init(daemon: Daemon, endpoint: BusEndpoint) {
         self.daemon = daemon
@@ -225,7 +225,7 @@ final class BusService: AppObserver {
             guard let displayInput else {
                 return call.fail(.refused, "\(member) needs [Display] Source=dbus in lifecycled.conf (the display source is \(daemon.display.description))")
             }
-            return displayInput(call)
+            return displayInput(call, caller)
         default: break
         }
         let name = onManager ? call.readString() : (BusPath.appName(call.path) ?? "")

@@ -27,7 +27,7 @@ final class DBusDisplaySource: DisplaySource {
 
     func start(report: @escaping (WindowPicture) -> Void) {
         self.report = report
-        bus.displayInput = { [unowned self] call in self.called(call) }
+        bus.displayInput = { [unowned self] call, caller in self.called(call, by: caller) }
     }
 
     func stop() {
@@ -44,8 +44,10 @@ final class DBusDisplaySource: DisplaySource {
     }
 
     /// One window per process named (by the app's main process for a name): the window-to-app rule then finds the
-    /// app as for any display server's window.
-    private func called(_ call: BusCall) {
+    /// app as for any display server's window. A caller other than root names only processes of its own uid: a
+    /// process is the one thing a window source can make the daemon adopt and stop, and `[Control] Group=` grants
+    /// moving apps, not another user's processes.
+    private func called(_ call: BusCall, by caller: BusCaller) {
         var windows: [DisplayWindow] = []
         owners = [:]
         if call.member == "SetDisplay" {
@@ -63,6 +65,9 @@ final class DBusDisplaySource: DisplaySource {
             let visible = call.readArray(of: BusType.uint32) { call.readUInt32() }
             let focused = call.readUInt32()
             for process in Set(visible + (focused == 0 ? [] : [focused])).sorted() {
+                if caller.uid != 0, let owner = ProcessIdentity.realUID(of: pid_t(bitPattern: process)), owner != caller.uid {
+                    return call.fail(.refused, "SetDisplayPids: process \(process) is uid \(owner)'s, not the caller's (uid \(caller.uid)); only root names another user's processes")
+                }
                 let id = Int64(windows.count + 1)
                 windows.append(DisplayWindow(id: id, pid: pid_t(bitPattern: process), visible: true, focused: process == focused))
             }
