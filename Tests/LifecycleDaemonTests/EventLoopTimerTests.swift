@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import LifecycleDaemon
 
@@ -115,5 +116,31 @@ import Testing
         guardTimer.arm(after: .seconds(5))
         #expect(loop.run() == 0)
         #expect(ran)
+    }
+}
+
+/// `LoopTimer.arm(at:)`, which the daemon uses for the timers the model arms from a display event.
+@Suite struct LoopTimerDueTimeTests {
+    /// A grace counts from the event that started it, not from when the loop got round to arming it: each case arms
+    /// the timer at a time counted from an "event", after a busy pass, beside a probe armed after a delay from the
+    /// arming; which runs first tells the two apart whatever the machine's load.
+    @Test(arguments: [
+        // (busy pass, the timer's due time after the event, the probe's delay after the arming)
+        (Duration.milliseconds(120), Duration.milliseconds(100), Duration.milliseconds(10)),
+        (Duration.milliseconds(60), Duration.milliseconds(100), Duration.milliseconds(70)),
+    ])
+    func aTimerArmedAtATimeCountsFromThatTime(busy: Duration, due: Duration, probeDelay: Duration) throws {
+        let loop = try EventLoop()
+        var order: [String] = []
+        let timer = try LoopTimer(loop: loop) { order.append("timer") }
+        let probe = try LoopTimer(loop: loop) { order.append("probe") }
+        let end = try LoopTimer(loop: loop) { loop.exit() }
+        let event = loop.now
+        usleep(UInt32(busy / .microseconds(1)))
+        timer.arm(at: event + due)
+        probe.arm(after: probeDelay)
+        end.arm(after: .milliseconds(400))
+        #expect(loop.run() == 0)
+        #expect(order == ["timer", "probe"], "due \(due) after the event, which was \(busy) before the arming")
     }
 }
