@@ -278,6 +278,36 @@ struct DBusTests {
         }
     }
 
+    @Test("the name already owned by another daemon: the second says who owns it, waits in the queue, and serves once the first is gone")
+    func nameOwnedByAnotherWaitsInTheQueue() throws {
+        let first = try DaemonHarness()
+        let second = try DaemonHarness()
+        // In the second harness's folder, which outlives the first.
+        let bus = try PrivateBus(directory: second.root.appendingPathComponent("bus"))
+        defer {
+            second.stop()
+            first.stop()
+            bus.stop()
+        }
+        let address = ["LIFECYCLED_BUS_ADDRESS": "unix:path=\(bus.socketPath)"]
+        try first.app("a", client())
+        try first.start(extraEnvironment: address)
+        try first.waitUntil("the first daemon owns \(Self.name)") { try bus.run("busctl", ["status", Self.name]).status == 0 }
+        try second.app("b", client())
+        try second.start(extraEnvironment: address)
+        let firstPID = try #require(first.daemonPID)
+        try second.waitUntil("the second daemon says who owns the name") {
+            second.log.contains("D-Bus: \(Self.name) on the session bus at unix:path=\(bus.socketPath) is owned by process \(firstPID) (lifecycled); queued for it")
+        }
+        #expect(!second.log.contains("D-Bus: serving"), "it does not claim to serve a name it does not hold")
+        #expect(try call(bus, "ListApps").stdout.contains("\"a\""), "the first still answers")
+        first.stop()
+        try second.waitUntil("the second serves once the name is free") {
+            second.log.contains("D-Bus: \(Self.name) is free now; serving it on")
+        }
+        try second.waitUntil("its apps are on the bus") { try call(bus, "ListApps").stdout.contains("\"b\"") }
+    }
+
     @Test("the bus killed and started again: the daemon goes on, says so once, and serves the new bus")
     func busRestart() throws {
         try withBus(["a": client()]) { daemon, bus in

@@ -21,6 +21,11 @@ final class BusConnection {
     }
     /// The loss is logged once; the attempts that follow it at debug level, until one succeeds.
     private var lossLogged = false
+    /// Whether the connection holds the name, or waits in the bus's queue for it.
+    private(set) var serving = false
+    private var queued = false
+    /// A connection was lost before this one: its serving is a reconnect.
+    private var reconnected = false
     private var stopped = false
 
     init(loop: EventLoop, endpoint: BusEndpoint) {
@@ -65,9 +70,23 @@ final class BusConnection {
             return 0
         }, nil, userdata)
         if result >= 0, let slot { slots.append(slot) }
+        // While another connection owns the name, this one waits in the bus's queue: the bus says when it has it.
+        slot = nil
+        result = sd_bus_match_signal_async(new, &slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                           "org.freedesktop.DBus", "NameAcquired", { message, userdata, _ in
+            let connection = Unmanaged<BusConnection>.fromOpaque(userdata!).takeUnretainedValue()
+            var name: UnsafePointer<CChar>?
+            if let message, sd_bus_message_read_basic(message, CChar(UInt8(ascii: "s")), &name) >= 0,
+               let name, String(cString: name) == BusConnection.busName {
+                connection.acquired()
+            }
+            return 0
+        }, nil, userdata)
+        if result >= 0, let slot { slots.append(slot) }
         connected(new)
         slot = nil
-        result = sd_bus_request_name_async(new, &slot, Self.busName, 0, { reply, userdata, _ in
+        // SD_BUS_NAME_QUEUE: wait in the bus's queue behind an owner rather than be refused.
+        result = sd_bus_request_name_async(new, &slot, Self.busName, UInt64(SD_BUS_NAME_QUEUE), { reply, userdata, _ in
             let connection = Unmanaged<BusConnection>.fromOpaque(userdata!).takeUnretainedValue()
             connection.nameAnswered(reply)
             return 0
@@ -84,10 +103,66 @@ final class BusConnection {
             Log.warning("D-Bus: failed to acquire \(Self.busName) on \(description): \(name): \(text); the API is not offered there")
             return
         }
-        Log.info(lossLogged ? "D-Bus: reconnected to \(description); serving \(Self.busName)"
-                            : "D-Bus: serving \(Self.busName) on \(description)")
+        var code: UInt32 = 0
+        if let reply { _ = sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "u")), &code) }
         lossLogged = false
         reconnection?.succeeded()
+        // RequestName's answers: 1 the primary owner, 2 queued behind the owner, 3 refused, 4 already the owner.
+        if code == 3 {
+            return Log.warning("D-Bus: \(Self.busName) on \(description) is owned by another connection, which the bus does not queue behind; the API is not offered there")
+        }
+        guard code == 2 else { return acquired() }
+        queued = true
+        whoOwnsTheName()
+    }
+
+    /// The name is this connection's, now or once the owner let it go.
+    private func acquired() {
+        guard !serving else { return }
+        serving = true
+        if queued {
+            Log.notice("D-Bus: \(Self.busName) is free now; serving it on \(description)")
+        } else {
+            Log.info(reconnected ? "D-Bus: reconnected to \(description); serving \(Self.busName)"
+                                 : "D-Bus: serving \(Self.busName) on \(description)")
+        }
+        queued = false
+    }
+
+    /// Logs who holds the name this connection waits for: its unique name and, as the bus knows it, its process.
+    private func whoOwnsTheName() {
+        guard let bus else { return }
+        var created: OpaquePointer?
+        guard sd_bus_message_new_method_call(bus, &created, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                             "org.freedesktop.DBus", "GetConnectionUnixProcessID") >= 0,
+              let message = created else { return ownerUnknown() }
+        defer { sd_bus_message_unref(message) }
+        var writer = BusWriter(message)
+        writer.string(Self.busName)
+        var slot: OpaquePointer?
+        let result = sd_bus_call_async(bus, &slot, message, { reply, userdata, _ in
+            let connection = Unmanaged<BusConnection>.fromOpaque(userdata!).takeUnretainedValue()
+            var pid: UInt32 = 0
+            if let reply, sd_bus_message_get_error(reply).map({ sd_bus_error_is_set($0) == 0 }) ?? true,
+               sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "u")), &pid) >= 0, pid > 0 {
+                connection.ownerFound(pid_t(bitPattern: pid))
+            } else {
+                connection.ownerUnknown()
+            }
+            return 0
+        }, userdata, 0)
+        if writer.result >= 0, result >= 0, let slot { slots.append(slot) } else { ownerUnknown() }
+    }
+
+    private func ownerFound(_ pid: pid_t) {
+        guard queued else { return }
+        let command = (try? readKernelFile("/proc/\(pid)/comm"))?.split(separator: "\n").first.map(String.init) ?? "?"
+        Log.warning("D-Bus: \(Self.busName) on \(description) is owned by process \(pid) (\(command)); queued for it, the API is served once it is free")
+    }
+
+    private func ownerUnknown() {
+        guard queued else { return }
+        Log.warning("D-Bus: \(Self.busName) on \(description) is owned by another connection; queued for it, the API is served once it is free")
     }
 
     private func dropped() {
@@ -101,6 +176,9 @@ final class BusConnection {
     private func tearDown() {
         guard let bus else { return }
         disconnected()
+        reconnected = reconnected || serving
+        serving = false
+        queued = false
         for slot in slots { sd_bus_slot_unref(slot) }
         slots = []
         _ = sd_bus_detach_event(bus)
