@@ -1,18 +1,23 @@
-// x11_switch: the X11 side of bench/desktop-peers.sh. Sends what `xdotool windowactivate` and
-// `xdotool windowminimize` send, and times, from /proc, what a supervisor does about it.
-//   x11_switch list
-//       every managed window (_NET_CLIENT_LIST): "WINDOW PID CLASS", one a line
-//   x11_switch rounds K WINDOWS SUPERVISOR floor|supervised
-//       K rounds on the hidden windows of WINDOWS (a file: "WINDOW PID PID…" a line, the app's processes; the
-//       first line is the shown window, never touched), one after the other. A round waits until the window's
-//       processes are stopped (state T), sends _NET_ACTIVE_WINDOW to the window manager and spins on
-//       /proc/PID/stat until none is stopped ("focus to running"), shows it a while, then minimizes it
-//       (WM_CHANGE_STATE, IconicState) and, "supervised", polls /proc every millisecond until all are stopped
-//       again ("grace"). "floor": this program stops the processes itself before the request (a follower such as
-//       bench/x11_floor.c continues them), stops every hidden window's processes at the start and each window's
-//       again once it is minimized, and continues them all at the end; it measures no grace. Prints "round FOCUS_US GRACE_US" per round
+// desktop_switch: the driver of bench/desktop-peers.sh. Sends a display server what a user's switch sends (on X11
+// what `xdotool windowactivate` and `xdotool windowminimize` send; on sway `[con_id=N] focus` and a switch back to
+// workspace 1) and times, from /proc, what a supervisor does about it.
+//   desktop_switch list
+//       every window an X11 window manager manages (_NET_CLIENT_LIST): "WINDOW PID CLASS", one a line
+//   desktop_switch settle TIMEOUT WINDOWS
+//       waits until every hidden window's processes are stopped (state T) and the shown one's are not; prints the
+//       seconds it took, or fails after TIMEOUT seconds
+//   desktop_switch rounds DISPLAY K WINDOWS SUPERVISOR floor|supervised
+//       DISPLAY: `x11` ($DISPLAY) or `sway:SOCKET`. K rounds on the hidden windows of WINDOWS (a file:
+//       "WINDOW PID PID…" a line, the window (X11 id or sway con_id) and the app's processes; the first line is the
+//       shown window, never touched), one after the other. A round waits until the window's processes are stopped,
+//       asks the display server to focus the window and spins on /proc/PID/stat until none is stopped ("focus to
+//       running"), shows it a while, then hides it (X11: minimized, WM_CHANGE_STATE IconicState; sway: workspace 1
+//       shown again, the window's own workspace hidden) and, "supervised", polls /proc every millisecond until all
+//       are stopped again ("grace"). "floor": this program stops the processes itself (every hidden window's at the
+//       start, each window's again once it is hidden; all continued at the end), a follower such as
+//       bench/x11_floor.c continues them, and no grace is measured. Prints "round FOCUS_US GRACE_US" per round
 //       (GRACE_US -1 for the floor), then "cpu NS" of SUPERVISOR over the rounds (0: none).
-//   x11_switch idle SECONDS WINDOWS SUPERVISOR
+//   desktop_switch idle SECONDS WINDOWS SUPERVISOR
 //       sleeps SECONDS and prints "idle SUPERVISOR_NS HIDDEN_NS": the CPU time of the supervisor and of the
 //       hidden windows' processes (every line of WINDOWS but the first) over that time.
 // A supervisor's CPU time is its threads' run time (schedstat, in nanoseconds: the clock tick of utime and stime
@@ -26,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <xcb/xcb.h>
 
 #define MAX_PIDS 16
@@ -66,7 +73,7 @@ static void read_windows(const char *path) {
         napps++;
     }
     fclose(file);
-    if (napps < 2) { fprintf(stderr, "x11_switch: %s needs a shown window and a hidden one\n", path); exit(1); }
+    if (napps < 2) { fprintf(stderr, "desktop_switch: %s needs a shown window and a hidden one\n", path); exit(1); }
 }
 
 /// The state letter of /proc/PID/stat (0 when the process is gone).
@@ -172,7 +179,7 @@ static xcb_window_t root;
 static xcb_atom_t atom(const char *name) {
     xcb_intern_atom_reply_t *reply =
         xcb_intern_atom_reply(connection, xcb_intern_atom(connection, 0, (uint16_t)strlen(name), name), NULL);
-    if (!reply) { fprintf(stderr, "x11_switch: no atom %s\n", name); exit(1); }
+    if (!reply) { fprintf(stderr, "desktop_switch: no atom %s\n", name); exit(1); }
     xcb_atom_t result = reply->atom;
     free(reply);
     return result;
@@ -208,10 +215,49 @@ static void *property(xcb_window_t window, xcb_atom_t name, xcb_atom_t type, int
 static void connect_display(void) {
     int screen_number;
     connection = xcb_connect(NULL, &screen_number);
-    if (xcb_connection_has_error(connection)) { fprintf(stderr, "x11_switch: cannot open display %s\n", getenv("DISPLAY")); exit(1); }
+    if (xcb_connection_has_error(connection)) { fprintf(stderr, "desktop_switch: cannot open display %s\n", getenv("DISPLAY")); exit(1); }
     xcb_screen_iterator_t screens = xcb_setup_roots_iterator(xcb_get_setup(connection));
     for (int i = 0; i < screen_number; i++) xcb_screen_next(&screens);
     root = screens.data->root;
+}
+
+// sway's IPC (i3's): "i3-ipc", a 32-bit length and type, the payload.
+static int sway_fd = -1;
+
+static int read_all(int fd, void *buffer, size_t count) {
+    size_t done = 0;
+    while (done < count) {
+        ssize_t n = read(fd, (char *)buffer + done, count - done);
+        if (n <= 0) return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static void sway_connect(const char *path) {
+    sway_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    strncpy(address.sun_path, path, sizeof address.sun_path - 1);
+    if (sway_fd < 0 || connect(sway_fd, (struct sockaddr *)&address, sizeof address) < 0) { perror(path); exit(1); }
+}
+
+static void sway_send(const char *payload) {
+    uint32_t length = (uint32_t)strlen(payload), type = 0;  // RUN_COMMAND
+    char header[14];
+    memcpy(header, "i3-ipc", 6);
+    memcpy(header + 6, &length, 4);
+    memcpy(header + 10, &type, 4);
+    if (write(sway_fd, header, 14) != 14 || write(sway_fd, payload, length) != (ssize_t)length) { perror("sway"); exit(1); }
+}
+
+static void sway_reply(void) {
+    char header[14];
+    uint32_t length;
+    if (read_all(sway_fd, header, 14) < 0) { fprintf(stderr, "desktop_switch: sway closed the connection\n"); exit(1); }
+    memcpy(&length, header + 6, 4);
+    char *payload = malloc(length + 1);
+    if (read_all(sway_fd, payload, length) < 0) { fprintf(stderr, "desktop_switch: sway closed the connection\n"); exit(1); }
+    free(payload);
 }
 
 static int list(void) {
@@ -232,56 +278,108 @@ static int list(void) {
     return 0;
 }
 
+static xcb_atom_t active_atom, change_state_atom;
+
+/// Asks the display server to focus the window; the reply (sway's) is read by `done_asking`, after the timing.
+static void ask_focus(const struct app *app) {
+    if (sway_fd >= 0) {
+        char command[64];
+        snprintf(command, sizeof command, "[con_id=%u] focus", app->window);
+        sway_send(command);
+    } else {
+        // _NET_ACTIVE_WINDOW from a pager (source 2), as xdotool windowactivate sends it.
+        client_message(app->window, active_atom, 2, XCB_CURRENT_TIME, 0);
+    }
+}
+
+static void ask_hide(const struct app *app) {
+    if (sway_fd >= 0) {
+        sway_send("workspace 1");
+    } else {
+        // ICCCM's iconify request (IconicState), as xdotool windowminimize sends it.
+        client_message(app->window, change_state_atom, 3, 0, 0);
+    }
+}
+
+static void done_asking(void) {
+    if (sway_fd >= 0) sway_reply();
+}
+
+static void signal_app(const struct app *app, int signal) {
+    for (int i = 0; i < app->count; i++) kill(app->pids[i], signal);
+}
+
 static int rounds(int k, pid_t supervisor, int floor_mode) {
-    xcb_atom_t active = atom("_NET_ACTIVE_WINDOW"), change_state = atom("WM_CHANGE_STATE");
+    if (sway_fd < 0) {
+        active_atom = atom("_NET_ACTIVE_WINDOW");
+        change_state_atom = atom("WM_CHANGE_STATE");
+    }
     if (floor_mode)
-        for (int a = 1; a < napps; a++)
-            for (int i = 0; i < apps[a].count; i++) kill(apps[a].pids[i], SIGSTOP);
+        for (int a = 1; a < napps; a++) signal_app(&apps[a], SIGSTOP);
     long long before = cpu_ns(supervisor);
     int failed = 0;
     for (int round = 0; round < k; round++) {
         const struct app *app = &apps[1 + round % (napps - 1)];
-        if (floor_mode)
-            for (int i = 0; i < app->count; i++) kill(app->pids[i], SIGSTOP);
+        if (floor_mode) signal_app(app, SIGSTOP);
         if (wait_for(all_stopped, app, 1000, 20) < 0) {
-            fprintf(stderr, "x11_switch: window 0x%x was not suspended within 20 s\n", app->window);
+            fprintf(stderr, "desktop_switch: window 0x%x was not suspended within 20 s\n", app->window);
             failed = 1;
             break;
         }
         usleep(200000);  // the supervisor's work for the suspension is over
         double start = now_us();
-        // _NET_ACTIVE_WINDOW from a pager (source 2), as xdotool windowactivate sends it.
-        client_message(app->window, active, 2, XCB_CURRENT_TIME, 0);
+        ask_focus(app);
         double running = wait_for(none_stopped, app, 0, 10);
+        done_asking();
         if (running < 0) {
-            fprintf(stderr, "x11_switch: window 0x%x was not continued within 10 s of its activation\n", app->window);
+            fprintf(stderr, "desktop_switch: window 0x%x was not continued within 10 s of the focus request\n", app->window);
             failed = 1;
             break;
         }
         usleep(300000);  // shown a while: the supervisor has made it the active app
-        // ICCCM's iconify request (IconicState), as xdotool windowminimize sends it.
-        client_message(app->window, change_state, 3, 0, 0);
+        ask_hide(app);
         double hidden = now_us(), grace = -1;
+        done_asking();
         if (!floor_mode) {
             double stopped = wait_for(all_stopped, app, 1000, 20);
             if (stopped < 0) {
-                fprintf(stderr, "x11_switch: window 0x%x was not suspended within 20 s of its minimizing\n", app->window);
+                fprintf(stderr, "desktop_switch: window 0x%x was not suspended within 20 s of its hiding\n", app->window);
                 failed = 1;
                 break;
             }
             grace = stopped - hidden;
         } else {
             // The floor's supervisor stops a hidden app at once, so that no more apps run than under a supervisor.
-            for (int i = 0; i < app->count; i++) kill(app->pids[i], SIGSTOP);
+            signal_app(app, SIGSTOP);
         }
         printf("round %.1f %.1f\n", running - start, grace);
         fflush(stdout);
     }
     printf("cpu %lld\n", cpu_ns(supervisor) - before);
     if (floor_mode)
-        for (int a = 1; a < napps; a++)
-            for (int i = 0; i < apps[a].count; i++) kill(apps[a].pids[i], SIGCONT);
+        for (int a = 1; a < napps; a++) signal_app(&apps[a], SIGCONT);
     return failed;
+}
+
+static int settled(const struct app *unused) {
+    (void)unused;
+    if (!none_stopped(&apps[0])) return 0;
+    for (int a = 1; a < napps; a++)
+        if (!all_stopped(&apps[a])) return 0;
+    return 1;
+}
+
+static int settle(double timeout) {
+    double start = now_us(), done = wait_for(settled, NULL, 10000, timeout);
+    if (done < 0) {
+        int stopped = 0;
+        for (int a = 1; a < napps; a++) stopped += all_stopped(&apps[a]);
+        fprintf(stderr, "desktop_switch: after %.0f s, %d of %d hidden apps are stopped, the shown one %s\n", timeout,
+                stopped, napps - 1, none_stopped(&apps[0]) ? "runs" : "is stopped");
+        return 1;
+    }
+    printf("%.2f\n", (done - start) / 1e6);
+    return 0;
 }
 
 static int idle(double seconds, pid_t supervisor) {
@@ -297,15 +395,21 @@ int main(int argc, char **argv) {
         connect_display();
         return list();
     }
-    if (argc >= 6 && strcmp(argv[1], "rounds") == 0) {
+    if (argc >= 4 && strcmp(argv[1], "settle") == 0) {
         read_windows(argv[3]);
-        connect_display();
-        return rounds(atoi(argv[2]), (pid_t)atoi(argv[4]), strcmp(argv[5], "floor") == 0);
+        return settle(atof(argv[2]));
+    }
+    if (argc >= 7 && strcmp(argv[1], "rounds") == 0) {
+        read_windows(argv[4]);
+        if (strncmp(argv[2], "sway:", 5) == 0) sway_connect(argv[2] + 5);
+        else connect_display();
+        return rounds(atoi(argv[3]), (pid_t)atoi(argv[5]), strcmp(argv[6], "floor") == 0);
     }
     if (argc >= 5 && strcmp(argv[1], "idle") == 0) {
         read_windows(argv[3]);
         return idle(atof(argv[2]), (pid_t)atoi(argv[4]));
     }
-    fprintf(stderr, "usage: x11_switch list | rounds K WINDOWS SUPERVISOR floor|supervised | idle SECONDS WINDOWS SUPERVISOR\n");
+    fprintf(stderr, "usage: desktop_switch list | settle TIMEOUT WINDOWS | rounds x11|sway:SOCKET K WINDOWS SUPERVISOR floor|supervised"
+                    " | idle SECONDS WINDOWS SUPERVISOR\n");
     return 2;
 }
