@@ -131,8 +131,9 @@ results=$out/results   # "DISPLAY N TOOL what figures…" lines, read by the rep
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date +%s)
 
-# As the user, in a clean environment: what a session's launcher gives an app.
-as_user() { (cd / && exec setpriv --reuid="$bench_uid" --regid="$bench_gid" --init-groups env -i PATH=/usr/bin:/bin HOME=/ "$@"); }
+# As the user, in a clean environment: what a session's launcher gives an app. Only run in the background (`&`):
+# the exec replaces that subshell, so that `$!` is the program's pid.
+as_user() { cd / && exec setpriv --reuid="$bench_uid" --regid="$bench_gid" --init-groups env -i PATH=/usr/bin:/bin HOME=/ "$@"; }
 
 # The windows file of desktop_switch from "WINDOW PID" lines on stdin, in that order: each window with its process
 # and that process's descendants, once the process has one (the shell loop it runs).
@@ -305,6 +306,7 @@ for _, con, pid in sorted(found): print(con, pid)' > "$out/views"
         tail -n +2 "$out/windows" | while read -r con _; do i=$((i + 1)); swaymsg "[con_id=$con] move container to workspace $i" >/dev/null; done
         swaymsg workspace 1 >/dev/null
         sleep 1
+        echo "sway $n none $("$switch" idle "$IDLE" "$out/windows" 0) $IDLE" >> "$results"
         for rep in $(seq "$REPS"); do
             for tool in $( [ $((rep % 2)) = 1 ] && echo lifecycled floor || echo floor lifecycled); do
                 if [ "$tool" = lifecycled ]; then
@@ -417,8 +419,9 @@ for where, title in (("x11", "X11 (Xvfb, openbox, xterm)"), ("sway", "sway (head
                if rows.get((where, n, tool), {}).get("settled")]
     if settled:
         print()
-        print("From a supervisor's start until every hidden window's processes were stopped (slowest repetition): " + ", ".join(settled)
-              + ". xsuspender stops the windows that were hidden at its start only once it decides it is on battery.")
+        print("From a supervisor's start until every hidden window's processes were stopped (slowest repetition): " + ", ".join(settled) + "."
+              + (" xsuspender stops the windows that were hidden at its start only once it decides it is on battery."
+                 if any(key[2] == "xsuspender" for key in keys) else ""))
 
 # The targets: a miss is a finding.
 print()
