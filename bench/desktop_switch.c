@@ -17,6 +17,8 @@
 //       start, each window's again once it is hidden; all continued at the end), a follower such as
 //       bench/x11_floor.c continues them, and no grace is measured. Prints "round FOCUS_US GRACE_US" per round
 //       (GRACE_US -1 for the floor), then "cpu NS" of SUPERVISOR over the rounds (0: none).
+//   desktop_switch reset DISPLAY WINDOWS
+//       hides every hidden window of WINDOWS again and focuses the shown one
 //   desktop_switch idle SECONDS WINDOWS SUPERVISOR
 //       sleeps SECONDS and prints "idle SUPERVISOR_NS HIDDEN_NS": the CPU time of the supervisor and of the
 //       hidden windows' processes (every line of WINDOWS but the first) over that time.
@@ -321,18 +323,18 @@ static int rounds(int k, pid_t supervisor, int floor_mode) {
     for (int round = 0; round < k; round++) {
         const struct app *app = &apps[1 + round % (napps - 1)];
         if (floor_mode) signal_app(app, SIGSTOP);
-        if (wait_for(all_stopped, app, 1000, 20) < 0) {
-            fprintf(stderr, "desktop_switch: window 0x%x was not suspended within 20 s\n", app->window);
+        if (wait_for(all_stopped, app, 1000, 30) < 0) {
+            fprintf(stderr, "desktop_switch: window 0x%x was not suspended within 30 s\n", app->window);
             failed = 1;
             break;
         }
         usleep(200000);  // the supervisor's work for the suspension is over
         double start = now_us();
         ask_focus(app);
-        double running = wait_for(none_stopped, app, 0, 10);
+        double running = wait_for(none_stopped, app, 0, 30);
         done_asking();
         if (running < 0) {
-            fprintf(stderr, "desktop_switch: window 0x%x was not continued within 10 s of the focus request\n", app->window);
+            fprintf(stderr, "desktop_switch: window 0x%x was not continued within 30 s of the focus request\n", app->window);
             failed = 1;
             break;
         }
@@ -341,9 +343,9 @@ static int rounds(int k, pid_t supervisor, int floor_mode) {
         double hidden = now_us(), grace = -1;
         done_asking();
         if (!floor_mode) {
-            double stopped = wait_for(all_stopped, app, 1000, 20);
+            double stopped = wait_for(all_stopped, app, 1000, 30);
             if (stopped < 0) {
-                fprintf(stderr, "desktop_switch: window 0x%x was not suspended within 20 s of its hiding\n", app->window);
+                fprintf(stderr, "desktop_switch: window 0x%x was not suspended within 30 s of its hiding\n", app->window);
                 failed = 1;
                 break;
             }
@@ -359,6 +361,24 @@ static int rounds(int k, pid_t supervisor, int floor_mode) {
     if (floor_mode)
         for (int a = 1; a < napps; a++) signal_app(&apps[a], SIGCONT);
     return failed;
+}
+
+/// Every hidden window hidden again and the shown one focused: the picture a round that broke off may have left
+/// otherwise, for the next follower.
+static int reset(void) {
+    if (sway_fd >= 0) {
+        char command[64];
+        snprintf(command, sizeof command, "[con_id=%u] focus", apps[0].window);
+        sway_send(command);
+        sway_reply();
+        return 0;
+    }
+    active_atom = atom("_NET_ACTIVE_WINDOW");
+    change_state_atom = atom("WM_CHANGE_STATE");
+    for (int a = 1; a < napps; a++) client_message(apps[a].window, change_state_atom, 3, 0, 0);
+    client_message(apps[0].window, active_atom, 2, XCB_CURRENT_TIME, 0);
+    free(xcb_get_input_focus_reply(connection, xcb_get_input_focus(connection), NULL));  // a round trip: all sent
+    return 0;
 }
 
 static int settled(const struct app *unused) {
@@ -405,11 +425,17 @@ int main(int argc, char **argv) {
         else connect_display();
         return rounds(atoi(argv[3]), (pid_t)atoi(argv[5]), strcmp(argv[6], "floor") == 0);
     }
+    if (argc >= 4 && strcmp(argv[1], "reset") == 0) {
+        read_windows(argv[3]);
+        if (strncmp(argv[2], "sway:", 5) == 0) sway_connect(argv[2] + 5);
+        else connect_display();
+        return reset();
+    }
     if (argc >= 5 && strcmp(argv[1], "idle") == 0) {
         read_windows(argv[3]);
         return idle(atof(argv[2]), (pid_t)atoi(argv[4]));
     }
     fprintf(stderr, "usage: desktop_switch list | settle TIMEOUT WINDOWS | rounds x11|sway:SOCKET K WINDOWS SUPERVISOR floor|supervised"
-                    " | idle SECONDS WINDOWS SUPERVISOR\n");
+                    " | reset x11|sway:SOCKET WINDOWS | idle SECONDS WINDOWS SUPERVISOR\n");
     return 2;
 }
