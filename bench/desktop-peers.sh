@@ -28,8 +28,8 @@
 # Environment: LIFECYCLED_BIN_DIR (else a release build into BENCH_SCRATCH, as bench/display.sh), XSUSPENDER (a
 # built xsuspender; else built from XSUSPENDER_ARCHIVE, default /work/shared/peers/xsuspender-8c7d466.tar.gz, in
 # XSUSPENDER_BUILD, default /var/tmp/xsuspender-build, kept as a cache), SIZES, K (rounds per tool and N, default
-# 8, split over the repetitions), REPS (default 2), GRACE (seconds, default 2), IDLE (seconds of the idle phase,
-# default 5), NO_SWAY=1.
+# 6, split over the repetitions), REPS (default 2), GRACE (seconds, default 2), IDLE (seconds of the idle phase,
+# default 3), NO_SWAY=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 smoke=
@@ -37,7 +37,7 @@ smoke=
 if [ -n "$smoke" ]; then
     SIZES=${SIZES:-5} K=${K:-2} REPS=${REPS:-1} IDLE=${IDLE:-2}
 else
-    SIZES=${SIZES:-5 20 100} K=${K:-8} REPS=${REPS:-2} IDLE=${IDLE:-5}
+    SIZES=${SIZES:-5 20 100} K=${K:-6} REPS=${REPS:-2} IDLE=${IDLE:-3}
 fi
 GRACE=${GRACE:-2}
 out=$(mktemp -d "${TMPDIR:-/tmp}/lifecycled-desktop-peers.XXXXXX")
@@ -450,7 +450,8 @@ for where, title in (("x11", "X11 (Xvfb, openbox, xterm)"), ("sway", "sway (head
                if rows.get((where, n, tool), {}).get("settled")]
     if settled:
         print()
-        print("From a supervisor's start until every hidden window's processes were stopped (slowest repetition): " + ", ".join(settled) + "."
+        print("From a supervisor's start (lifecycled: its first answer to `lifectl list`) until every hidden window's processes "
+              "were stopped (slowest repetition): " + ", ".join(settled) + "."
               + (" xsuspender stops the windows that were hidden at its start only once it decides it is on battery."
                  if any(key[2] == "xsuspender" for key in keys) else ""))
 
