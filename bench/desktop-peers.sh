@@ -137,6 +137,9 @@ echo "desktop-peers.sh: xsuspender: $xsuspender_from" >&2
 results=$out/results   # "DISPLAY N TOOL what figures…" lines, read by the report at the end
 : > "$results"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# Both supervisors read /proc for every process on the machine (lifecycled to find a window's tree, xsuspender's
+# pgrep): their cost follows this count, which other users of the machine change.
+processes=$(ls /proc | grep -c '^[0-9]')
 started=$(date +%s)
 
 # As the user, in a clean environment: what a session's launcher gives an app. Only run in the background (`&`):
@@ -358,9 +361,9 @@ fi
 
 # --- the report --------------------------------------------------------------------------------------------------
 python3 - "$results" "$GRACE" "$(( (K + REPS - 1) / REPS * REPS ))" "$REPS" "$IDLE" "$xsuspender_from" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
-    "$(( $(date +%s) - started ))" "$(nproc)" "${smoke:+smoke}" <<'PY'
+    "$(( $(date +%s) - started ))" "$(nproc)" "$processes" "${smoke:+smoke}" <<'PY'
 import statistics, sys
-path, grace, k, reps, idle, xsus_from, load0, load1, seconds, cpus, smoke = sys.argv[1:12]
+path, grace, k, reps, idle, xsus_from, load0, load1, seconds, cpus, processes, smoke = sys.argv[1:13]
 grace_ms = float(grace) * 1000
 rows = {}   # (display, n, tool) -> {"focus": [], "grace": [], "cpu": ns, "rounds": n, "idle": (sup, hidden, s), "opens": (c, s)}
 for line in open(path):
@@ -394,7 +397,8 @@ sizes = sorted({key[1] for key in rows})
 print(f"Adopted CPU-busy windows (bench/busy.c under SCHED_IDLE each, run as an unprivileged user), one shown, the others hidden; "
       f"grace {grace} s for every supervisor (lifecycled `[Adopt] BackgroundTimeSec={grace}`, xsuspender `suspend_delay = {grace}`); "
       f"{k} rounds per tool and N in {reps} interleaved repetition{'s' if reps != '1' else ''} (the order rotates); "
-      f"idle phase {idle} s; {cpus} CPUs; load average {load0} before, {load1} after; {seconds} s in all. "
+      f"idle phase {idle} s; {cpus} CPUs; load average {load0} before, {load1} after; {processes} processes on the machine "
+      f"at the start (before the apps); {seconds} s in all. "
       f"xsuspender: {xsus_from}.")
 print()
 print("A round asks the display server to focus a suspended window (X11: the `_NET_ACTIVE_WINDOW` client message "
