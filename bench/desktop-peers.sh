@@ -6,7 +6,7 @@
 #    (`chrt --idle`), the kindest to the machine's other users; a process's state in /proc, which the figures
 #    read, does not depend on it. They are busy while a gate file exists, and the gate is closed while a
 #    supervisor starts and stops the hidden ones: on two CPUs a hundred runnable processes of any class delay
-#    each wake-up of a supervisor by up to a second, so that it would not get to stop them at all.
+#    each wake-up of a supervisor so much that it does not get to stop them.
 #    lifecycled adopts them (`[Display] Source=x11`, `[Adopt] Windows=yes`, `BackgroundTimeSec=GRACE`); xsuspender
 #    suspends the windows that lose the focus (`suspend_delay = GRACE`, a section per WM class); the floor is
 #    bench/x11_floor.c, which only sends SIGCONT when _NET_ACTIVE_WINDOW changes.
