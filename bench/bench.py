@@ -867,7 +867,7 @@ def machine():
     return model, nproc, free, ", ".join(versions), platform.release()
 
 
-def report(results, args, notif_text, seconds, display_text="", desktop_text=""):
+def report(results, args, notif_text, seconds, display_text="", desktop_text="", peers_text=""):
     L = []
     p = L.append
     model, nproc, free, versions, kernel = machine()
@@ -1055,6 +1055,10 @@ def report(results, args, notif_text, seconds, display_text="", desktop_text="")
     p("### 10. The desktop: adopted apps (bench/desktop.sh)")
     p("")
     p(desktop_text.strip() or "not run")
+    p("")
+    p("### 11. The desktop beside xsuspender and the floor (bench/desktop-peers.sh)")
+    p("")
+    p(peers_text.strip() or "not run")
     return L, {"fs": fs, "fr": fr, "pp": pp, "relay": relay, "relay_work": relay_work, "launch_best": (bestname, best)}
 
 
@@ -1170,6 +1174,14 @@ def desktop_verdicts(text):
              + (f"; the daemon meanwhile {daemon.group(1)} ms of CPU time, peak RSS {daemon.group(2)} MiB" if daemon else ""))]
 
 
+def desktop_peers_verdicts(text):
+    """bench/desktop-peers.sh's verdicts, one "Target: …: met|missed (figures)." line each."""
+    found = re.findall(r"^Target: (.*): (met|missed) \((.*)\)\.$", text, re.M)
+    if not found and text:
+        return [("desktop peers benchmark ran", False, "desktop-peers.sh printed no verdict")]
+    return [(target + " (desktop peers)", verdict == "met", figures) for target, verdict, figures in found]
+
+
 def svg(results, path):
     """Launch time and memory against N, one line per supervisor, drawn by hand."""
     sizes = results["sizes"]
@@ -1242,6 +1254,7 @@ def main():
     parser.add_argument("--notifications", default="", help="file with notifications.sh's output")
     parser.add_argument("--display", default="", help="file with display.sh's output")
     parser.add_argument("--desktop", default="", help="file with desktop.sh's output")
+    parser.add_argument("--desktop-peers", default="", help="file with desktop-peers.sh's output")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
     parser.add_argument("--svg", default=os.path.join(ROOT, "docs", "bench-launch-memory.svg"))
     parser.add_argument("--json", default="")
@@ -1263,8 +1276,9 @@ def main():
         notif = open(args.notifications).read()
     display = open(args.display).read() if args.display and os.path.exists(args.display) else ""
     desktop = open(args.desktop).read() if args.desktop and os.path.exists(args.desktop) else ""
-    lines, extra = report(results, args, notif, time.time() - t0, display, desktop)
-    checks = verdicts(results, extra, args) + desktop_verdicts(desktop)
+    peers = open(args.desktop_peers).read() if args.desktop_peers and os.path.exists(args.desktop_peers) else ""
+    lines, extra = report(results, args, notif, time.time() - t0, display, desktop, peers)
+    checks = verdicts(results, extra, args) + desktop_verdicts(desktop) + desktop_peers_verdicts(peers)
     lines.append("")
     lines.append("### Verdicts against the targets")
     lines.append("")

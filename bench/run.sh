@@ -13,8 +13,8 @@
 # Peers that apt cannot install are left out of the report (said so), not a failure.
 # Environment: REPS (default 3), BENCH_SCRATCH (the release build directory, default
 # /var/tmp/lifecycled-bench-build: its own, so that it never waits on .build's lock nor disturbs it),
-# NO_NOTIFICATIONS=1, NO_DISPLAY=1 (skip bench/display.sh), NO_DESKTOP=1 (skip bench/desktop.sh), CI (set: run
-# apt-get update before installing).
+# NO_NOTIFICATIONS=1, NO_DISPLAY=1 (skip bench/display.sh), NO_DESKTOP=1 (skip bench/desktop.sh),
+# NO_DESKTOP_PEERS=1 (skip bench/desktop-peers.sh), CI (set: run apt-get update before installing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=default
@@ -142,6 +142,21 @@ if [ -z "${NO_DESKTOP:-}" ]; then
     fi
     args+=(--desktop "$tmp/desktop.txt")
 fi
+desktop_peers_failed=
+if [ -z "${NO_DESKTOP_PEERS:-}" ]; then
+    # Smoke: N = 5, two rounds, lifecycled and the floors only (no xsuspender build).
+    if [ "$mode" = smoke ]; then peers_args=(--smoke) limit=180; else peers_args=() limit=1500; fi
+    echo "desktop peers benchmark (lifecycled, xsuspender and the floors on Xvfb with openbox and on sway${peers_args:+: smoke})…" >&2
+    status=0
+    LIFECYCLED_BIN_DIR="$bin" LIFECTL_BIN_DIR="$lifectl_dir" TMPDIR="$base" timeout "$limit" bash bench/desktop-peers.sh "${peers_args[@]}" \
+        > "$tmp/desktop-peers.txt" 2> "$tmp/desktop-peers.log" || status=$?
+    if [ "$status" != 0 ]; then
+        { echo "(desktop-peers.sh failed, status $status)"; tail -5 "$tmp/desktop-peers.log"; } >> "$tmp/desktop-peers.txt"
+        desktop_peers_failed=$status
+        tail -5 "$tmp/desktop-peers.log" >&2
+    fi
+    args+=(--desktop-peers "$tmp/desktop-peers.txt")
+fi
 if [ "$mode" = smoke ]; then
     timeout --signal=INT --kill-after=30 "${SMOKE_TIMEOUT:-240}" python3 bench/bench.py "${args[@]}" &
 else
@@ -160,5 +175,9 @@ if [ -n "$display_failed" ]; then
 fi
 if [ -n "$desktop_failed" ]; then
     echo "bench/run.sh: the desktop benchmark failed (status $desktop_failed)" >&2
+    exit 1
+fi
+if [ -n "$desktop_peers_failed" ]; then
+    echo "bench/run.sh: the desktop peers benchmark failed (status $desktop_peers_failed)" >&2
     exit 1
 fi
