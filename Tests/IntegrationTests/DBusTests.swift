@@ -186,6 +186,11 @@ struct DBusTests {
             #expect(lines.contains { $0.contains("InterfacesAdded (objectpath '\(Self.path("c"))'") })
             #expect(lines.contains { $0.contains("InterfacesRemoved (objectpath '\(Self.path("c"))'") })
             #expect(lines.contains { $0.contains("\(Self.manager): org.freedesktop.DBus.Properties.PropertiesChanged ('\(Self.managerInterface)', {'AppsNotRunning'") })
+            // The manager's counts follow each change: a suspended and resumed, then c added beside the terminated a.
+            let counts = lines.filter { $0.hasPrefix("\(Self.manager): org.freedesktop.DBus.Properties.PropertiesChanged") }
+            #expect(counts.contains { $0.contains("'AppsSuspended': <uint32 1>") }, "\(counts.joined(separator: "\n"))")
+            #expect(counts.contains { $0.contains("'AppsSuspended': <uint32 0>") }, "\(counts.joined(separator: "\n"))")
+            #expect(counts.contains { $0.contains("'AppsNotRunning': <uint32 2>") }, "\(counts.joined(separator: "\n"))")
         }
     }
 

@@ -19,7 +19,14 @@ final class BusService: AppObserver {
     private var slots: [UnsafeMutableRawPointer?] = []
     /// What each app object showed last, for `PropertiesChanged`; empty while not connected.
     private var shown: [String: BusAppProperties] = [:]
+    /// How many of the shown apps are in each state (no entry for none), kept with `shown` (`show`), so that the
+    /// manager's counts after a change are not counted again over every app.
+    private var shownCounts: [AppState: UInt32] = [:]
     private var shownManager: BusManagerProperties?
+    /// What a `PropertiesChanged` being sent carries: sd-bus reads each changed property back through `read`,
+    /// which answers from these rather than working the object's properties out again for each one.
+    private var emittingApp: (path: String, properties: BusAppProperties)?
+    private var emittingManager: BusManagerProperties?
     /// Apps whose properties are compared after the current callback.
     private var pending: Set<String> = []
     private var flushQueued = false
@@ -70,8 +77,9 @@ final class BusService: AppObserver {
         }
         if result < 0 { Log.error("D-Bus: failed to register the objects: \(BusConnection.reason(result))") }
         shown = [:]
-        for name in daemon.appNames { if let properties = properties(of: name) { shown[name] = properties } }
-        shownManager = managerProperties()
+        shownCounts = [:]
+        for name in daemon.appNames { if let properties = properties(of: name) { show(name, properties) } }
+        shownManager = managerProperties(counts: shownCounts)
     }
 
     private func unregister() {
@@ -79,6 +87,7 @@ final class BusService: AppObserver {
         for slot in slots { if let slot { sd_bus_slot_unref(OpaquePointer(slot)) } }
         slots = []
         shown = [:]
+        shownCounts = [:]
         shownManager = nil
     }
 
@@ -89,22 +98,37 @@ final class BusService: AppObserver {
         return BusAppProperties(status, runtime: runtime)
     }
 
+    /// The manager's properties with every app counted now, for a caller's `Get`.
     func managerProperties() -> BusManagerProperties {
         var counts: [AppState: UInt32] = [:]
         for record in daemon.records { counts[record.state, default: 0] += 1 }
-        return BusManagerProperties(version: daemonVersion, cgroupLayout: daemon.cgroups.layout.rawValue,
-                                    displaySource: daemon.display.description, counts: counts)
+        return managerProperties(counts: counts)
+    }
+
+    private func managerProperties(counts: [AppState: UInt32]) -> BusManagerProperties {
+        BusManagerProperties(version: daemonVersion, cgroupLayout: daemon.cgroups.layout.rawValue,
+                             displaySource: daemon.display.description, counts: counts)
     }
 
     private func read(_ property: String, of path: String, into reply: OpaquePointer) -> Int32 {
         var writer = BusWriter(reply)
         if path == BusPath.manager {
-            guard managerProperties().append(property, to: &writer) else { return -ENOENT }
+            guard (emittingManager ?? managerProperties()).append(property, to: &writer) else { return -ENOENT }
         } else {
-            guard let name = BusPath.appName(path), let properties = properties(of: name),
+            let emitted = emittingApp.flatMap { $0.path == path ? $0.properties : nil }
+            guard let properties = emitted ?? BusPath.appName(path).flatMap(properties(of:)),
                   properties.append(property, to: &writer) else { return -ENOENT }
         }
         return writer.result
+    }
+
+    /// `name`'s object shows `properties` now (nil: it is gone), and the counts follow.
+    private func show(_ name: String, _ properties: BusAppProperties?) {
+        if let old = shown[name], let state = AppState(rawValue: old.state), let count = shownCounts[state] {
+            shownCounts[state] = count > 1 ? count - 1 : nil
+        }
+        shown[name] = properties
+        if let properties, let state = AppState(rawValue: properties.state) { shownCounts[state, default: 0] += 1 }
     }
 
     // MARK: Changes
@@ -113,11 +137,11 @@ final class BusService: AppObserver {
         guard let bus = connection.bus else { return }
         switch change {
         case .added(let name):
-            if let properties = properties(of: name) { shown[name] = properties }
+            if let properties = properties(of: name) { show(name, properties) }
             _ = withStrv([String(cString: cbusAppInterface)]) { sd_bus_emit_interfaces_added_strv(bus, BusPath.app(name), $0) }
             changed(nil)
         case .removed(let name):
-            shown[name] = nil
+            show(name, nil)
             _ = withStrv([String(cString: cbusAppInterface)]) { sd_bus_emit_interfaces_removed_strv(bus, BusPath.app(name), $0) }
             changed(nil)
         case .transition(let app, let from, let to, let reason):
@@ -144,17 +168,22 @@ final class BusService: AppObserver {
         guard let bus = connection.bus else { return }
         for name in names.sorted() {
             guard let now = properties(of: name), let before = shown[name] else { continue }
-            shown[name] = now
+            show(name, now)
             let changed = now.changed(from: before)
             if !changed.isEmpty {
-                _ = withStrv(changed) { sd_bus_emit_properties_changed_strv(bus, BusPath.app(name), cbusAppInterface, $0) }
+                let path = BusPath.app(name)
+                emittingApp = (path, now)
+                _ = withStrv(changed) { sd_bus_emit_properties_changed_strv(bus, path, cbusAppInterface, $0) }
+                emittingApp = nil
             }
         }
-        let manager = managerProperties()
+        let manager = managerProperties(counts: shownCounts)
         if let before = shownManager {
             let changed = manager.changed(from: before)
             if !changed.isEmpty {
+                emittingManager = manager
                 _ = withStrv(changed) { sd_bus_emit_properties_changed_strv(bus, BusPath.manager, cbusManagerInterface, $0) }
+                emittingManager = nil
             }
         }
         shownManager = manager

@@ -16,16 +16,21 @@ extension Daemon: DaemonHost {
     /// A request that launches its app takes effect only once the app's process runs: the spawn comes first, and
     /// when it fails the model is as it was before the request (no other app left the foreground, nobody was told
     /// anything) and the failure is the request's answer.
+    ///
+    /// Only a request that finds its app not running can launch it (the rules' table), so only then is the model
+    /// kept to go back to: a kept copy shares the apps' records, and the request's first write would copy all of
+    /// them.
     func request(_ request: Request, for name: String, origin: String) throws(RequestError) -> [Effect] {
-        let before = model
+        let before = model.projectedState(of: name)?.isRunning == false ? model : nil
         var effects = try model.handle(request, for: name, origin: origin, now: loop.now)
         guard let index = effects.firstIndex(where: { if case .spawn = $0 { true } else { false } }),
               case .spawn(let launched, let options) = effects[index], let app = runtime(launched) else { return effects }
         effects.remove(at: index)
         if let failure = processes.spawn(app, options) {
-            model = before
+            let state = before?.state(of: name) ?? model.state(of: name)
+            if let before { model = before }
             log(launched, .spawnFailed(failure))
-            throw RequestError(app: name, state: before.state(of: name), request: request, reason: .spawnFailed(failure))
+            throw RequestError(app: name, state: state, request: request, reason: .spawnFailed(failure))
         }
         return effects
     }
