@@ -216,6 +216,9 @@ public final class Daemon {
 
     func perform(_ effects: [Effect]) { perform(effects, since: nil) }
 
+    /// How late a timer the model arms may fire.
+    static let timerAccuracy: Duration = .milliseconds(1)
+
     /// `since`: the time the model decided at, which the timers it arms count from (the loop's now when nil).
     func perform(_ effects: [Effect], since: MonotonicTime?) {
         for effect in effects {
@@ -227,7 +230,9 @@ public final class Daemon {
             case .stopProcess(let name): if let app = runtime(name) { suspension.suspend(app) }
             case .continueProcess(let name): suspension.resume(name)
             case .signal(let name, let signal): if let app = runtime(name) { suspension.signal(app, signal) }
-            case .armTimer(let name, let kind, let delay): timer(name, kind)?.arm(at: (since ?? loop.now) + delay)
+            // The model's timers end what it promised (a grace time, a deadline): on time, not coalesced.
+            case .armTimer(let name, let kind, let delay):
+                timer(name, kind)?.arm(at: (since ?? loop.now) + delay, accuracy: Self.timerAccuracy)
             case .cancelTimer(let name, let kind): runtime(name)?.timers[kind]?.cancel()
             case .transition(let name, let from, let to, let reason): transitioned(name, from, to, reason)
             case .note(let name, let note): noted(name, note)

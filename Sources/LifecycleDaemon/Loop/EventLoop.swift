@@ -171,6 +171,7 @@ public final class LoopTimer {
     private var due: Duration?
     /// When the sd-event source is armed to fire; nil when it is off.
     private var fires: Duration?
+    private var accuracy: Duration?
 
     public init(loop: EventLoop, lazyCancel: Bool = false, _ handler: @escaping () -> Void) throws(SystemError) {
         self.loop = loop
@@ -183,11 +184,13 @@ public final class LoopTimer {
     public func arm(after delay: Duration) { arm(at: loop.now + delay) }
 
     /// Runs the handler once at `due` on the loop's clock (at once if that has passed), replacing any earlier arming.
-    public func arm(at due: Duration) {
+    /// `accuracy`: how late it may run (`EventSource.arm`).
+    public func arm(at due: Duration, accuracy: Duration? = nil) {
         self.due = due
+        self.accuracy = accuracy
         // The source fires first (at a time no later than this one) and arms itself again for what is due then.
         if lazyCancel, let fires, fires <= due { return }
-        source?.arm(after: max(due - loop.now, .zero))
+        source?.arm(after: max(due - loop.now, .zero), accuracy: accuracy)
         fires = due
     }
 
@@ -210,7 +213,7 @@ public final class LoopTimer {
         guard let due else { return }  // cancelled since: it stays off
         let now = loop.now
         if now < due {
-            source?.arm(after: due - now)
+            source?.arm(after: due - now, accuracy: accuracy)
             fires = due
             return
         }
@@ -275,14 +278,16 @@ public final class EventSource {
         watchedChild = nil
     }
 
-    /// For timers: fire once after `delay` from now, replacing any earlier arming.
-    public func arm(after delay: Duration) {
+    /// For timers: fire once after `delay` from now, replacing any earlier arming. `accuracy`: how late it may
+    /// fire, for a timer whose end is a promise (a grace time); else a twentieth of the delay.
+    public func arm(after delay: Duration, accuracy: Duration? = nil) {
         guard let pointer else { return }
         let (seconds, attoseconds) = delay.components
         let usec = UInt64(max(0, seconds)) * 1_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000_000)
         // sd-event lets a timer fire up to its accuracy late so that wakeups coalesce, and its default accuracy is
         // far too coarse for the stop recheck: a twentieth of the delay instead, never coarser than that default.
-        _ = sd_event_source_set_time_accuracy(pointer, min(250_000, max(1, usec / 20)))
+        let slack = accuracy.map { UInt64(max(1, $0 / .microseconds(1))) } ?? min(250_000, max(1, usec / 20))
+        _ = sd_event_source_set_time_accuracy(pointer, slack)
         _ = sd_event_source_set_time_relative(pointer, usec)
         _ = sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ONESHOT))
     }

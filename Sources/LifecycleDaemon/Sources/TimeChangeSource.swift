@@ -13,6 +13,11 @@ import LifecycleModel
 ///   replace the symlink, `dpkg-reconfigure` may rewrite a copy. A change of content is a change of zone; the C
 ///   library is told (`tzset()`) and midnight re-armed in the new zone.
 ///
+/// A setting of the clock counts only when it moves the wall clock against the monotonic one by at least
+/// `significantStep`: UIKit posts for midnight, a carrier's time update and daylight saving time, not for the small
+/// steps a virtual machine's or an NTP client's clock discipline makes many times a minute. Small steps add up against
+/// the wall clock as it was at the last post, so a drift is posted once, when it has grown past the step.
+///
 /// No periodic wakeup: at most one expiry a day.
 final class TimeChangeSource {
     static let type = "significantTimeChange"
@@ -30,6 +35,10 @@ final class TimeChangeSource {
     private var zoneProblem: String?
     /// How many times the loop woke the timer (for the no-polling test).
     private(set) var wakeups = 0
+    /// The smallest move of the wall clock that is a significant time change.
+    static let significantStep: Duration = .seconds(1)
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC when the clock was last counted as set (or the source started).
+    private var wallOffset = TimeChangeSource.currentWallOffset()
 
     init(loop: EventLoop, watcher: DirectoryWatcher, localtimePath: String, post: @escaping (String, JSONValue, String?) -> Void) {
         self.watcher = watcher
@@ -93,7 +102,14 @@ final class TimeChangeSource {
         let reason: String
         switch cs_realtime_timer_consume(timerFD) {
         case CS_TIMER_EXPIRED: reason = "midnight"
-        case CS_TIMER_CLOCK_SET: reason = "clockSet"
+        case CS_TIMER_CLOCK_SET:
+            let offset = Self.currentWallOffset()
+            guard Self.isSignificant(from: wallOffset, to: offset) else {
+                rearm()
+                return Log.debug("\(Self.type): the clock was set by \(offset - wallOffset) since the last change posted; under \(Self.significantStep), not posted")
+            }
+            wallOffset = offset
+            reason = "clockSet"
         case CS_TIMER_NOTHING: return
         default:
             timerProblem = SystemError(operation: "read the midnight timer", errno: errno).description
@@ -102,6 +118,20 @@ final class TimeChangeSource {
         }
         rearm()
         post(Self.type, ["reason": .string(reason)], nil)
+    }
+
+    /// Whether the wall clock moved against the monotonic one by at least `significantStep`, either way.
+    static func isSignificant(from before: Duration, to after: Duration) -> Bool {
+        let step = after - before
+        return step >= significantStep || step <= .zero - significantStep
+    }
+
+    static func currentWallOffset() -> Duration {
+        var wall = timespec(), monotonic = timespec()
+        clock_gettime(CLOCK_REALTIME, &wall)
+        clock_gettime(CLOCK_MONOTONIC, &monotonic)
+        return Duration(secondsComponent: Int64(wall.tv_sec) - Int64(monotonic.tv_sec),
+                        attosecondsComponent: (Int64(wall.tv_nsec) - Int64(monotonic.tv_nsec)) * 1_000_000_000)
     }
 
     private func rearm() {
