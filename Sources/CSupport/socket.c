@@ -31,11 +31,11 @@ int cs_unix_listen(const char *path, int backlog) {
     return fd;
 }
 
-int cs_unix_connect_nonblocking(const char *path) {
+static int unix_connect(const char *path, int flags) {
     struct sockaddr_un address;
     int r = fill_address(&address, path);
     if (r < 0) return r;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
     if (fd < 0) return -errno;
     while (connect(fd, (struct sockaddr *) &address, sizeof(address)) < 0) {
         if (errno == EINTR) continue;
@@ -46,17 +46,6 @@ int cs_unix_connect_nonblocking(const char *path) {
     return fd;
 }
 
-int cs_unix_connect(const char *path) {
-    struct sockaddr_un address;
-    int r = fill_address(&address, path);
-    if (r < 0) return r;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
-    while (connect(fd, (struct sockaddr *) &address, sizeof(address)) < 0) {
-        if (errno == EINTR) continue;
-        r = -errno;
-        close(fd);
-        return r;
-    }
-    return fd;
-}
+int cs_unix_connect_nonblocking(const char *path) { return unix_connect(path, SOCK_NONBLOCK); }
+
+int cs_unix_connect(const char *path) { return unix_connect(path, 0); }
