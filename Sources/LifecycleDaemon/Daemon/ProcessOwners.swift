@@ -2,10 +2,9 @@ import Glibc
 
 /// Which running app a process belongs to (a window's, a sound stream's), found once per process and kept until
 /// the apps change, so that a display or audio event costs what it touched rather than a read of every app's
-/// processes. A process is the app's
-/// when it sits in the app's cgroup, in the session or process group the app's leader leads, or below the leader
-/// in the process tree; one read of its /proc/PID/stat and /proc/PID/cgroup, then of each ancestor's stat until a
-/// known process or init, decides it.
+/// processes. A process is the app's when it sits in the app's cgroup, in the session or process group the app's
+/// leader leads, or below the leader in the process tree; one read of its /proc/PID/stat and /proc/PID/cgroup,
+/// then of each ancestor's stat until a known process or init, decides it.
 final class ProcessOwners {
     /// One running app, as the rule needs it.
     struct App: Equatable {
@@ -21,10 +20,6 @@ final class ProcessOwners {
             self.leader = leader
             self.cgroup = cgroup
             self.v1Group = v1Group
-        }
-
-        static func == (lhs: App, rhs: App) -> Bool {
-            lhs.name == rhs.name && lhs.leader == rhs.leader && lhs.cgroup == rhs.cgroup && lhs.v1Group == rhs.v1Group
         }
     }
 
@@ -92,8 +87,7 @@ final class ProcessOwners {
     func owner(of pid: pid_t) -> String? {
         if let cached = known[pid] { return cached }
         if known.count >= Self.cacheLimit { known = [:] }
-        let found = lookUp(pid)
-        return found
+        return lookUp(pid)
     }
 
     private func lookUp(_ pid: pid_t) -> String? {

@@ -145,8 +145,9 @@ final class DisplayFollower {
         self.picture = picture
         // The model hears first, so that a window that shows continues its app before anything else is done in
         // this pass; windows no app owns are adopted after, and the picture read again with them.
-        host.displayChanged(ownership().facts(of: picture), at: picture.changedAt ?? loop.now)
-        if adoptWindows(picture, ownership()) { host.displayChanged(ownership().facts(of: picture), at: loop.now) }
+        let ownership = ownership()
+        host.displayChanged(ownership.facts(of: picture), at: picture.changedAt ?? loop.now)
+        if adoptWindows(picture, ownership) { host.displayChanged(self.ownership().facts(of: picture), at: loop.now) }
     }
 
     /// The rule, with the owner of each window's process as `owners` finds it once per process.
