@@ -54,6 +54,10 @@ def _drain(daemon: socket.socket, sent: bytearray) -> None:
             data = daemon.recv(65536)
         except (BlockingIOError, InterruptedError):
             return
+        except ConnectionResetError:
+            # The client closed its end with input it had not read (after an error, as the protocol asks): the
+            # conversation is over, and what it sent before is in `sent`.
+            return
         if not data:
             return
         sent += data
@@ -80,7 +84,10 @@ def one_input(data: bytes) -> None:
                 if not app.process():
                     break
             _drain(daemon, sent)
-        daemon.shutdown(socket.SHUT_WR)
+        try:
+            daemon.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
         for _ in range(64):
             if not app.process():
                 break
