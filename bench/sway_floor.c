@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include "continue_tree.h"
 
 static int read_all(int fd, void *buffer, size_t count) {
     size_t done = 0;
@@ -31,18 +32,6 @@ static char *ipc_read(int fd) {
     if (read_all(fd, payload, length) < 0) return NULL;
     payload[length] = 0;
     return payload;
-}
-
-static void continue_tree(long pid, int depth) {
-    kill((pid_t)pid, SIGCONT);
-    if (depth > 8) return;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", pid, pid);
-    FILE *file = fopen(path, "r");
-    if (!file) return;
-    long child;
-    while (fscanf(file, "%ld", &child) == 1) continue_tree(child, depth + 1);
-    fclose(file);
 }
 
 int main(int argc, char **argv) {

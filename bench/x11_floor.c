@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xcb/xcb.h>
+#include "continue_tree.h"
 
 static xcb_connection_t *connection;
 
@@ -27,18 +28,6 @@ static uint32_t cardinal(xcb_window_t window, xcb_atom_t name, xcb_atom_t type) 
     uint32_t value = reply && xcb_get_property_value_length(reply) >= 4 ? *(uint32_t *)xcb_get_property_value(reply) : 0;
     free(reply);
     return value;
-}
-
-static void continue_tree(long pid, int depth) {
-    kill((pid_t)pid, SIGCONT);
-    if (depth > 8) return;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", pid, pid);
-    FILE *file = fopen(path, "r");
-    if (!file) return;
-    long child;
-    while (fscanf(file, "%ld", &child) == 1) continue_tree(child, depth + 1);
-    fclose(file);
 }
 
 int main(void) {
