@@ -238,6 +238,35 @@ public enum Event: Sendable, Equatable {
 
 /// What `lifectl` (or a client) asks of an app.
 public enum Request: Sendable, Equatable, CustomStringConvertible {
+    /// A request about the app as a whole, judged against LifecycleRules' table.
+    case app(AppRequest)
+    /// A request that names scenes, judged against the session it names; only apps with `[Scenes]` take it.
+    case scene(SceneRequest)
+
+    public static func launch(background: Bool) -> Request { .app(.launch(background: background)) }
+    public static let focus = Request.app(.focus)
+    public static let deactivate = Request.app(.deactivate)
+    public static let background = Request.app(.background)
+    public static let suspend = Request.app(.suspend)
+    public static let resume = Request.app(.resume)
+    public static let terminate = Request.app(.terminate)
+    public static func openScene(role: String?, configuration: String?, options: JSONValue) -> Request {
+        .scene(.openScene(role: role, configuration: configuration, options: options))
+    }
+    public static func focusScene(_ scene: String) -> Request { .scene(.focusScene(scene)) }
+    public static func backgroundScene(_ scene: String) -> Request { .scene(.backgroundScene(scene)) }
+    public static func closeScene(_ scene: String) -> Request { .scene(.closeScene(scene)) }
+    public static func discardScene(_ scene: String) -> Request { .scene(.discardScene(scene)) }
+
+    public var description: String {
+        switch self {
+        case .app(let request): request.description
+        case .scene(let request): request.description
+        }
+    }
+}
+
+public enum AppRequest: Sendable, Equatable, CustomStringConvertible {
     case launch(background: Bool)
     case focus
     /// An interruption: active → inactive.
@@ -246,6 +275,21 @@ public enum Request: Sendable, Equatable, CustomStringConvertible {
     case suspend
     case resume
     case terminate
+
+    public var description: String {
+        switch self {
+        case .launch(let background): background ? "launch --background" : "launch"
+        case .focus: "focus"
+        case .deactivate: "deactivate"
+        case .background: "background"
+        case .suspend: "suspend"
+        case .resume: "resume"
+        case .terminate: "terminate"
+        }
+    }
+}
+
+public enum SceneRequest: Sendable, Equatable, CustomStringConvertible {
     /// A new scene session, connected and brought to focus (UIKit's requestSceneSessionActivation with no
     /// session). `role` nil: `window`; `configuration`: the one asked for (the app still chooses).
     case openScene(role: String?, configuration: String?, options: JSONValue)
@@ -266,13 +310,6 @@ public enum Request: Sendable, Equatable, CustomStringConvertible {
         case .backgroundScene(let scene): "move scene \(scene) to the background in"
         case .closeScene(let scene): "close scene \(scene) of"
         case .discardScene(let scene): "discard scene \(scene) of"
-        case .launch(let background): background ? "launch --background" : "launch"
-        case .focus: "focus"
-        case .deactivate: "deactivate"
-        case .background: "background"
-        case .suspend: "suspend"
-        case .resume: "resume"
-        case .terminate: "terminate"
         }
     }
 }

@@ -72,7 +72,7 @@ public enum LifecycleRules {
     /// process has not exited yet although its queued work ends it (a launch waits for that exit). `external`: the
     /// daemon never starts the app (External=yes). Only the app-level requests are in the table; the scene requests
     /// name a session, and Supervisor+Scenes.swift judges them against it.
-    public static func outcome(of request: Request, from projected: AppState, stillRunning: Bool = false,
+    public static func outcome(of request: AppRequest, from projected: AppState, stillRunning: Bool = false,
                                external: Bool = false) -> Outcome {
         if external, !projected.isRunning, request != .terminate { return .refuse(externalRefusal) }
         switch (request, projected) {
@@ -107,9 +107,6 @@ public enum LifecycleRules {
         case (.resume, _): return .refuse("only a suspended app can be resumed")
 
         case (.terminate, _): return .steps([.terminate])
-
-        case (.openScene, _), (.focusScene, _), (.backgroundScene, _), (.closeScene, _), (.discardScene, _):
-            preconditionFailure("scene requests are judged against their session, not this table")
         }
     }
 

@@ -94,11 +94,8 @@ extension Supervisor {
     /// `processesStopped`: what the daemon found its processes to be (stopped or frozen, or not), nil when it did not
     /// look. The file is saved once per loop iteration, so a crash between a stop (or a continue) and that save
     /// leaves the kernel ahead of the file. The kernel wins: a process is never left stopped unknowingly.
-    public mutating func adopt(_ name: String, _ saved: AppSnapshot, running: Bool, processesStopped: Bool? = nil,
-                               now: MonotonicTime) -> [Effect] {
+    mutating func adopt(_ name: String, _ saved: AppSnapshot, running: Bool, processesStopped: Bool?) -> [Effect] {
         guard table.contains(name) else { return [] }
-        self.now = now
-        startEvent()
         var snapshot = saved
         if running, let stopped = processesStopped {
             if snapshot.state == .suspended && !stopped {

@@ -6,7 +6,8 @@ extension Supervisor {
     /// The daemon lets an adopted app go (it stops, or a reload stops adopting it): the app is forgotten in
     /// whatever state it is, without a message or an exit, and its processes are the desktop's again (the daemon
     /// thaws them first). Returns false for an app that is not adopted.
-    public mutating func release(_ name: String) -> Bool {
+    @discardableResult
+    mutating func release(_ name: String) -> Bool {
         guard let app = table.record(name), app.policy.adopted else { return false }
         if activeApp == name { activeApp = nil }
         focusQueue.removeAll { $0 == name }

@@ -40,16 +40,10 @@ extension Supervisor {
         display.facts.visible.contains(name) ? .inactive : .background
     }
 
-    /// The display source stopped for good (a reload changed `[Display]`): its facts no longer hold, and the apps
-    /// keep their states until a new source reports its picture.
-    public mutating func displayForgotten() { display = DisplayState() }
-
     /// The display server reports a new picture: apps with a visible window are resumed first (their windows must
     /// redraw), the app losing focus resigns, the one gaining it comes forward, visible apps stand inactive and
     /// apps whose windows are all hidden or closed go to the background.
-    public mutating func displayChanged(_ reported: DisplayFacts, now: MonotonicTime) -> [Effect] {
-        self.now = now
-        startEvent()
+    mutating func displayChanged(_ reported: DisplayFacts) -> [Effect] {
         let running = Set(table.records.filter { $0.state.isRunning && !$0.run.termination.isUnderway }.map(\.name))
         let focused = reported.focused.flatMap { running.contains($0) ? $0 : nil }
         let facts = DisplayFacts(visible: reported.visible.intersection(running),

@@ -5,7 +5,7 @@ extension Supervisor {
     /// An external app's process attached: the app goes notRunning → inactive as if launched, without a spawn,
     /// and is told didFinishLaunching (with `launchedBy`) once its hello is in. Throws when the app is unknown,
     /// not external, or running already (a second client), so that the daemon can refuse the connection.
-    public mutating func attach(_ name: String, launchedBy: String = "external", now: MonotonicTime) throws(RequestError) -> [Effect] {
+    mutating func attach(_ name: String, launchedBy: String) throws(RequestError) -> [Effect] {
         let request = Request.launch(background: false)
         guard let app = table.record(name) else {
             throw RequestError(app: name, state: nil, request: request, reason: .unknownApp)
@@ -17,8 +17,6 @@ extension Supervisor {
         guard !app.state.isRunning else {
             throw RequestError(app: name, state: app.state, request: request, reason: .notAllowed(hint: "it is running already"))
         }
-        self.now = now
-        startEvent()
         launch(name, LaunchOptions(launchedBy: launchedBy, terminatedInBackground: app.terminatedInBackground), spawn: false)
         return finish(name)
     }

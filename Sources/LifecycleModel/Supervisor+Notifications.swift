@@ -7,8 +7,7 @@ extension Supervisor {
     /// that are suspended or not connected yet, dropped for the others (not running, not observing the type,
     /// or not speaking the protocol). `app` nil: every app. An app's client (`origin` `.client`) may post only
     /// the types declared for client posts (`NotificationCatalog.clientMayPost`).
-    public mutating func post(_ type: String, payload: JSONValue, to app: String?, from origin: PostOrigin = .daemon,
-                              now: MonotonicTime) throws(PostError) -> PostOutcome {
+    mutating func post(_ type: String, payload: JSONValue, to app: String?, from origin: PostOrigin) throws(PostError) -> PostOutcome {
         guard let coalescing = catalog.coalescing(of: type) else {
             throw PostError(type: type, reason: .unknownType(known: catalog.types.keys.sorted()))
         }
@@ -21,8 +20,6 @@ extension Supervisor {
         guard size <= NotificationQueue.payloadBudget else {
             throw PostError(type: type, reason: .payloadTooLarge(size: size, limit: NotificationQueue.payloadBudget))
         }
-        self.now = now
-        startEvent()
         var outcome = PostOutcome()
         func count(_ offer: Offer) {
             switch offer {
@@ -36,7 +33,6 @@ extension Supervisor {
         } else {
             for slot in table.records.indices { count(offer(type, payload: payload, size: size, coalescing: coalescing, to: slot)) }
         }
-        outcome.effects = endEvent()
         return outcome
     }
 
@@ -90,11 +86,9 @@ public enum PostOrigin: Sendable, Equatable {
 }
 
 /// What a post did.
-public struct PostOutcome: Sendable, Equatable {
-    public var delivered = 0
-    public var queued = 0
-    public var effects: [Effect] = []
-    public init() {}
+struct PostOutcome: Sendable, Equatable {
+    var delivered = 0
+    var queued = 0
 }
 
 /// A post the model cannot take.

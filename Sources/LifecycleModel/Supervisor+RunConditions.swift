@@ -17,23 +17,8 @@ extension Supervisor {
         table.with(name) { LifecycleRules.effectiveBackgroundModes(name, policy: $0.policy, conditions: conditions) } ?? []
     }
 
-    /// The sound server reports which apps play now.
-    public mutating func audioChanged(playing: Set<String>, now: MonotonicTime) -> [Effect] {
-        var next = conditions
-        next.playingAudio = playing
-        return conditionsChanged(to: next, now: now)
-    }
-
-    /// The power supply reports battery or external power.
-    public mutating func powerChanged(onBattery: Bool, now: MonotonicTime) -> [Effect] {
-        var next = conditions
-        next.onBattery = onBattery
-        return conditionsChanged(to: next, now: now)
-    }
-
-    private mutating func conditionsChanged(to next: RunConditions, now: MonotonicTime) -> [Effect] {
-        self.now = now
-        startEvent()
+    /// The sound server's or the power supply's facts changed: each app whose background modes change moves.
+    mutating func conditionsChanged(to next: RunConditions) -> [Effect] {
         let old = conditions
         conditions = next
         var moved: [String] = []

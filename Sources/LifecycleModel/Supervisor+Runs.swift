@@ -64,9 +64,7 @@ extension Supervisor {
     /// The daemon is stopping: every running app is terminated, and every one gets willTerminate with its
     /// deadline — suspended apps are continued first so that they can hear it and exit (unlike a single
     /// `terminate` of a suspended app, which UIKit does without notice).
-    public mutating func shutdown(now: MonotonicTime) -> [Effect] {
-        self.now = now
-        startEvent()
+    mutating func shutdown() -> [Effect] {
         for name in table.names {
             terminate(name, wakeSuspended: true)
             advance(name)

@@ -12,21 +12,12 @@
 // This is the order UIKit posts its application notifications in, after the scene's delegate call.
 // Each message waits for its ack, as everywhere else, so the order on the wire is exact.
 
-extension Request {
-    /// A request that names scenes; only apps with `[Scenes]` take it.
-    public var isSceneRequest: Bool {
-        switch self {
-        case .openScene, .focusScene, .backgroundScene, .closeScene, .discardScene: true
-        default: false
-        }
-    }
-}
-
 extension Supervisor {
     /// A request that names a scene (refused for an app without scenes). The app-level requests go through the
     /// rules' table for every app; these are judged against the session they name.
-    mutating func handleSceneRequest(_ request: Request, for name: String, origin: String,
+    mutating func handleSceneRequest(_ sceneRequest: SceneRequest, for name: String, origin: String,
                                      projected: AppState) throws(RequestError) {
+        let request = Request.scene(sceneRequest)
         let app = table[name]
         func refuse(_ hint: String?) -> RequestError {
             RequestError(app: name, state: app.state, becoming: projected == app.state ? nil : projected,
@@ -50,7 +41,7 @@ extension Supervisor {
             }
         }
 
-        switch request {
+        switch sceneRequest {
         case .openScene(let role, let configuration, let options):
             let role = role ?? ScenePolicy.defaultRole
             guard options.encodedSizeBound <= SceneSession.optionsLimit else {
@@ -108,9 +99,6 @@ extension Supervisor {
             }
             if connected { moveScene(name, scene, from: app.projectedSceneStates[index], to: nil) }
             append(name, .discardSessions([scene]))
-
-        case .launch, .focus, .deactivate, .background, .suspend, .resume, .terminate:
-            preconditionFailure("app-level requests go through LifecycleRules.outcome")
         }
     }
 

@@ -84,24 +84,25 @@ public struct Supervisor: Sendable {
 
     /// Apply a request. Throws when the model does not allow it from the app's (projected) state.
     /// `origin` is who asked; it becomes `launchedBy` when the request launches the app.
-    public mutating func handle(_ request: Request, for name: String, origin: String = "lifectl",
-                                now: MonotonicTime) throws(RequestError) -> [Effect] {
+    mutating func take(_ request: Request, for name: String, origin: String) throws(RequestError) -> [Effect] {
         guard let app = table.record(name) else {
             throw RequestError(app: name, state: nil, request: request, reason: .unknownApp)
         }
-        self.now = now
-        startEvent()
         let projected = app.projectedState
         func refuse(_ hint: String?) -> RequestError {
             RequestError(app: name, state: app.state, becoming: projected == app.state ? nil : projected,
                          request: request, reason: .notAllowed(hint: hint))
         }
-        if request.isSceneRequest {
+        let appRequest: AppRequest
+        switch request {
+        case .scene(let sceneRequest):
             if app.policy.external, !projected.isRunning { throw refuse(LifecycleRules.externalRefusal) }
-            try handleSceneRequest(request, for: name, origin: origin, projected: projected)
+            try handleSceneRequest(sceneRequest, for: name, origin: origin, projected: projected)
             return finish(name)
+        case .app(let request):
+            appRequest = request
         }
-        switch LifecycleRules.outcome(of: request, from: projected, stillRunning: app.state.isRunning,
+        switch LifecycleRules.outcome(of: appRequest, from: projected, stillRunning: app.state.isRunning,
                                       external: app.policy.external) {
         case .refuse(let hint):
             throw refuse(hint)
@@ -152,9 +153,7 @@ public struct Supervisor: Sendable {
 
     // MARK: Events
 
-    public mutating func handle(_ event: Event, now: MonotonicTime) -> [Effect] {
-        self.now = now
-        startEvent()
+    mutating func take(_ event: Event) -> [Effect] {
         switch event {
         case .hello(let name):
             guard table.with(name, { $0.state.isRunning }) == true else { return [] }

@@ -187,7 +187,7 @@ struct Harness {
     /// Post a notification; its effects are logged (and answered, when cooperating) like any other input's.
     @discardableResult
     mutating func post(_ type: String, _ payload: JSONValue, to app: String?,
-                       from origin: PostOrigin = .daemon) throws(PostError) -> PostOutcome {
+                       from origin: PostOrigin = .daemon) throws(PostError) -> Outcome {
         var outcome = try model.post(type, payload: payload, to: app, from: origin, now: now)
         outcome.effects = record(outcome.effects)
         return outcome
@@ -301,4 +301,51 @@ extension Sequence where Element == Effect {
     }
 
     var containsSend: Bool { !sentCallbacks.isEmpty }
+}
+
+/// The tests' shorthand for the model's one input: each goes through `handle(_:now:)`, and a refusal is thrown as
+/// the error the model gave.
+extension Supervisor {
+    mutating func handle(_ request: Request, for name: String, origin: String = "lifectl",
+                         now: MonotonicTime) throws(RequestError) -> [Effect] {
+        let outcome = handle(.request(request, app: name, origin: origin), now: now)
+        if case .request(let error)? = outcome.refusal { throw error }
+        return outcome.effects
+    }
+
+    mutating func handle(_ event: Event, now: MonotonicTime) -> [Effect] { handle(.event(event), now: now).effects }
+
+    mutating func attach(_ name: String, launchedBy: String = "external", now: MonotonicTime) throws(RequestError) -> [Effect] {
+        let outcome = handle(.attach(app: name, launchedBy: launchedBy), now: now)
+        if case .request(let error)? = outcome.refusal { throw error }
+        return outcome.effects
+    }
+
+    mutating func adopt(_ name: String, _ saved: AppSnapshot, running: Bool, processesStopped: Bool? = nil,
+                        now: MonotonicTime) -> [Effect] {
+        handle(.adopt(app: name, saved, running: running, processesStopped: processesStopped), now: now).effects
+    }
+
+    mutating func post(_ type: String, payload: JSONValue, to app: String?, from origin: PostOrigin = .daemon,
+                       now: MonotonicTime) throws(PostError) -> Outcome {
+        let outcome = handle(.post(type: type, payload: payload, to: app, from: origin), now: now)
+        if case .post(let error)? = outcome.refusal { throw error }
+        return outcome
+    }
+
+    mutating func displayChanged(_ facts: DisplayFacts, now: MonotonicTime) -> [Effect] {
+        handle(.display(facts), now: now).effects
+    }
+
+    mutating func displayForgotten() { _ = handle(.displayForgotten, now: now) }
+
+    mutating func audioChanged(playing: Set<String>, now: MonotonicTime) -> [Effect] {
+        handle(.audio(playing: playing), now: now).effects
+    }
+
+    mutating func powerChanged(onBattery: Bool, now: MonotonicTime) -> [Effect] {
+        handle(.power(onBattery: onBattery), now: now).effects
+    }
+
+    mutating func shutdown(now: MonotonicTime) -> [Effect] { handle(.shutdown, now: now).effects }
 }

@@ -111,7 +111,7 @@ struct NotificationDeliveryTests {
 
         let outcome = try p.post("batteryLevelDidChange", 10, to: "a")
 
-        #expect(outcome == PostOutcome())
+        #expect(outcome == Outcome())
         #expect(p.record(of: "a").queue.isEmpty)
     }
 
@@ -144,7 +144,7 @@ struct NotificationDeliveryTests {
         h.observe("a", "batteryLevelDidChange")
         var p = h.handedOver()
 
-        var outcomes: [PostOutcome] = []
+        var outcomes: [Outcome] = []
         for level in [90, 80, 70] { outcomes.append(try p.post("batteryLevelDidChange", .number(Double(level)), to: "a")) }
 
         #expect(outcomes.allSatisfy { $0.queued == 1 && $0.delivered == 0 && $0.effects.isEmpty })
@@ -383,7 +383,7 @@ struct NotificationDeliveryTests {
 
         let outcome = try p.post(type, 1, to: "a")
 
-        #expect(outcome == PostOutcome())
+        #expect(outcome == Outcome())
         #expect(p.record(of: "a").queue.isEmpty)
     }
 
@@ -404,7 +404,7 @@ struct NotificationDeliveryTests {
         try p.cooperating { p throws in try p.request(.focus, "a") }
         #expect(p.log.notified.isEmpty, "nothing of the previous run reaches the new one")
         let outcome = try p.post("batteryLevelDidChange", 20, to: "a")
-        #expect(outcome == PostOutcome(), "the new run observes nothing until it says so")
+        #expect(outcome == Outcome(), "the new run observes nothing until it says so")
     }
 
     // MARK: Catalog

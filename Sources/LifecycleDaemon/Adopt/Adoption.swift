@@ -200,12 +200,9 @@ final class Adoption {
         daemon.observers.tell(.added(name))
         Log.event(.launch, .notice, "\(name): adopted \(what)",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(leader)), ("LIFECYCLE_LAUNCHED_BY", "adopted")])
-        do {
-            daemon.perform(try daemon.model.attach(name, launchedBy: "adopted", now: daemon.loop.now))
-        } catch {
-            Log.error("\(name): Failed to adopt: \(error)")
+        if let refusal = daemon.handle(.attach(app: name, launchedBy: "adopted")).refusal {
+            Log.error("\(name): Failed to adopt: \(refusal)")
         }
-        daemon.drain()
     }
 
     /// A configured app takes the name of an adopted one (a reload added its file): the adopted app is let go.
@@ -217,13 +214,10 @@ final class Adoption {
     /// continued); its grace time starts again.
     func resumeAll() {
         for record in daemon.model.records where record.state == .suspended {
-            do {
-                daemon.perform(try daemon.model.handle(.resume, for: record.name, origin: "lifectl resume --all", now: daemon.loop.now))
-            } catch {
-                Log.warning("\(record.name): Failed to resume: \(error)")
+            if let refusal = daemon.handle(.request(.resume, app: record.name, origin: "lifectl resume --all")).refusal {
+                Log.warning("\(record.name): Failed to resume: \(refusal)")
             }
         }
-        daemon.drain()
     }
 
     // MARK: Letting go
@@ -241,7 +235,7 @@ final class Adoption {
         // Processes it left behind, stopped by this daemon, are never left stopped.
         for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
         originals.giveBack(name)
-        daemon.dispatch(.exited(app: name, .unknown))
+        daemon.handle(.event(.exited(app: name, .unknown)))
         drop(name)
         daemon.forget(name)
     }
@@ -255,7 +249,7 @@ final class Adoption {
         for timer in app.timers.values { timer.cancel() }
         for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
         originals.giveBack(name)
-        _ = daemon.model.release(name)
+        daemon.handle(.release(app: name))
         Log.notice("\(name): let go (\(reason)); thawed, continued, and its priorities given back")
         drop(name)
         daemon.forget(name)

@@ -53,6 +53,6 @@ final class AudioFollower {
         let apps = Set(pids.compactMap { owners.owner(of: $0) })
         guard apps != reportedApps else { return }
         reportedApps = apps
-        host.audioChanged(playing: apps)
+        host.handle(.audio(playing: apps))
     }
 }

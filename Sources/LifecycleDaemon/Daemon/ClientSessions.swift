@@ -61,7 +61,7 @@ final class ClientSessions {
             } else {
                 Log.notice("\(name): the client closed its connection; managing it without messages")
             }
-            host.dispatch(.disconnected(app: name))
+            host.handle(.event(.disconnected(app: name)))
         }
     }
 
@@ -78,13 +78,13 @@ final class ClientSessions {
             app.helloed = true
             let state = host.record(name)?.state ?? .notRunning
             connection.send(coder.encode(ServerMessage.welcome(protocol: protocolVersion, app: name, state: state, token: app.token)))
-            if let observe { host.dispatch(.observe(app: name, names: Set(observe))) }
-            host.dispatch(.hello(app: name))
+            if let observe { host.handle(.event(.observe(app: name, names: Set(observe)))) }
+            host.handle(.event(.hello(app: name)))
         case _ where !app.helloed:
             violation(app, "message before hello")
         case .ack(let id, let configuration, let state, let result):
-            host.dispatch(.ack(app: name, id: id, reply: AckReply(configuration: configuration, savedState: state,
-                                                                       fetchResult: result.flatMap(FetchResult.init(rawValue:)))))
+            host.handle(.event(.ack(app: name, id: id, reply: AckReply(configuration: configuration, savedState: state,
+                                                                           fetchResult: result.flatMap(FetchResult.init(rawValue:))))))
         case .requestSceneActivation(let scene, let role, let configuration, let options):
             let request: Request = scene.map(Request.focusScene)
                 ?? .openScene(role: role, configuration: configuration, options: options ?? .object([:]))
@@ -92,36 +92,33 @@ final class ClientSessions {
         case .requestSceneDestruction(let scene):
             sceneRequest(.discardScene(scene), from: app, type: "requestSceneDestruction")
         case .observe(let names):
-            host.dispatch(.observe(app: name, names: Set(names)))
+            host.handle(.event(.observe(app: name, names: Set(names))))
         case .post(let type, let payload, let target):
-            do {
-                let outcome = try host.post(type, payload: payload ?? .object([:]), to: target, from: .client(name))
+            let outcome = host.handle(.post(type: type, payload: payload ?? .object([:]), to: target, from: .client(name)))
+            if let refusal = outcome.refusal {
+                connection.send(coder.encode(ServerMessage.postFailed(name: type, message: refusal.description)))
+            } else {
                 Log.debug("\(name) posted \(type): \(outcome.delivered) delivered, \(outcome.queued) queued")
-            } catch {
-                connection.send(coder.encode(ServerMessage.postFailed(name: type, message: error.description)))
             }
-            host.drain()
         case .beginBackgroundTask(let task, let taskName):
             guard !host.hasOpenTask(app: name, id: task) else {
                 return violation(app, "background task \(task) is already open")
             }
-            host.dispatch(.beginBackgroundTask(app: name, task: BackgroundTask(id: task, name: taskName)))
+            host.handle(.event(.beginBackgroundTask(app: name, task: BackgroundTask(id: task, name: taskName))))
         case .endBackgroundTask(let task):
-            host.dispatch(.endBackgroundTask(app: name, id: task))
+            host.handle(.event(.endBackgroundTask(app: name, id: task)))
         }
     }
 
     /// A client asks for one of its own scenes (UIKit's requestSceneSessionActivation/Destruction).
     /// A refusal goes back as `requestFailed`; the connection stays.
     private func sceneRequest(_ request: Request, from app: AppRuntime, type: String) {
-        do {
-            host.perform(try host.request(request, for: app.name, origin: app.name))
+        if let refusal = host.handle(.request(request, app: app.name, origin: app.name)).refusal {
+            Log.notice("\(app.name): refused its \(type): \(refusal)")
+            app.connection?.send(coder.encode(ServerMessage.requestFailed(request: type, message: refusal.description)))
+        } else {
             Log.info("\(app.name): asked to \(request) itself")
-        } catch {
-            Log.notice("\(app.name): refused its \(type): \(error)")
-            app.connection?.send(coder.encode(ServerMessage.requestFailed(request: type, message: error.description)))
         }
-        host.drain()
     }
 
     /// A client broke the protocol: tell it what was wrong, hang up, and manage the app without messages.
@@ -133,7 +130,7 @@ final class ClientSessions {
         app.connection?.closeQuietly()
         app.connection = nil
         fdStore.releaseConnection(app)
-        host.dispatch(.disconnected(app: app.name))
+        host.handle(.event(.disconnected(app: app.name)))
     }
 
     // MARK: Reconnection
@@ -174,7 +171,7 @@ final class ClientSessions {
                 app.helloed = true
                 app.fdStored = true
                 Log.notice("\(name): took back its client connection from the service manager's store")
-                host.dispatch(.hello(app: name))
+                host.handle(.event(.hello(app: name)))
             } catch {
                 Log.warning("\(name): Failed to watch its stored connection: \(error)")
                 fdStore.dropConnection(fdName: fdName)

@@ -113,8 +113,7 @@ final class ConfigReload {
         guard daemon.model.app(name)?.state.isRunning == true else { return daemon.forget(name) }
         daemon.runtime(name)?.removeWhenStopped = true
         Log.info("\(name): removed from the configuration; terminating it")
-        daemon.perform((try? daemon.model.handle(.terminate, for: name, origin: "reload", now: daemon.loop.now)) ?? [])
-        daemon.drain()
+        daemon.handle(.request(.terminate, app: name, origin: "reload"))
     }
 
     /// The app's `AutoLaunch=`, asked of the model as a request from "autoLaunch".
@@ -127,12 +126,9 @@ final class ConfigReload {
         case .background: request = .launch(background: true)
         case .focus: request = .focus
         }
-        do {
-            daemon.perform(try daemon.model.handle(request, for: name, origin: "autoLaunch", now: daemon.loop.now))
-        } catch {
-            Log.warning("Failed to auto-launch \(name): \(error)")
+        if let refusal = daemon.handle(.request(request, app: name, origin: "autoLaunch")).refusal {
+            Log.warning("Failed to auto-launch \(name): \(refusal)")
         }
-        daemon.drain()
     }
 
     /// The app left the configuration: its preferences file is no longer watched.
@@ -176,20 +172,19 @@ final class ConfigReload {
             })
         sources?.powerChanged = { [unowned daemon] onBattery in
             Log.info("power: \(onBattery ? "on battery" : "on external power")")
-            daemon.powerChanged(onBattery: onBattery)
+            daemon.handle(.power(onBattery: onBattery))
         }
-        daemon.powerChanged(onBattery: sources?.onBattery ?? false)
+        daemon.handle(.power(onBattery: sources?.onBattery ?? false))
         for line in sources?.descriptions ?? [] { Log.info("source \(line)") }
         for app in daemon.apps.values { watchPreferences(of: app.config) }
     }
 
     private func sourcePosted(_ type: String, payload: JSONValue, to app: String?) {
-        do {
-            let outcome = try daemon.post(type, payload: payload, to: app)
-            daemon.drain()
+        let outcome = daemon.handle(.post(type: type, payload: payload, to: app, from: .daemon))
+        if let refusal = outcome.refusal {
+            Log.warning("Failed to post \(type) from its source: \(refusal)")
+        } else {
             Log.info("\(type)\(app.map { " for \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
-        } catch {
-            Log.warning("Failed to post \(type) from its source: \(error)")
         }
     }
 

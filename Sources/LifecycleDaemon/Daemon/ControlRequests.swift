@@ -16,6 +16,8 @@ final class ControlRequests {
     private let placement: any ProcessPlacement
     /// The session a waiting `scene open` created, for its reply.
     private var openedScenes: [ObjectIdentifier: String] = [:]
+    /// Whose request the daemon is carrying out now, so that a scene it opens is named in that reply.
+    private var asking: (any RequestWaiter)?
 
     init(loop: EventLoop, host: any DaemonHost, placement: any ProcessPlacement) {
         self.loop = loop
@@ -29,20 +31,21 @@ final class ControlRequests {
         host.runtime(name)?.waiters.append(client)
         // The display server is the one source of truth for what shows: the app settles when it reports the change.
         if host.throughDisplay(request, for: name) { return }
-        do {
-            let effects = try host.request(request, for: name, origin: origin)
-            for case .sceneOpened(name, let scene) in effects {
-                openedScenes[ObjectIdentifier(client)] = scene
-            }
-            host.perform(effects)
-        } catch {
+        asking = client
+        let outcome = host.handle(.request(request, app: name, origin: origin))
+        asking = nil
+        if let refusal = outcome.refusal {
             // Only this request's entry: earlier requests of the same connection still wait for their replies.
             if let app = host.runtime(name), let index = app.waiters.lastIndex(where: { $0 === client }) {
                 app.waiters.remove(at: index)
             }
-            client.reply(.failure(error.description))
+            client.reply(.failure(refusal.description))
         }
-        host.drain()
+    }
+
+    /// The request being carried out opened `scene`: its reply names it, whenever the app settles.
+    func sceneOpened(_ scene: String) {
+        if let asking { openedScenes[ObjectIdentifier(asking)] = scene }
     }
 
     /// The app settled: every request waiting for it gets its status.
@@ -62,14 +65,10 @@ final class ControlRequests {
 
     /// lifectl post: deliver or queue, and say how many of each.
     func post(_ type: String, payload: JSONValue, to app: String?) -> ControlReply {
-        do {
-            let outcome = try host.post(type, payload: payload, to: app, from: .daemon)
-            host.drain()
-            Log.info("posted \(type)\(app.map { " to \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
-            return ControlReply(ok: true, posted: PostSummary(delivered: outcome.delivered, queued: outcome.queued))
-        } catch {
-            return .failure(error.description)
-        }
+        let outcome = host.handle(.post(type: type, payload: payload, to: app, from: .daemon))
+        if let refusal = outcome.refusal { return .failure(refusal.description) }
+        Log.info("posted \(type)\(app.map { " to \($0)" } ?? ""): \(outcome.delivered) delivered, \(outcome.queued) queued")
+        return ControlReply(ok: true, posted: PostSummary(delivered: outcome.delivered, queued: outcome.queued))
     }
 
     func status(of name: String) -> AppStatus? {

@@ -35,7 +35,8 @@ public final class Daemon {
     var appSocket: AppSocketServer?
     private var signalSources: [EventSource] = []
     var events: [Event] = []
-    private var draining = false
+    /// An input is being carried out: an event that comes now waits in `events` behind it.
+    var busy = false
     let serviceManager: ServiceManager
     /// The control socket's watchers and the bus follow the apps through these.
     let observers = AppObservers()
@@ -195,44 +196,36 @@ public final class Daemon {
 
     // MARK: Events
 
-    /// Feed an event to the model and carry out what it decides. Events raised while effects are
-    /// being performed (a spawn that fails, a client that hangs up) queue behind the current one.
-    func dispatch(_ event: Event) {
-        events.append(event)
-        drain()
-    }
-
     func runtime(_ name: String) -> AppRuntime? { apps[name] }
 
+    /// Feeds the queued events to the model, each carried out before the next is taken.
     func drain() {
-        guard !draining else { return }
-        draining = true
-        defer { draining = false }
+        guard !busy else { return }
+        busy = true
+        defer { busy = false }
         while !events.isEmpty {
             let event = events.removeFirst()
-            perform(model.handle(event, now: loop.now))
+            perform(model.handle(.event(event), now: loop.now).effects, since: loop.now)
         }
     }
-
-    func perform(_ effects: [Effect]) { perform(effects, since: nil) }
 
     /// How late a timer the model arms may fire.
     static let timerAccuracy: Duration = .milliseconds(1)
 
-    /// `since`: the time the model decided at, which the timers it arms count from (the loop's now when nil).
-    func perform(_ effects: [Effect], since: MonotonicTime?) {
+    /// `since`: the time the model decided at, which the timers it arms count from.
+    func perform(_ effects: [Effect], since: MonotonicTime) {
         for effect in effects {
             defer { if let pauseAfter, pauseAfter.matches(effect) { pauseForTest(effect) } }
             switch effect {
             case .spawn(let name, let options):
-                if let app = runtime(name), let failure = processes.spawn(app, options) { queue(.spawnFailed(app: name, reason: failure)) }
+                if let app = runtime(name), let failure = processes.spawn(app, options) { events.append(.spawnFailed(app: name, reason: failure)) }
             case .send(let name, let delivery): sessions.send(name, delivery)
             case .stopProcess(let name): if let app = runtime(name) { suspension.suspend(app) }
             case .continueProcess(let name): suspension.resume(name)
             case .signal(let name, let signal): if let app = runtime(name) { suspension.signal(app, signal) }
             // The model's timers end what it promised (a grace time, a deadline): on time, not coalesced.
             case .armTimer(let name, let kind, let delay):
-                timer(name, kind)?.arm(at: (since ?? loop.now) + delay, accuracy: Self.timerAccuracy)
+                timer(name, kind)?.arm(at: since + delay, accuracy: Self.timerAccuracy)
             case .cancelTimer(let name, let kind): runtime(name)?.timers[kind]?.cancel()
             case .transition(let name, let from, let to, let reason): transitioned(name, from, to, reason)
             case .note(let name, let note): noted(name, note)
@@ -240,7 +233,7 @@ public final class Daemon {
             case .save(let name):
                 markDirty(name)
                 observers.tell(.details(name))
-            case .sceneOpened: break  // the request that opened it reads it from its own effects (ControlRequests)
+            case .sceneOpened(_, let scene): requests.sceneOpened(scene)
             case .notify(let name, let delivery):
                 sessions.send(name, ServerMessage.notification(delivery))
             case .taskBegan(let name, let task, let remaining):
@@ -259,7 +252,7 @@ public final class Daemon {
         do {
             // The ack deadline is armed and met on every callback: its cancel is lazy (LoopTimer).
             let timer = try LoopTimer(loop: loop, lazyCancel: kind == .ack) { [unowned self] in
-                self.dispatch(.timerFired(app: name, kind))
+                self.handle(.event(.timerFired(app: name, kind)))
             }
             app.timers[kind] = timer
             return timer
@@ -324,8 +317,7 @@ public final class Daemon {
         for record in model.records where record.state == .suspended {
             residentBytes[record.name] = apps[record.name].map { ProcessTable.residentBytes(of: $0.place.members(of: $0)) } ?? 0
         }
-        perform(model.handle(.memoryPressure(residentBytes: residentBytes, reading: reading), now: loop.now))
-        drain()
+        handle(.event(.memoryPressure(residentBytes: residentBytes, reading: reading)))
     }
 
     func daemonStatus() -> DaemonStatus {

@@ -1,8 +1,8 @@
 import LifecycleModel
 
 /// What the daemon's owners (processes, sessions, persistence) ask of the daemon: the apps, the model's view of
-/// them, and the model's inputs. The daemon alone holds the model and the event queue; an owner changes the model
-/// only through these calls, so every change goes through `perform`.
+/// them, and the model's one input. The daemon alone holds the model and the event queue; an owner changes the model
+/// only through `handle`, so every change is performed and drained in one place.
 protocol DaemonHost: AnyObject {
     /// The loop's monotonic time.
     var now: MonotonicTime { get }
@@ -21,40 +21,29 @@ protocol DaemonHost: AnyObject {
     func hasOpenTask(app: String, id: Int) -> Bool
     /// The apps' records, as the model holds them.
     var records: [AppRecord] { get }
-    /// Feeds `event` to the model and performs what it decides, after the event in progress.
-    func dispatch(_ event: Event)
-    /// Queues `event` behind the event in progress, to be fed at the next `drain`.
-    func queue(_ event: Event)
-    func perform(_ effects: [Effect])
-    /// Feeds the queued events to the model.
-    func drain()
-    /// A request for `name` (from lifectl, a client, the daemon): the model's effects, or why it refused.
-    func request(_ request: Request, for name: String, origin: String) throws(RequestError) -> [Effect]
-    /// A notification posted by a client, a source or lifectl: delivered now or queued (the effects performed,
-    /// the queues marked for saving; not drained).
-    func post(_ type: String, payload: JSONValue, to app: String?, from origin: PostOrigin) throws(PostError) -> PostOutcome
+    /// The one way into the model: takes `input`, performs what the model decides and feeds it the events that
+    /// this raised, in order. An event that comes while another input is being carried out waits behind it.
+    /// `at`: the time of what caused the input (a display event read later), never before the model's last input.
+    /// A request that launches its app spawns first, and a spawn that fails leaves the model as it was and is
+    /// the outcome's refusal.
+    @discardableResult
+    func handle(_ input: Input, at: MonotonicTime?) -> Outcome
     /// The client connection of `app` on `fd`, its events going to the app's session.
     func openConnection(_ app: String, fd: FileDescriptor) throws(SystemError) -> Connection
-    /// An external process becomes the app: the model launches it.
-    func attach(_ name: String) throws(RequestError) -> [Effect]
-    /// The model takes back an app a previous daemon saved, running or not (`processesStopped`: as found, when
-    /// running), and the effects are performed.
-    func adopt(_ name: String, _ snapshot: AppSnapshot, running: Bool, processesStopped: Bool?)
-    /// The daemon stops: every running app is told willTerminate and terminated (the effects performed).
+    /// The daemon stops: adopted apps are let go, and every other running app is told willTerminate and
+    /// terminated.
     func terminateAll()
-    /// What the display server shows changed: the model moves the apps (the effects performed, the events drained).
-    func displayChanged(_ facts: DisplayFacts, at: MonotonicTime)
-    /// The display source in force stopped for good: the model drops its facts, and no app moves.
-    func displayForgotten()
     /// The app's background modes now: declared, and audio while it plays.
     func backgroundModes(of name: String) -> Set<String>
-    /// The apps with a playing stream on the sound server changed (the effects performed, the events drained).
-    func audioChanged(playing: Set<String>)
-    /// The machine went on battery or on external power (the effects performed, the events drained).
-    func powerChanged(onBattery: Bool)
     /// lifectl's focus or background asked of the display server instead of the model; false when it takes the
     /// usual way (no display source, or no window of the app).
     func throughDisplay(_ request: Request, for name: String) -> Bool
     /// The app's state file is to be saved once the callback returns.
     func markDirty(_ name: String)
+}
+
+extension DaemonHost {
+    /// `handle(_:at:)` at the loop's now.
+    @discardableResult
+    func handle(_ input: Input) -> Outcome { handle(input, at: nil) }
 }

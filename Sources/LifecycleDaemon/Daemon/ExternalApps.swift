@@ -57,13 +57,8 @@ final class ExternalApps {
             processes.forget(app)
             return "lifecycled cannot watch it (\(error))"
         }
-        let effects: [Effect]
-        do {
-            effects = try host.attach(name)
-        } catch {
-            processes.forget(app)
-            return error.description
-        }
+        // The process is in place and its connection the app's before the model launches it, so that the launch's
+        // priorities and messages reach it; checkExternal has already judged what the model would refuse.
         app.place.began(app)
         app.connection = connection
         fdStore.storeConnection(app, fd: connection.fd.rawValue)
@@ -71,8 +66,13 @@ final class ExternalApps {
         Log.event(.launch, .notice, "\(name): external process \(pid) (uid \(uid)) attached",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", "external"),
                    ("LIFECYCLE_UID", String(uid))])
-        host.perform(effects)
-        host.drain()
+        if let refusal = host.handle(.attach(app: name, launchedBy: "external")).refusal {
+            app.connection = nil
+            fdStore.releaseConnection(app)
+            fdStore.releasePidfd(app)
+            processes.forget(app)
+            return refusal.description
+        }
         return nil
     }
 

@@ -61,7 +61,7 @@ final class Persistence {
     func restoreKept(_ app: AppRuntime) {
         guard let persisted = store.loadAll().apps.first(where: { $0.name == app.name }) else { return }
         Log.info("\(app.name): took back the saved state kept while its file did not load")
-        host.adopt(app.name, persisted.snapshot, running: false, processesStopped: nil)
+        host.handle(.adopt(app: app.name, persisted.snapshot, running: false, processesStopped: nil))
     }
 
     /// The file of an app whose state was kept is gone: the app is removed for good.
@@ -133,7 +133,7 @@ final class Persistence {
                 if let old = persisted.pid, persisted.snapshot.state.isRunning {
                     Log.notice("\(app.name): its process \(old) ended while lifecycled was away")
                 }
-                host.adopt(app.name, persisted.snapshot, running: false, processesStopped: nil)
+                host.handle(.adopt(app: app.name, persisted.snapshot, running: false, processesStopped: nil))
                 continue
             }
             readopt(app, pid: pid, persisted)
@@ -152,7 +152,6 @@ final class Persistence {
                 release(app: name, pids: strays, processGroup: nil, cgroup: cgroup, reason: "no saved state accounts for them")
             }
         }
-        host.drain()
     }
 
     /// Whether `pid`, named by the state file of `name` and still the process the file names (its start time), is
@@ -203,7 +202,7 @@ final class Persistence {
             app.suspension = .stopped(saved ?? (frozen ? freezer.map(SuspendMechanism.freezer) ?? .signal : .signal), members: [])
         }
         if !app.pidfdStored { fdStore.storePidfd(app, pid: pid, pidfd: pidfd) }
-        host.adopt(name, persisted.snapshot, running: true, processesStopped: stopped)
+        host.handle(.adopt(app: name, persisted.snapshot, running: true, processesStopped: stopped))
     }
 
     /// Processes a previous daemon left that this one cannot take back: thawed and continued, then SIGTERM,

@@ -105,7 +105,7 @@ final class ProcessSupervisor {
         launchBatch?.append(started)
         if let batch = launchBatch, batch.count > Self.launchBatchLimit {
             launchBatch?.removeFirst()
-            if let failure = finishLaunch(batch[0]) { host.queue(.spawnFailed(app: batch[0].name, reason: failure)) }
+            if let failure = finishLaunch(batch[0]) { host.handle(.event(.spawnFailed(app: batch[0].name, reason: failure))) }
         }
         return nil
     }
@@ -119,10 +119,12 @@ final class ProcessSupervisor {
         body()
         let batch = launchBatch ?? []
         launchBatch = nil
+        // Every launch is finished before the model hears of a failure: its effects may touch the other apps.
+        var failed: [(name: String, reason: String)] = []
         for started in batch {
-            if let failure = finishLaunch(started) { host.queue(.spawnFailed(app: started.name, reason: failure)) }
+            if let failure = finishLaunch(started) { failed.append((started.name, failure)) }
         }
-        host.drain()
+        for launch in failed { host.handle(.event(.spawnFailed(app: launch.name, reason: launch.reason))) }
     }
 
     /// Returns why the child could not be started, or nil once it runs.
@@ -219,7 +221,7 @@ final class ProcessSupervisor {
             }
             // Check /proc so a stale event after our own SIGCONT is not taken for someone else's stop; whether the
             // stop changes anything (not for an app already suspended) is the model's to say.
-            if ProcessTable.state(of: pid) == "T" { host.dispatch(.processStopped(app: name)) }
+            if ProcessTable.state(of: pid) == "T" { host.handle(.event(.processStopped(app: name))) }
         case Int32(CLD_CONTINUED):
             // While our own stop is unconfirmed, a continue is the late report of our previous SIGCONT: the new
             // SIGSTOP may not be delivered yet, so /proc still shows the process running, and taking that for
@@ -229,7 +231,7 @@ final class ProcessSupervisor {
             // report of our own resume (the app is in the background by then) a read of /proc. The model decides
             // the rest, such as a continue of our own SIGTERM's companion SIGCONT.
             guard host.record(name)?.state == .suspended else { return }
-            if ProcessTable.state(of: pid) != "T" { host.dispatch(.processContinued(app: name)) }
+            if ProcessTable.state(of: pid) != "T" { host.handle(.event(.processContinued(app: name))) }
         default: break
         }
     }
@@ -270,7 +272,7 @@ final class ProcessSupervisor {
         fdStore.releasePidfd(app)
         app.connection?.closeQuietly()
         app.connection = nil
-        host.dispatch(.exited(app: app.name, status))
+        host.handle(.event(.exited(app: app.name, status)))
     }
 }
 

@@ -118,7 +118,7 @@ final class DisplayFollower {
         source = nil
         unavailable = nil
         picture = WindowPicture()
-        host.displayForgotten()
+        host.handle(.displayForgotten)
         start(config, environment: environment)
         Log.info("display: now \(description)")
     }
@@ -146,8 +146,8 @@ final class DisplayFollower {
         // The model hears first, so that a window that shows continues its app before anything else is done in
         // this pass; windows no app owns are adopted after, and the picture read again with them.
         let ownership = ownership()
-        host.displayChanged(ownership.facts(of: picture), at: picture.changedAt ?? loop.now)
-        if adoptWindows(picture, ownership) { host.displayChanged(self.ownership().facts(of: picture), at: loop.now) }
+        host.handle(.display(ownership.facts(of: picture)), at: picture.changedAt)
+        if adoptWindows(picture, ownership) { host.handle(.display(self.ownership().facts(of: picture))) }
     }
 
     /// The rule, with the owner of each window's process as `owners` finds it once per process.
