@@ -1,5 +1,4 @@
-// An app's queued work. Steps run one at a time; a step that sends a message holds the queue until the client's ack
-// or its deadline, so the daemon never moves an app on (and never stops it) before its handler has returned.
+// An app's queued work: the steps the rules plan for it, which Supervisor+Steps.swift runs in order.
 
 /// One step of an app's ordered work. Steps run one at a time; a step that sends a callback
 /// holds the queue until the client's ack or the deadline, so the daemon never moves an app on

@@ -243,11 +243,11 @@ extension Supervisor {
         table[name].plan.append(step)
     }
 
-    /// Send one message and arm its deadline; the queue waits for the ack.
     /// How many message ids one save of the state file reserves: the bound it records moves this far past the id
     /// just sent, so that most messages need no write.
     static let messageIDBlock = 100
 
+    /// Send one message and arm its deadline; the queue waits for the ack.
     mutating func deliver(_ name: String, _ message: Delivery.Message, deadline: Duration) {
         let slot = table.slot(name)
         let delivery = Delivery(id: table[slot].nextMessageID, message: message, deadline: deadline)

@@ -395,7 +395,6 @@ private func pidOfAnExitedProcess() throws -> pid_t {
 }
 
 private func setExtendedAttribute(_ name: String, _ value: String, of path: String) throws {
-    guard let setxattr = XattrCalls.set else { throw SystemError(operation: "find setxattr", errno: ENOSYS) }
     let bytes = Array(value.utf8)
     guard setxattr(path, name, bytes, bytes.count, 0) == 0 else {
         throw SystemError(operation: "set \(name) on \(path)", errno: errno)

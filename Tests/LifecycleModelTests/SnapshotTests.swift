@@ -2,7 +2,7 @@ import FoundationEssentials
 import Testing
 @testable import LifecycleModel
 
-/// What a restarted daemon takes back from the previous one's state file (issue 6): open background tasks and the
+/// What a restarted daemon takes back from the previous one's state file: open background tasks and the
 /// time their deadline counts from, besides the state, queue and scenes the integration tests cover.
 @Suite("Snapshots across the daemon's restart")
 struct SnapshotTests {

@@ -5,6 +5,8 @@
 // Unless said otherwise, functions return 0 (or a descriptor) on success, -1 with errno on failure.
 
 #include <sys/types.h>
+// getxattr and setxattr (systemd marks a delegated cgroup with an extended attribute).
+#include <sys/xattr.h>
 
 /// Starts `path` in a new session and process group (pgid == sid == pid), with every signal
 /// disposition at its default except SIGPIPE, ignored, and an empty signal mask.

@@ -1,3 +1,4 @@
+import CSupport
 import Glibc
 
 /// Whether the daemon owns a cgroup2 subtree delegated to it by systemd (`Delegate=yes`), and
@@ -163,28 +164,10 @@ func isMarkedDelegated(_ directory: String) -> Bool {
 
 /// An extended attribute's value; nil if unset or unreadable (trusted.* needs CAP_SYS_ADMIN).
 func extendedAttribute(_ name: String, of path: String) -> String? {
-    guard let getxattr = XattrCalls.get else { return nil }
     var buffer = [UInt8](repeating: 0, count: 256)
     let count = buffer.withUnsafeMutableBytes { getxattr(path, name, $0.baseAddress, $0.count) }
     guard count >= 0 else { return nil }
     return String(decoding: buffer.prefix(count), as: UTF8.self)
-}
-
-/// getxattr/setxattr from the C library. Swift's Glibc module does not export <sys/xattr.h>, so
-/// they are looked up once by name.
-enum XattrCalls {
-    typealias Getter = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
-    typealias Setter = @convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafeRawPointer?, Int, Int32) -> Int32
-
-    static let get: Getter? = symbol("getxattr").map { unsafeBitCast($0, to: Getter.self) }
-    /// Only tests set attributes (playing systemd's part).
-    static let set: Setter? = symbol("setxattr").map { unsafeBitCast($0, to: Setter.self) }
-
-    private static func symbol(_ name: String) -> UnsafeMutableRawPointer? {
-        // The handle of the program itself searches every library loaded with it, libc among them.
-        guard let program = dlopen(nil, RTLD_NOW) else { return nil }
-        return dlsym(program, name)
-    }
 }
 
 // MARK: - Small helpers shared with Cgroups.swift
