@@ -36,6 +36,14 @@ enum Step: Sendable, Equatable {
         default: false
         }
     }
+
+    /// A step that messages the process or moves its state, which waits while the process is stopped.
+    var talksToTheProcess: Bool {
+        switch self {
+        case .deliver, .deliverScene, .tell, .tellScene, .performFetch, .configureScene, .discardSessions: true
+        case .awaitHello, .awaitFocus, .endFocusClaim, .stop, .resume, .terminate: false
+        }
+    }
 }
 
 /// An app's pending steps, in order, and what they lead to: the state the app will be in, the scene states, whether

@@ -1,6 +1,7 @@
 // Where UIKit's lifecycle rules live: the order of the callbacks between two states, for apps and for scenes;
 // what each request does from each state an app can be in (or why it is refused); and which queued callback
-// still makes sense when the app turns out to be elsewhere than planned. The Supervisor asks these functions and
+// still makes sense when the app turns out to be elsewhere than planned; what follows an exit (restart, backoff,
+// start limit) and the end of the grace time. The Supervisor asks these functions and
 // never spells an order out itself: Supervisor.swift judges each request by the table and, with Supervisor+Focus.swift
 // and Supervisor+Scenes.swift, queues the callbacks these orders name; Supervisor+Steps.swift runs them. How posts
 // to a sleeping app fold together (the third kind of rule) is `Coalescing`, in Notifications.swift.
@@ -141,5 +142,42 @@ public enum LifecycleRules {
         case (.didFinishLaunching, _), (.willTerminate, _):
             return .none
         }
+    }
+
+    // MARK: Runs: after an exit, and when the grace time ends
+
+    /// What follows an app's exit, as systemd's `Restart=` with its start limit, and a backoff that doubles.
+    public enum AfterExit: Sendable, Equatable {
+        case stayDown
+        /// Started again after `delay`; `attempt` counts the starts inside the start-limit window.
+        case restart(after: Duration, attempt: Int)
+        /// `starts` within the window reached the limit: the app is failed until someone launches it.
+        case fail(starts: Int)
+    }
+
+    /// `requested`: someone asked for the exit (terminate, stop); `starts`: the launches inside the start-limit
+    /// window. The daemon never restarts what it did not start (external and adopted apps).
+    public static func afterExit(_ status: ExitStatus, requested: Bool, policy: AppPolicy, starts: Int) -> AfterExit {
+        let restart = !requested && !policy.external && !policy.adopted
+            && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
+        guard restart else { return .stayDown }
+        if starts >= policy.startLimitBurst { return .fail(starts: starts) }
+        var delay = policy.restartDelay
+        for _ in 1..<max(starts, 1) where delay < policy.restartMaxDelay { delay *= 2 }
+        return .restart(after: min(delay, policy.restartMaxDelay), attempt: starts + 1)
+    }
+
+    /// What the end of the grace time does to an app in the background.
+    public enum GraceOver: Sendable, Equatable {
+        /// Nothing now: it is not settled in the background (work in flight wins), or it is not there any more.
+        case nothing
+        /// UIKit: an app that holds background tasks runs on until they end or their time runs out.
+        case runOnForTasks
+        case suspend
+    }
+
+    public static func graceOver(state: AppState, settled: Bool, openTasks: Int) -> GraceOver {
+        guard state == .background, settled else { return .nothing }
+        return openTasks > 0 ? .runOnForTasks : .suspend
     }
 }

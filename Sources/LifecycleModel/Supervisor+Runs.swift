@@ -18,24 +18,20 @@ extension Supervisor {
         }
 
         let policy = app.policy
-        let restart = !requested && !policy.external && !policy.adopted && (policy.restart == .always || (policy.restart == .onFailure && !status.isSuccess))
-        guard restart else { return }
         let windowStart = now - policy.startLimitInterval
         table[name].recentStarts.removeAll { $0 < windowStart }
-        let starts = table[name].recentStarts.count
-        if starts >= policy.startLimitBurst {
+        switch LifecycleRules.afterExit(status, requested: requested, policy: policy, starts: table[name].recentStarts.count) {
+        case .stayDown:
+            return
+        case .fail(let starts):
             emit(.note(app: name, .startLimitHit(starts: starts, within: policy.startLimitInterval)))
             setState(name, .failed, reason: "start limit hit: \(starts) starts within \(policy.startLimitInterval)")
-            return
+        case .restart(let delay, let attempt):
+            table[name].restart = .scheduled(refocus: heldFocus)
+            emit(.note(app: name, .restartScheduled(after: delay, attempt: attempt, limit: policy.startLimitBurst,
+                                                    within: policy.startLimitInterval)))
+            emit(.armTimer(app: name, .restart, after: delay))
         }
-        // Exponential backoff: the delay doubles with every start inside the start-limit window.
-        var delay = policy.restartDelay
-        for _ in 1..<max(starts, 1) where delay < policy.restartMaxDelay { delay *= 2 }
-        delay = min(delay, policy.restartMaxDelay)
-        table[name].restart = .scheduled(refocus: heldFocus)
-        emit(.note(app: name, .restartScheduled(after: delay, attempt: starts + 1, limit: policy.startLimitBurst,
-                                                within: policy.startLimitInterval)))
-        emit(.armTimer(app: name, .restart, after: delay))
     }
 
     /// `spawn` false: the process is there already (an external app that attached); everything else is a launch.

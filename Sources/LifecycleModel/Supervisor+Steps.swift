@@ -70,6 +70,12 @@ extension Supervisor {
               !table[slot].plan.isEmpty {
             let app = table[slot]
             let step = app.plan.steps[0]
+            if step.talksToTheProcess {
+                // No message to a stopped process, and no state change under it: the queue waits until the process
+                // is continued (by a resume step, or by whoever stopped it).
+                guard app.state != .suspended else { return }
+                table[slot].plan.removeFirst()
+            }
             switch step {
             case .awaitHello:
                 guard app.connected || app.muted || !app.policy.speaksProtocol else { return }
@@ -81,10 +87,6 @@ extension Supervisor {
                 table[slot].plan.removeFirst()
                 if let claim = focusQueue.firstIndex(of: name) { focusQueue.remove(at: claim) }
             case .deliver(let callback, let options):
-                // No message to a stopped process, and no state change under it: the queue waits
-                // until the process is continued (by a resume step, or by whoever stopped it).
-                guard app.state != .suspended else { return }
-                table[slot].plan.removeFirst()
                 switch LifecycleRules.repair(callback, in: app.state, holdsFocusClaim: app.holdsFocusClaim,
                                             usesScenes: app.usesScenes) {
                 case .none: break
@@ -108,8 +110,6 @@ extension Supervisor {
                 deliver(name, .app(callback, options), deadline: deadline)
                 return
             case .deliverScene(let callback, let scene):
-                guard app.state != .suspended else { return }
-                table[slot].plan.removeFirst()
                 // Discarded meanwhile: skipped (a focus claim it belonged to still ends at its endFocusClaim step).
                 guard let index = app.sessionIndex(scene) else { continue }
                 // Focus is only ever taken through a claim, or moved inside an app that holds it. A move queued while
@@ -133,15 +133,11 @@ extension Supervisor {
                 deliver(name, .scene(callback, scene: scene, connection: connection), deadline: app.policy.ackTimeout)
                 return
             case .tell(let callback, let options):
-                guard app.state != .suspended else { return }
-                table[slot].plan.removeFirst()
                 guard app.canMessage else { endCatchUpIfDone(name); continue }
                 let deadline = callback == .didFinishLaunching ? app.policy.launchTimeout : app.policy.ackTimeout
                 tell(name, .app(callback, options), deadline: deadline)
                 return
             case .tellScene(let callback, let scene):
-                guard app.state != .suspended else { return }
-                table[slot].plan.removeFirst()
                 guard app.canMessage, let session = app.sessions.first(where: { $0.id == scene }) else {
                     endCatchUpIfDone(name)
                     continue
@@ -152,13 +148,9 @@ extension Supervisor {
                 tell(name, .scene(callback, scene: scene, connection: connection), deadline: app.policy.ackTimeout)
                 return
             case .performFetch:
-                guard app.state != .suspended else { return }
-                table[slot].plan.removeFirst()
                 beginWake(name)
                 if table[slot].awaiting != nil { return }
             case .configureScene(let scene):
-                guard app.state != .suspended else { return }
-                table[slot].plan.removeFirst()
                 guard let session = app.sessions.first(where: { $0.id == scene }) else { continue }
                 guard app.canMessage else {
                     chooseConfiguration(name, scene: scene, answer: nil)
@@ -169,8 +161,6 @@ extension Supervisor {
                         deadline: app.policy.ackTimeout)
                 return
             case .discardSessions(let scenes):
-                guard app.state != .suspended else { return }
-                table[slot].plan.removeFirst()
                 let forgotten = scenes.filter { app.sessionIndex($0) != nil }
                 table[slot].sessions.removeAll { scenes.contains($0.id) }
                 if !forgotten.isEmpty { emit(.note(app: name, .scenesDiscarded(forgotten))) }

@@ -36,14 +36,11 @@ extension Supervisor {
         case .grace:
             guard app.grace == .armed else { return }
             table[name].grace = .idle
-            // Grace over and nothing else to do: suspend. Work in flight (a transition) wins.
-            guard app.state == .background, app.isSettled else { return }
-            // UIKit: an app holding background tasks runs on until they end or their time runs out.
-            guard app.tasks.isEmpty else {
-                table[name].grace = .over
-                return
+            switch LifecycleRules.graceOver(state: app.state, settled: app.isSettled, openTasks: app.tasks.count) {
+            case .nothing: return
+            case .runOnForTasks: table[name].grace = .over
+            case .suspend: append(name, .stop(reason: "background time over"))
             }
-            append(name, .stop(reason: "background time over"))
         case .taskWarning:
             guard app.state == .background, !app.tasks.isEmpty, let remaining = app.backgroundTimeRemaining(now: now) else { return }
             emit(.taskExpiring(app: name, tasks: app.tasks, remaining: remaining))
