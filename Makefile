@@ -2,7 +2,6 @@
 # Both work on a fresh Debian machine: they install what they need through apt first.
 
 SWIFT ?= swift
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all demo test test-deps deps build install uninstall bench clean test-systemd test-systemd-deps soak soak-smoke bench-smoke \
 	clients test-clients client-deps
@@ -12,10 +11,8 @@ all: build clients
 # libsystemd-dev (sd-daemon, sd-event), libxcb1-dev and libxcb-res0-dev (the x11 display source), libpulse-dev (the
 # sound-server rail) and pkg-config, through apt, only when missing.
 deps:
-	@if ! pkg-config --exists libsystemd xcb xcb-res libpulse 2>/dev/null; then \
-		echo "Installing libsystemd-dev, libxcb1-dev, libxcb-res0-dev, libpulse-dev and pkg-config through apt"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev libxcb1-dev libxcb-res0-dev libpulse-dev pkg-config >/dev/null; \
-	fi
+	@build-aux/apt-need "the daemon's system libraries" pkg-config=pkg-config pc:libsystemd=libsystemd-dev pc:xcb=libxcb1-dev \
+		pc:xcb-res=libxcb-res0-dev pc:libpulse=libpulse-dev
 
 build: deps
 	$(SWIFT) build
@@ -23,23 +20,11 @@ build: deps
 # The display tests' headless sway and its terminal (foot), and their X server (Xvfb), window manager (openbox),
 # driver (xdotool, xprop from x11-utils) and windows (xterm, xlogo from x11-apps), through apt, only when missing.
 # The D-Bus tests' private bus (dbus-daemon), their second client (gdbus, libglib2.0-bin) and busctl (systemd).
+# The audio tests' sound server (pulseaudio) and player (pacat, pulseaudio-utils).
 test-deps:
-	@missing=""; \
-	for tool in sway:sway foot:foot Xvfb:xvfb openbox:openbox xdotool:xdotool xprop:x11-utils xterm:xterm xlogo:x11-apps; do \
-		command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "Installing$$missing through apt (the display tests run a headless sway and an Xvfb with openbox)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
-	@if ! command -v dbus-daemon >/dev/null 2>&1 || ! command -v gdbus >/dev/null 2>&1 || ! command -v busctl >/dev/null 2>&1; then \
-		echo "Installing dbus-daemon, libglib2.0-bin and systemd through apt (the D-Bus tests run a private bus)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dbus-daemon libglib2.0-bin systemd >/dev/null; \
-	fi
-	@if ! command -v pulseaudio >/dev/null 2>&1 || ! command -v pacat >/dev/null 2>&1; then \
-		echo "Installing pulseaudio and pulseaudio-utils through apt (the audio tests run a sound server and pacat)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pulseaudio pulseaudio-utils >/dev/null; \
-	fi
+	@build-aux/apt-need "the display, D-Bus and audio tests" sway=sway foot=foot Xvfb=xvfb openbox=openbox \
+		xdotool=xdotool xprop=x11-utils xterm=xterm xlogo=x11-apps dbus-daemon=dbus-daemon gdbus=libglib2.0-bin \
+		busctl=systemd pulseaudio=pulseaudio pacat=pulseaudio-utils
 
 # The main job: the daemon on the shipped demo config (Config/), with a tour of the states.
 demo: build
@@ -55,14 +40,8 @@ test: build test-deps
 # The client libraries (clients/c, clients/python): what they need from apt (a C compiler, GLib for the GLib
 # example, python3-venv), only when missing.
 client-deps:
-	@missing=""; \
-	command -v cc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
-	pkg-config --exists glib-2.0 2>/dev/null || missing="$$missing libglib2.0-dev"; \
-	python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
-	if [ -n "$$missing" ]; then \
-		echo "Installing$$missing through apt"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	@build-aux/apt-need "the client libraries" cc=gcc,libc6-dev pkg-config=pkg-config pc:glib-2.0=libglib2.0-dev \
+		py:ensurepip=python3-venv py:venv=python3-venv
 
 # liblifecycle (shared, static, pkg-config file) and the C examples.
 clients: client-deps
@@ -183,10 +162,7 @@ deb: deb-deps
 		LINTIAN="$(LINTIAN)" bash packaging/build-deb.sh
 
 deb-deps:
-	@if ! command -v dpkg-shlibdeps >/dev/null 2>&1 || ! command -v lintian >/dev/null 2>&1; then \
-		echo "Installing dpkg-dev and lintian through apt (make deb)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dpkg-dev lintian >/dev/null; \
-	fi
+	@build-aux/apt-need --no-recommends "make deb" dpkg-shlibdeps=dpkg-dev lintian=lintian
 
 # lifecycled beside supervisord, s6 and runit (installed from Debian's packages, run in private temp folders)
 # and the physical floors, in one run: docs/BENCHMARKS.md and its chart. About 12 min on 2 cores (the display and desktop runs included);
@@ -219,14 +195,9 @@ test-systemd: test-systemd-deps
 # What both modes need on the host: systemd-nspawn, debootstrap, qemu (without its recommends: no GUI),
 # e2fsprogs for the VM's images, and dpkg-dev and lintian for the container's package case (make deb).
 test-systemd-deps:
-	@missing=""; \
-	for tool in systemd-nspawn:systemd-container debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 debugfs:e2fsprogs readelf:binutils dpkg-shlibdeps:dpkg-dev lintian:lintian; do \
-		command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "Installing$$missing through apt (make test-systemd boots a container and a VM)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	fi
+	@build-aux/apt-need --no-recommends "make test-systemd boots a container and a VM" \
+		systemd-nspawn=systemd-container debootstrap=debootstrap qemu-system-x86_64=qemu-system-x86 debugfs=e2fsprogs \
+		readelf=binutils dpkg-shlibdeps=dpkg-dev lintian=lintian
 
 # The soak test (root): 500 real apps, random transitions and notification storms from 4 controller processes for
 # 8 minutes (SOAK_SECONDS=… to change), then the invariants (one active app, suspended apps stopped, no zombie, the
