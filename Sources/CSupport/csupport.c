@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -605,6 +606,20 @@ int cs_set_mmap_threshold(int bytes) {
 
 int cs_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440
+#endif
+
+long cs_process_madvise(int pidfd, const unsigned long *starts, const unsigned long *lengths, unsigned count, int advice) {
+    struct iovec vec[64];
+    if (count > 64) { errno = EINVAL; return -1; }
+    for (unsigned i = 0; i < count; i++) {
+        vec[i].iov_base = (void *)starts[i];
+        vec[i].iov_len = lengths[i];
+    }
+    return syscall(SYS_process_madvise, pidfd, vec, (size_t)count, advice, 0U);
 }
 
 int cs_pipe_cloexec(int fds[2]) {

@@ -44,6 +44,10 @@ int cs_raise_nofile_limit(unsigned long long *before, unsigned long long *after)
 
 int cs_pidfd_open(pid_t pid);
 
+/// process_madvise(2) over `count` ranges (`starts[i]`, `lengths[i]`) of the process behind `pidfd`, with `advice`
+/// (MADV_PAGEOUT: 21). Returns the bytes advised, or -1 with errno (ENOSYS: a kernel before 5.10).
+long cs_process_madvise(int pidfd, const unsigned long *starts, const unsigned long *lengths, unsigned count, int advice);
+
 // mallopt(M_MMAP_THRESHOLD, bytes): <malloc.h> is not in Swift's Glibc module. Returns mallopt's result (1 on success).
 int cs_set_mmap_threshold(int bytes);
 int cs_pipe_cloexec(int fds[2]);
