@@ -22,7 +22,8 @@ build: deps
 
 # The display tests' headless sway and its terminal (foot), and their X server (Xvfb), window manager (openbox),
 # driver (xdotool, xprop from x11-utils) and windows (xterm, xlogo from x11-apps), through apt, only when missing.
-# The D-Bus tests' private bus (dbus-daemon), their second client (gdbus, libglib2.0-bin) and busctl (systemd).
+# The D-Bus tests' private bus (dbus-daemon), their second client (gdbus, libglib2.0-bin) and busctl (systemd);
+# their polkit checks' polkitd and its authentication agent (pkttyagent), both in polkitd.
 test-deps:
 	@missing=""; \
 	for tool in sway:sway foot:foot Xvfb:xvfb openbox:openbox xdotool:xdotool xprop:x11-utils xterm:xterm xlogo:x11-apps; do \
@@ -35,6 +36,10 @@ test-deps:
 	@if ! command -v dbus-daemon >/dev/null 2>&1 || ! command -v gdbus >/dev/null 2>&1 || ! command -v busctl >/dev/null 2>&1; then \
 		echo "Installing dbus-daemon, libglib2.0-bin and systemd through apt (the D-Bus tests run a private bus)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dbus-daemon libglib2.0-bin systemd >/dev/null; \
+	fi
+	@if [ ! -x /usr/lib/polkit-1/polkitd ] || ! command -v pkttyagent >/dev/null 2>&1; then \
+		echo "Installing polkitd through apt (the D-Bus tests run a polkitd on their private bus)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq polkitd >/dev/null; \
 	fi
 	@if ! command -v pulseaudio >/dev/null 2>&1 || ! command -v pacat >/dev/null 2>&1; then \
 		echo "Installing pulseaudio and pulseaudio-utils through apt (the audio tests run a sound server and pacat)"; \
