@@ -378,8 +378,24 @@ struct DBusTests {
             defer { caller.end() }
             let shown = daemon.root.appendingPathComponent("agent.txt")
             let (agent, input) = try polkit.agent(for: caller.process.processIdentifier, output: shown)
-            defer { PrivateBus.end(agent) }
+            defer { PolkitDaemon.end(agent: agent) }
             _ = input
+            // Every message on the bus: polkit's CancelAuthentication to the agent is what withdraws the request
+            // (pkttyagent itself sits in its password read and shows nothing of it).
+            let traffic = daemon.root.appendingPathComponent("bus-traffic.txt")
+            _ = FileManager.default.createFile(atPath: traffic.path, contents: nil)
+            let monitor = Process()
+            // Line-buffered through stdbuf, so that each message is in the file as it is seen.
+            monitor.executableURL = URL(fileURLWithPath: "/usr/bin/stdbuf")
+            monitor.arguments = ["-oL", "/usr/bin/busctl", "--address=\(bus.address)", "monitor"]
+            monitor.standardOutput = try FileHandle(forWritingTo: traffic)
+            monitor.standardError = FileHandle.nullDevice
+            try monitor.run()
+            defer { PrivateBus.end(monitor) }
+            try daemon.waitUntil("the monitor sees the bus") {
+                try bus.run("busctl", ["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Peer", "Ping"])
+                return ((try? String(contentsOf: traffic, encoding: .utf8)) ?? "").contains("Member=Ping")
+            }
             caller.release()
             try daemon.waitUntil("the agent asks for the administrator's password") {
                 ((try? String(contentsOf: shown, encoding: .utf8)) ?? "").contains("Password:")
@@ -389,9 +405,10 @@ struct DBusTests {
             #expect(caller.stderr.contains("permission denied: Focus needs authentication for org.lifecycled.manage, and none came within 2s"),
                     "\(caller.stderr)")
             #expect(daemon.log.contains("nobody authenticated within 2s; polkit's check is cancelled"))
-            // polkit withdraws the request from the agent once the daemon cancels the check.
-            try daemon.waitUntil("the agent's request is cancelled") {
-                ((try? String(contentsOf: shown, encoding: .utf8)) ?? "").contains("CANCEL")
+            // The daemon cancels the check, and polkit withdraws the request from the agent.
+            try daemon.waitUntil("polkit withdraws the agent's request") {
+                let seen = (try? String(contentsOf: traffic, encoding: .utf8)) ?? ""
+                return seen.contains("Member=CancelCheckAuthorization") && seen.contains("Member=CancelAuthentication")
             }
             #expect(try daemon.status("a").state.rawValue == "notRunning")
         }

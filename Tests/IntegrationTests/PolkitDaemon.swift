@@ -63,7 +63,8 @@ final class PolkitDaemon {
 
     /// A real authentication agent, pkttyagent, registered for process `pid` (its `--process`), in a pseudo-terminal
     /// of script(1) since it asks for the password on a terminal. Its input is a pipe nobody writes to: the person
-    /// asked never answers. What it shows goes to `output`; returned once polkitd has registered it.
+    /// asked never answers. What it shows goes to `output`; returned once polkitd has registered it. End it with
+    /// `end(agent:)`.
     func agent(for pid: pid_t, output: URL) throws -> (agent: Process, input: Pipe) {
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let process = Process()
@@ -81,6 +82,20 @@ final class PolkitDaemon {
             log.contains("Registered Authentication Agent for unix-process:\(pid):")
         }
         return (process, input)
+    }
+
+    /// Kills pkttyagent and what it runs before script: they hold script's inherited descriptors, through which
+    /// Foundation learns that script exited, and they outlive it (a hangup does not end pkttyagent).
+    static func end(agent: Process) {
+        guard agent.isRunning else { return }
+        var descendants: [pid_t] = []
+        var next = Kernel.children(of: agent.processIdentifier)
+        while let pid = next.popLast() {
+            descendants.append(pid)
+            next += Kernel.children(of: pid)
+        }
+        for pid in descendants.reversed() { kill(pid, SIGKILL) }
+        PrivateBus.end(agent)
     }
 
     private func wait(_ what: String, _ condition: () throws -> Bool) throws {
