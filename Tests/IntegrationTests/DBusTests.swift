@@ -314,30 +314,24 @@ struct DBusTests {
     }
 
     /// A `busctl call` of the manager's `method` on `app` as `uid`, left running; its output in files beside it.
-    /// `held`: it waits for a line on its input before it calls, so that an agent can be registered for its
-    /// process (setpriv and sh exec busctl: one process throughout) before polkit is asked.
     final class BackgroundCall {
         let process = Process()
-        let input = Pipe()
         let out: URL, err: URL
 
-        init(_ bus: PrivateBus, _ method: String, _ app: String, asUser uid: UInt32, interactive: Bool = false, held: Bool = false,
-             in directory: URL, tag: String) throws {
+        init(_ bus: PrivateBus, _ method: String, _ app: String, asUser uid: UInt32, in directory: URL, tag: String) throws {
             out = directory.appendingPathComponent("\(tag).out")
             err = directory.appendingPathComponent("\(tag).err")
             for file in [out, err] { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }
-            let busctl = "exec /usr/bin/busctl --address=\(bus.address) --allow-interactive-authorization=\(interactive ? "yes" : "no") "
-                + "--timeout=90 call \(DBusTests.name) \(DBusTests.manager) \(DBusTests.managerInterface) \(method) s \(app)"
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.currentDirectoryURL = URL(fileURLWithPath: "/")
-            process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/bin/sh", "-c", held ? "read go; \(busctl)" : busctl]
-            process.standardInput = input
+            process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/busctl", "--address=\(bus.address)",
+                                 "--allow-interactive-authorization=no", "--timeout=90", "call", DBusTests.name, DBusTests.manager,
+                                 DBusTests.managerInterface, method, "s", app]
             process.standardOutput = try FileHandle(forWritingTo: out)
             process.standardError = try FileHandle(forWritingTo: err)
             try process.run()
         }
 
-        func release() { input.fileHandleForWriting.write(Data("go\n".utf8)) }
         var stderr: String { (try? String(contentsOf: err, encoding: .utf8)) ?? "" }
         func end() { PrivateBus.end(process) }
     }
@@ -370,14 +364,26 @@ struct DBusTests {
         }
     }
 
-    @Test("an interactive check whose agent never answers is cancelled at AuthenticationTimeoutSec=: the caller gets AuthorizationTimedOut, the agent's dialog is withdrawn")
+    @Test("an interactive check whose agent never answers is cancelled at AuthenticationTimeoutSec=: the caller gets AuthorizationTimedOut, polkit withdraws the agent's request")
     func interactiveCheckIsBoundedAndCancelled() throws {
         try withPolkit(["a": client()], daemonConfig: "AuthenticationTimeoutSec=2\n") { daemon, bus, polkit in
-            let caller = try BackgroundCall(bus, "Focus", "a", asUser: Self.authAdminUser, interactive: true, held: true,
-                                            in: daemon.root, tag: "interactive")
-            defer { caller.end() }
+            // A caller that stays connected after its answer (busctl and gdbus leave at once, and polkit ends the
+            // request of a caller that left): what withdraws the agent's request is the daemon's cancellation.
+            let answers = daemon.root.appendingPathComponent("caller.out")
+            _ = FileManager.default.createFile(atPath: answers.path, contents: nil)
+            let caller = Process()
+            caller.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            caller.currentDirectoryURL = URL(fileURLWithPath: "/")
+            caller.arguments = ["--reuid=\(Self.authAdminUser)", "--regid=\(Self.authAdminUser)", "--clear-groups", "/usr/bin/python3",
+                                DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/lingering_caller.py").path,
+                                bus.socketPath, Self.name, Self.manager, Self.managerInterface, "Focus", "a"]
+            let go = Pipe()
+            caller.standardInput = go
+            caller.standardOutput = try FileHandle(forWritingTo: answers)
+            try caller.run()
+            defer { PrivateBus.end(caller) }
             let shown = daemon.root.appendingPathComponent("agent.txt")
-            let (agent, input) = try polkit.agent(for: caller.process.processIdentifier, output: shown)
+            let (agent, input) = try polkit.agent(for: caller.processIdentifier, output: shown)
             defer { PolkitDaemon.end(agent: agent) }
             _ = input
             // Every message on the bus: polkit's CancelAuthentication to the agent is what withdraws the request
@@ -396,20 +402,21 @@ struct DBusTests {
                 try bus.run("busctl", ["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Peer", "Ping"])
                 return ((try? String(contentsOf: traffic, encoding: .utf8)) ?? "").contains("Member=Ping")
             }
-            caller.release()
+            go.fileHandleForWriting.write(Data("go\n".utf8))
             try daemon.waitUntil("the agent asks for the administrator's password") {
                 ((try? String(contentsOf: shown, encoding: .utf8)) ?? "").contains("Password:")
             }
-            try daemon.waitUntil("the caller is answered") { !caller.process.isRunning }
-            #expect(caller.process.terminationStatus != 0)
-            #expect(caller.stderr.contains("permission denied: Focus needs authentication for org.lifecycled.manage, and none came within 2s"),
-                    "\(caller.stderr)")
+            try daemon.waitUntil("the caller is answered") { ((try? String(contentsOf: answers, encoding: .utf8)) ?? "").contains("\n") }
+            let answer = (try? String(contentsOf: answers, encoding: .utf8)) ?? ""
+            #expect(answer.hasPrefix("error org.lifecycled.Lifecycle1.Error.AuthorizationTimedOut: permission denied: Focus needs "
+                                     + "authentication for org.lifecycled.manage, and none came within 2s"), "\(answer)")
             #expect(daemon.log.contains("nobody authenticated within 2s; polkit's check is cancelled"))
-            // The daemon cancels the check, and polkit withdraws the request from the agent.
+            // The daemon cancels the check, and polkit withdraws the request from the agent while the caller is
+            // still on the bus.
             try daemon.waitUntil("polkit withdraws the agent's request") {
-                let seen = (try? String(contentsOf: traffic, encoding: .utf8)) ?? ""
-                return seen.contains("Member=CancelCheckAuthorization") && seen.contains("Member=CancelAuthentication")
+                ((try? String(contentsOf: traffic, encoding: .utf8)) ?? "").contains("Member=CancelAuthentication")
             }
+            #expect(caller.isRunning, "the caller is still connected")
             #expect(try daemon.status("a").state.rawValue == "notRunning")
         }
     }
