@@ -160,7 +160,7 @@ final class BusAuthorization {
     private func checkEnded(for uid: uid_t) {
         let left = checks[uid, default: 1] - 1
         checks[uid] = left > 0 ? left : nil
-        if left < Self.checksPerUser { capped.remove(uid) }
+        capped.remove(uid)
     }
 
     /// sd-bus gave up on polkit's answer at the bound: polkit is told to drop the check (and its agent the dialog),
