@@ -281,6 +281,18 @@ struct DBusTests {
         }
     }
 
+    /// `lifectl VERB` is answered while `what` holds, within far less than sd-bus's own timeout of a call, which a
+    /// loop waiting for the stalled peer would sit out.
+    func expectAnswered(_ harness: DaemonHarness, _ verb: String, while what: String) throws {
+        let lifectl = try harness.startLifectl(verb)
+        defer { PrivateBus.end(lifectl) }
+        if (try? harness.waitUntil("lifectl \(verb) is answered while \(what)", timeout: 8) { !lifectl.isRunning }) != nil {
+            #expect(lifectl.terminationStatus == 0)
+        } else {
+            Issue.record("lifectl \(verb) is not answered while \(what): the loop waits for it")
+        }
+    }
+
     // MARK: polkit
 
     /// The test's polkit rule: `daemon` (uid 1) allowed, `bin` (uid 2) asked to authenticate as an administrator
@@ -473,13 +485,7 @@ struct DBusTests {
                 daemon.log.contains("asking polkit whether uid \(Self.allowedUser)")
             }
 
-            let status = try daemon.startLifectl("status")
-            defer { PrivateBus.end(status) }
-            if (try? daemon.waitUntil("lifectl status is answered while polkitd is stopped", timeout: 8) { !status.isRunning }) != nil {
-                #expect(status.terminationStatus == 0)
-            } else {
-                Issue.record("lifectl status is not answered while polkitd is stopped: the loop waits for it")
-            }
+            try expectAnswered(daemon, "status", while: "polkitd is stopped")
             _ = try mustCall(bus, "Launch", "sb", "b", "true")
             #expect(try daemon.status("b").state.rawValue == "background")
             #expect(waiting.process.isRunning, "the call waits for polkit's answer")
@@ -571,14 +577,7 @@ struct DBusTests {
             FileManager.default.fileExists(atPath: marker)
         }
 
-        let status = try harness.startLifectl("list")
-        defer { PrivateBus.end(status) }
-        // Far shorter than sd-bus's own timeout of a call, which a loop waiting for the bus daemon would sit out.
-        if (try? harness.waitUntil("lifectl is answered while the bus daemon is stopped", timeout: 8) { !status.isRunning }) != nil {
-            #expect(status.terminationStatus == 0)
-        } else {
-            Issue.record("lifectl is not answered while the bus daemon is stopped: the loop waits for it")
-        }
+        try expectAnswered(harness, "list", while: "the bus daemon is stopped")
 
         kill(bus.pid, SIGCONT)
         try harness.waitUntil("the Focus call completes once the bus daemon runs") { !focus.isRunning }
