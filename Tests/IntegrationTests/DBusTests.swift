@@ -474,7 +474,7 @@ struct DBusTests {
         }
     }
 
-    @Test("a stopped polkitd holds only the calls waiting for it: lifectl status and root's calls are answered, the check completes once polkitd runs")
+    @Test("a stopped polkitd holds only the calls waiting for it: lifectl status and root's calls are answered, the check completes once polkitd runs, or is refused after 25 s")
     func stoppedPolkitdDoesNotHoldTheLoop() throws {
         try withPolkit(["a": client(), "b": client()]) { daemon, bus, polkit in
             kill(polkit.pid, SIGSTOP)
@@ -493,6 +493,15 @@ struct DBusTests {
             kill(polkit.pid, SIGCONT)
             try daemon.waitUntil("the call completes once polkitd runs") { !waiting.process.isRunning }
             #expect(waiting.process.terminationStatus == 0, "\(waiting.stderr)")
+            #expect(try daemon.status("a").state.rawValue == "active")
+
+            // Stopped for longer than a check that asks nobody may take: the call is refused, saying so.
+            kill(polkit.pid, SIGSTOP)
+            let unanswered = try BackgroundCall(bus, "Background", "a", asUser: Self.allowedUser, in: daemon.root, tag: "unanswered")
+            defer { unanswered.end() }
+            try daemon.waitUntil("the call is refused at the bound", timeout: 60) { !unanswered.process.isRunning }
+            #expect(unanswered.stderr.contains("permission denied: polkit did not answer within 25s whether you may Background; the check is cancelled"),
+                    "\(unanswered.stderr)")
             #expect(try daemon.status("a").state.rawValue == "active")
         }
     }

@@ -84,8 +84,8 @@ final class PolkitDaemon {
         return (process, input)
     }
 
-    /// Kills pkttyagent and what it runs before script: they hold script's inherited descriptors, through which
-    /// Foundation learns that script exited, and they outlive it (a hangup does not end pkttyagent).
+    /// Kills pkttyagent and what it runs, then script: pkttyagent outlives script (a hangup does not end it), and
+    /// Foundation's wait for script does not return while it lives.
     static func end(agent: Process) {
         guard agent.isRunning else { return }
         var descendants: [pid_t] = []
