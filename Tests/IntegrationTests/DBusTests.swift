@@ -270,15 +270,238 @@ struct DBusTests {
 
     @Test("on the system bus with no polkit there, a stranger is still refused (polkit asked, no answer)")
     func systemBusWithoutPolkitRefuses() throws {
-        // A real polkitd serves only the machine's system bus and reads actions from /usr/share/polkit-1: it cannot
-        // be pointed at the test's private bus without installing files into the machine, so the test covers the
-        // path where the question to polkit fails and the refusal stands.
+        // No polkitd on this bus: the question to polkit fails and the refusal stands. The tests below run one.
         try withBus(["a": client()], daemonConfig: "[Control]\nBus=system\n") { daemon, bus in
             #expect(daemon.log.contains("on the system bus at unix:path=\(bus.socketPath)"))
             let output = try call(bus, "Focus", "s", "a", asUser: Self.nobody)
             #expect(output.status != 0 && output.stderr.contains("permission denied"))
             #expect(try daemon.status("a").state.rawValue == "notRunning")
             _ = try mustCall(bus, "Focus", "s", "a")
+            #expect(try daemon.status("a").state.rawValue == "active")
+        }
+    }
+
+    /// `lifectl VERB` is answered while `what` holds, within far less than sd-bus's own timeout of a call, which a
+    /// loop waiting for the stalled peer would sit out.
+    func expectAnswered(_ harness: DaemonHarness, _ verb: String, while what: String) throws {
+        let lifectl = try harness.startLifectl(verb)
+        defer { PrivateBus.end(lifectl) }
+        if (try? harness.waitUntil("lifectl \(verb) is answered while \(what)", timeout: 8) { !lifectl.isRunning }) != nil {
+            #expect(lifectl.terminationStatus == 0)
+        } else {
+            Issue.record("lifectl \(verb) is not answered while \(what): the loop waits for it")
+        }
+    }
+
+    // MARK: polkit
+
+    /// The test's polkit rule: `daemon` (uid 1) allowed, `bin` (uid 2) asked to authenticate as an administrator
+    /// (`auth_admin`, an interactive check), anyone else denied.
+    static let polkitRules = """
+        polkit.addRule(function(action, subject) {
+            if (action.id != "org.lifecycled.manage") return polkit.Result.NOT_HANDLED;
+            if (subject.user == "daemon") return polkit.Result.YES;
+            if (subject.user == "bin") return polkit.Result.AUTH_ADMIN;
+            return polkit.Result.NO;
+        });
+        """
+    static let allowedUser: UInt32 = 1
+    static let authAdminUser: UInt32 = 2
+
+    /// A bus, a real polkitd on it (with `polkitRules` and the project's action file), and a daemon that takes the
+    /// bus for the system bus, so that it asks polkit about callers its own rule refuses.
+    func withPolkit(_ apps: [String: String], daemonConfig: String = "", _ body: (DaemonHarness, PrivateBus, PolkitDaemon) throws -> Void) throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let bus = try PrivateBus(directory: harness.root.appendingPathComponent("bus"))
+        defer { bus.stop() }
+        let polkit = try PolkitDaemon(bus: bus, directory: harness.root.appendingPathComponent("polkit"), rules: Self.polkitRules)
+        defer { polkit.stop() }
+        for (name, text) in apps { try harness.app(name, text) }
+        try harness.daemonConfig("[Control]\nBus=system\n" + daemonConfig)
+        try harness.start(extraEnvironment: ["LIFECYCLED_BUS_ADDRESS": "unix:path=\(bus.socketPath)"])
+        try harness.waitUntil("the daemon owns \(Self.name)") { try bus.run("busctl", ["status", Self.name]).status == 0 }
+        try body(harness, bus, polkit)
+        #expect(harness.isDaemonRunning, "the daemon must still be running at the end of the test")
+    }
+
+    /// A `busctl call` of the manager's `method` on `app` as `uid`, left running; its output in files beside it.
+    final class BackgroundCall {
+        let process = Process()
+        let out: URL, err: URL
+
+        init(_ bus: PrivateBus, _ method: String, _ app: String, asUser uid: UInt32, in directory: URL, tag: String) throws {
+            out = directory.appendingPathComponent("\(tag).out")
+            err = directory.appendingPathComponent("\(tag).err")
+            for file in [out, err] { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.currentDirectoryURL = URL(fileURLWithPath: "/")
+            process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/busctl", "--address=\(bus.address)",
+                                 "--allow-interactive-authorization=no", "--timeout=90", "call", DBusTests.name, DBusTests.manager,
+                                 DBusTests.managerInterface, method, "s", app]
+            process.standardOutput = try FileHandle(forWritingTo: out)
+            process.standardError = try FileHandle(forWritingTo: err)
+            try process.run()
+        }
+
+        var stderr: String { (try? String(contentsOf: err, encoding: .utf8)) ?? "" }
+        func end() { PrivateBus.end(process) }
+    }
+
+    @Test("polkitd on the bus: the user its rule allows changes states, one it denies gets AccessDenied, an auth_admin check without interaction gets InteractiveAuthorizationRequired")
+    func polkitAllowsAndDenies() throws {
+        try withPolkit(["a": client()]) { daemon, bus, _ in
+            let allowed = try call(bus, "Focus", "s", "a", asUser: Self.allowedUser)
+            #expect(allowed.status == 0, "\(allowed.stderr)")
+            #expect(try daemon.status("a").state.rawValue == "active")
+            #expect(daemon.log.contains("asking polkit whether uid \(Self.allowedUser)"))
+
+            let denied = try bus.run("gdbus", ["call", "--address", "ADDRESS", "--dest", Self.name, "--object-path", Self.manager,
+                                               "--method", "\(Self.managerInterface).Background", "a"], asUser: Self.nobody)
+            #expect(denied.status != 0)
+            #expect(denied.stderr.contains("org.lifecycled.Lifecycle1.Error.AccessDenied: permission denied: Background is for root"), "\(denied.stderr)")
+            #expect(try daemon.status("a").state.rawValue == "active")
+
+            // auth_admin without interaction allowed (gdbus's default): the standard name, which says what to do.
+            let challenge = try bus.run("gdbus", ["call", "--address", "ADDRESS", "--dest", Self.name, "--object-path", Self.manager,
+                                                  "--method", "\(Self.managerInterface).Background", "a"], asUser: Self.authAdminUser)
+            #expect(challenge.stderr.contains("org.freedesktop.DBus.Error.InteractiveAuthorizationRequired: permission denied: "),
+                    "\(challenge.stderr)")
+            #expect(challenge.stderr.contains("call with interactive authorization allowed"))
+            // Interaction allowed, but no authentication agent for the caller: polkit cannot ask anyone.
+            let noAgent = try bus.run("busctl", ["--allow-interactive-authorization=yes", "call", Self.name, Self.manager,
+                                                 Self.managerInterface, "Background", "s", "a"], asUser: Self.authAdminUser)
+            #expect(noAgent.status != 0 && noAgent.stderr.contains("polkit asked for authentication, which did not succeed"), "\(noAgent.stderr)")
+            #expect(try daemon.status("a").state.rawValue == "active")
+        }
+    }
+
+    @Test("an interactive check whose agent never answers is cancelled at AuthenticationTimeoutSec=: the caller gets AuthorizationTimedOut, polkit withdraws the agent's request")
+    func interactiveCheckIsBoundedAndCancelled() throws {
+        try withPolkit(["a": client()], daemonConfig: "AuthenticationTimeoutSec=2\n") { daemon, bus, polkit in
+            // A caller that stays connected after its answer (busctl and gdbus leave at once, and polkit ends the
+            // request of a caller that left): what withdraws the agent's request is the daemon's cancellation.
+            let answers = daemon.root.appendingPathComponent("caller.out")
+            _ = FileManager.default.createFile(atPath: answers.path, contents: nil)
+            let caller = Process()
+            caller.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            caller.currentDirectoryURL = URL(fileURLWithPath: "/")
+            caller.arguments = ["--reuid=\(Self.authAdminUser)", "--regid=\(Self.authAdminUser)", "--clear-groups", "/usr/bin/python3",
+                                DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/lingering_caller.py").path,
+                                bus.socketPath, Self.name, Self.manager, Self.managerInterface, "Focus", "a"]
+            let go = Pipe()
+            caller.standardInput = go
+            caller.standardOutput = try FileHandle(forWritingTo: answers)
+            try caller.run()
+            defer { PrivateBus.end(caller) }
+            let shown = daemon.root.appendingPathComponent("agent.txt")
+            let (agent, input) = try polkit.agent(for: caller.processIdentifier, output: shown)
+            defer { PolkitDaemon.end(agent: agent) }
+            _ = input
+            // Every message on the bus: polkit's CancelAuthentication to the agent is what withdraws the request
+            // (pkttyagent itself sits in its password read and shows nothing of it).
+            let traffic = daemon.root.appendingPathComponent("bus-traffic.txt")
+            _ = FileManager.default.createFile(atPath: traffic.path, contents: nil)
+            let monitor = Process()
+            // Line-buffered through stdbuf, so that each message is in the file as it is seen.
+            monitor.executableURL = URL(fileURLWithPath: "/usr/bin/stdbuf")
+            monitor.arguments = ["-oL", "/usr/bin/busctl", "--address=\(bus.address)", "monitor"]
+            monitor.standardOutput = try FileHandle(forWritingTo: traffic)
+            monitor.standardError = FileHandle.nullDevice
+            try monitor.run()
+            defer { PrivateBus.end(monitor) }
+            try daemon.waitUntil("the monitor sees the bus") {
+                try bus.run("busctl", ["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Peer", "Ping"])
+                return ((try? String(contentsOf: traffic, encoding: .utf8)) ?? "").contains("Member=Ping")
+            }
+            go.fileHandleForWriting.write(Data("go\n".utf8))
+            try daemon.waitUntil("the agent asks for the administrator's password") {
+                ((try? String(contentsOf: shown, encoding: .utf8)) ?? "").contains("Password:")
+            }
+            try daemon.waitUntil("the caller is answered") { ((try? String(contentsOf: answers, encoding: .utf8)) ?? "").contains("\n") }
+            let answer = (try? String(contentsOf: answers, encoding: .utf8)) ?? ""
+            #expect(answer.hasPrefix("error org.lifecycled.Lifecycle1.Error.AuthorizationTimedOut: permission denied: Focus needs "
+                                     + "authentication for org.lifecycled.manage, and none came within 2s"), "\(answer)")
+            #expect(daemon.log.contains("nobody authenticated within 2s; polkit's check is cancelled"))
+            // The daemon cancels the check, and polkit withdraws the request from the agent while the caller is
+            // still on the bus.
+            try daemon.waitUntil("polkit withdraws the agent's request") {
+                ((try? String(contentsOf: traffic, encoding: .utf8)) ?? "").contains("Member=CancelAuthentication")
+            }
+            #expect(caller.isRunning, "the caller is still connected")
+            #expect(try daemon.status("a").state.rawValue == "notRunning")
+        }
+    }
+
+    @Test("a user past 16 waiting polkit checks gets LimitsExceeded at once; other users' checks and root's calls go on")
+    func pendingChecksAreCappedPerUser() throws {
+        try withPolkit(["a": client(), "b": client()]) { daemon, bus, polkit in
+            // polkitd stopped: every check waits, so the user's calls pile up.
+            kill(polkit.pid, SIGSTOP)
+            defer { kill(polkit.pid, SIGCONT) }
+            var flood: [BackgroundCall] = []
+            defer { for call in flood { call.end() } }
+            for index in 1...16 {
+                flood.append(try BackgroundCall(bus, "Focus", "a", asUser: Self.nobody, in: daemon.root, tag: "flood-\(index)"))
+                try daemon.waitUntil("check \(index) of uid \(Self.nobody) waits") {
+                    daemon.log.contains("asking polkit whether uid \(Self.nobody)") && daemon.log.contains("\(index) of its checks waiting")
+                }
+            }
+            let refused = try bus.run("gdbus", ["call", "--address", "ADDRESS", "--dest", Self.name, "--object-path", Self.manager,
+                                                "--method", "\(Self.managerInterface).Focus", "a"], asUser: Self.nobody)
+            #expect(refused.stderr.contains("org.freedesktop.DBus.Error.LimitsExceeded: Focus refused: uid \(Self.nobody) already has 16 calls waiting for polkit"),
+                    "\(refused.stderr)")
+            #expect(daemon.log.contains("D-Bus: uid \(Self.nobody) has 16 calls waiting for polkit"))
+
+            // Another user is still asked about, and root is served at once.
+            let other = try BackgroundCall(bus, "Focus", "a", asUser: Self.allowedUser, in: daemon.root, tag: "other")
+            defer { other.end() }
+            try daemon.waitUntil("uid \(Self.allowedUser)'s check waits too") {
+                daemon.log.contains("asking polkit whether uid \(Self.allowedUser)")
+            }
+            _ = try mustCall(bus, "Launch", "sb", "b", "true")
+            #expect(try daemon.status("b").state.rawValue == "background")
+
+            kill(polkit.pid, SIGCONT)
+            try daemon.waitUntil("uid \(Self.allowedUser)'s call is answered") { !other.process.isRunning }
+            #expect(other.process.terminationStatus == 0, "\(other.stderr)")
+            #expect(try daemon.status("a").state.rawValue == "active")
+            try daemon.waitUntil("the flood is answered") { flood.allSatisfy { !$0.process.isRunning } }
+            for call in flood { #expect(call.stderr.contains("permission denied: Focus is for root"), "\(call.stderr)") }
+            // Answered, the checks no longer count: the user's next call is asked of polkit again.
+            let again = try call(bus, "Focus", "s", "a", asUser: Self.nobody)
+            #expect(again.stderr.contains("permission denied: Focus is for root"), "\(again.stderr)")
+        }
+    }
+
+    @Test("a stopped polkitd holds only the calls waiting for it: lifectl status and root's calls are answered, the check completes once polkitd runs, or is refused after 25 s")
+    func stoppedPolkitdDoesNotHoldTheLoop() throws {
+        try withPolkit(["a": client(), "b": client()]) { daemon, bus, polkit in
+            kill(polkit.pid, SIGSTOP)
+            defer { kill(polkit.pid, SIGCONT) }
+            let waiting = try BackgroundCall(bus, "Focus", "a", asUser: Self.allowedUser, in: daemon.root, tag: "waiting")
+            defer { waiting.end() }
+            try daemon.waitUntil("the check waits at the stopped polkitd") {
+                daemon.log.contains("asking polkit whether uid \(Self.allowedUser)")
+            }
+
+            try expectAnswered(daemon, "status", while: "polkitd is stopped")
+            _ = try mustCall(bus, "Launch", "sb", "b", "true")
+            #expect(try daemon.status("b").state.rawValue == "background")
+            #expect(waiting.process.isRunning, "the call waits for polkit's answer")
+
+            kill(polkit.pid, SIGCONT)
+            try daemon.waitUntil("the call completes once polkitd runs") { !waiting.process.isRunning }
+            #expect(waiting.process.terminationStatus == 0, "\(waiting.stderr)")
+            #expect(try daemon.status("a").state.rawValue == "active")
+
+            // Stopped for longer than a check that asks nobody may take: the call is refused, saying so.
+            kill(polkit.pid, SIGSTOP)
+            let unanswered = try BackgroundCall(bus, "Background", "a", asUser: Self.allowedUser, in: daemon.root, tag: "unanswered")
+            defer { unanswered.end() }
+            try daemon.waitUntil("the call is refused at the bound", timeout: 60) { !unanswered.process.isRunning }
+            #expect(unanswered.stderr.contains("permission denied: polkit did not answer within 25s whether you may Background; the check is cancelled"),
+                    "\(unanswered.stderr)")
             #expect(try daemon.status("a").state.rawValue == "active")
         }
     }
@@ -363,14 +586,7 @@ struct DBusTests {
             FileManager.default.fileExists(atPath: marker)
         }
 
-        let status = try harness.startLifectl("list")
-        defer { PrivateBus.end(status) }
-        // Far shorter than sd-bus's own timeout of a call, which a loop waiting for the bus daemon would sit out.
-        if (try? harness.waitUntil("lifectl is answered while the bus daemon is stopped", timeout: 8) { !status.isRunning }) != nil {
-            #expect(status.terminationStatus == 0)
-        } else {
-            Issue.record("lifectl is not answered while the bus daemon is stopped: the loop waits for it")
-        }
+        try expectAnswered(harness, "list", while: "the bus daemon is stopped")
 
         kill(bus.pid, SIGCONT)
         try harness.waitUntil("the Focus call completes once the bus daemon runs") { !focus.isRunning }

@@ -11,17 +11,31 @@ struct BusCaller {
 /// daemon's user, `[Control] Group=`), decided from the caller's credentials as the bus daemon knows them
 /// (`GetConnectionCredentials`); and on the system bus, whoever polkit allows `org.lifecycled.manage`
 /// (`CheckAuthorization`, interactive when the caller's message allows it). Reading is for anyone. Both questions
-/// are asked without waiting: a bus daemon that stops answering holds only the calls that wait for it, never the loop.
+/// are asked without waiting: a bus daemon or a polkitd that stops answering holds only the calls that wait for it,
+/// never the loop. Each polkit check is bounded in time and cancelled at its bound (`CancelCheckAuthorization`, so
+/// that an authentication dialog does not outlive the call), and one user has at most `checksPerUser` waiting.
 final class BusAuthorization {
     static let action = "org.lifecycled.manage"
     /// How long (µs) the bus daemon has to say who a caller is; past it the call is refused.
     static let credentialsTimeout: UInt64 = 10_000_000
+    /// How long polkitd has to answer a check that asks nobody: sd-bus's default for a call, which systemd's own
+    /// polkit checks use. An interactive check waits for a person instead, up to `[Control] AuthenticationTimeoutSec=`.
+    static let checkTimeout: Duration = .seconds(25)
+    /// Far more checks than a person or a tool has waiting at once, few enough that a flood holds little: each
+    /// waiting check holds its call's message and a question on the bus.
+    static let checksPerUser = 16
     private unowned let daemon: Daemon
     private let connection: BusConnection
     private let daemonUID = geteuid()
     private var lastGroupWarning: String?
     /// Questions in flight (credentials, polkit), each holding its call until answered or its bus is gone.
     private var asking: [ObjectIdentifier: PendingReply] = [:]
+    /// polkit checks waiting, by the caller's uid (as the bus daemon reports it): a user cannot multiply it the
+    /// way it can open connections.
+    private var checks: [uid_t: Int] = [:]
+    /// Users told once in the log that they reached `checksPerUser`, until their checks drop below it.
+    private var capped: Set<uid_t> = []
+    private var lastCancellationID: UInt64 = 0
 
     init(daemon: Daemon, connection: BusConnection) {
         self.daemon = daemon
@@ -37,7 +51,11 @@ final class BusAuthorization {
     }
 
     /// The bus is gone: its questions are never answered, and their callers with it.
-    func forgetQuestions() { asking = [:] }
+    func forgetQuestions() {
+        asking = [:]
+        checks = [:]
+        capped = []
+    }
 
     /// Runs `allowed` with the caller when it may change states; otherwise answers the call with AccessDenied.
     func authorize(_ call: BusCall, verb: String, allowed: @escaping (BusCaller) -> Void) {
@@ -81,18 +99,29 @@ final class BusAuthorization {
                 Log.info("D-Bus: refused \(verb) from uid \(uid) (pid \(pid)): not \(access.whoMay)")
                 return call.fail(.accessDenied, message)
             }
-            askPolkit(bus, call: call, sender: sender, refusal: message) { allowed(caller) }
+            askPolkit(bus, call: call, sender: sender, caller: caller, refusal: message) { allowed(caller) }
         }
     }
 
     /// polkit's answer decides; no polkit on the bus (or any failure to ask it) keeps the refusal.
-    private func askPolkit(_ bus: OpaquePointer, call: BusCall, sender: String, refusal: String, allowed: @escaping () -> Void) {
+    private func askPolkit(_ bus: OpaquePointer, call: BusCall, sender: String, caller: BusCaller, refusal: String,
+                           allowed: @escaping () -> Void) {
+        let uid = caller.uid, waiting = checks[uid, default: 0]
+        guard waiting < Self.checksPerUser else {
+            if capped.insert(uid).inserted {
+                Log.warning("D-Bus: uid \(uid) has \(waiting) calls waiting for polkit; refusing more from it until they are answered")
+            }
+            return call.fail(.limitsExceeded, "\(call.member) refused: uid \(uid) already has \(waiting) calls waiting for polkit, "
+                             + "the most one user may; call again once they are answered")
+        }
         var created: OpaquePointer?
         guard sd_bus_message_new_method_call(bus, &created, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
                                              "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization") >= 0,
               let message = created else { return call.fail(.accessDenied, refusal) }
         defer { sd_bus_message_unref(message) }
         let interactive = sd_bus_message_get_allow_interactive_authorization(call.message) > 0
+        lastCancellationID += 1
+        let cancellation = "lifecycled-\(lastCancellationID)"
         var writer = BusWriter(message)
         writer.container(BusType.structure, "sa{sv}") { writer in
             writer.string("system-bus-name")
@@ -106,14 +135,64 @@ final class BusAuthorization {
         writer.string(Self.action)
         writer.container(BusType.array, "{ss}") { _ in }
         writer.uint32(interactive ? 1 : 0)  // AllowUserInteraction
-        writer.string("")
+        writer.string(cancellation)
         guard writer.result >= 0 else { return call.fail(.accessDenied, refusal) }
-        // polkit may wait for a person to authenticate: no timeout of ours cuts that short.
-        send(bus, message, timeout: interactive ? UInt64.max : 0, for: call) { reply in
-            PolkitAnswer.read(reply, call: call, refusal: refusal, allowed: allowed)
+        // A person may take a while to authenticate, but not for ever: the call, and its place among the user's
+        // checks, are given back at the bound.
+        let bound = interactive ? daemon.configuration.config.daemon.authenticationTimeout : Self.checkTimeout
+        let sent = daemon.loop.now
+        checks[uid] = waiting + 1
+        Log.debug("D-Bus: asking polkit whether uid \(uid) (pid \(caller.pid)) may \(call.member)\(interactive ? ", interactively" : ""); "
+                  + "\(waiting + 1) of its checks waiting")
+        send(bus, message, timeout: Self.microseconds(bound), for: call) { [unowned self] reply in
+            self.checkEnded(for: uid)
+            if let error = sd_bus_message_get_error(reply), sd_bus_error_has_name(error, "org.freedesktop.DBus.Error.NoReply") != 0,
+               self.daemon.loop.now - sent >= bound {
+                return self.timedOut(call, cancellation: cancellation, caller: caller, interactive: interactive, bound: bound)
+            }
+            PolkitAnswer.read(reply, call: call, refusal: refusal, interactive: interactive, allowed: allowed)
         } failed: {
+            checkEnded(for: uid)
             call.fail(.accessDenied, refusal)
         }
+    }
+
+    private func checkEnded(for uid: uid_t) {
+        let left = checks[uid, default: 1] - 1
+        checks[uid] = left > 0 ? left : nil
+        capped.remove(uid)
+    }
+
+    /// sd-bus gave up on polkit's answer at the bound: polkit is told to drop the check (and its agent the dialog),
+    /// and the caller hears why.
+    private func timedOut(_ call: BusCall, cancellation: String, caller: BusCaller, interactive: Bool, bound: Duration) {
+        if let bus = connection.bus {
+            var created: OpaquePointer?
+            if sd_bus_message_new_method_call(bus, &created, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
+                                              "org.freedesktop.PolicyKit1.Authority", "CancelCheckAuthorization") >= 0,
+               let message = created {
+                var writer = BusWriter(message)
+                writer.string(cancellation)
+                // Nothing waits for polkit's answer to the cancellation: a polkitd that hangs holds nothing here.
+                if writer.result >= 0, sd_bus_message_set_expect_reply(message, 0) >= 0 { _ = sd_bus_send(bus, message, nil) }
+                sd_bus_message_unref(message)
+            }
+        }
+        let limit = ConfigLoader.formatDuration(bound)
+        if interactive {
+            Log.info("D-Bus: \(call.member) from uid \(caller.uid) (pid \(caller.pid)): nobody authenticated within \(limit); polkit's check is cancelled")
+            call.fail(.authorizationTimedOut, "permission denied: \(call.member) needs authentication for \(Self.action), and none came "
+                      + "within \(limit) ([Control] AuthenticationTimeoutSec= of lifecycled.conf); the check is cancelled")
+        } else {
+            Log.warning("D-Bus: polkit did not answer within \(limit) about \(call.member) from uid \(caller.uid) (pid \(caller.pid)); the check is cancelled")
+            call.fail(.authorizationTimedOut, "permission denied: polkit did not answer within \(limit) whether you may \(call.member); the check is cancelled")
+        }
+    }
+
+    /// sd-bus's timeout of a call: at least a microsecond, since 0 means its default.
+    private static func microseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        return UInt64(max(1, seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
     }
 
     /// Sends `message` and runs `answered` with its reply (or sd-bus's error reply at the timeout); `failed` when it
@@ -204,7 +283,7 @@ struct BusCredentials {
 /// CheckAuthorization's answer.
 private enum PolkitAnswer {
     /// `(bba{ss})`: authorized, challenge, details.
-    static func read(_ reply: OpaquePointer, call: BusCall, refusal: String, allowed: () -> Void) {
+    static func read(_ reply: OpaquePointer, call: BusCall, refusal: String, interactive: Bool, allowed: () -> Void) {
         if let error = sd_bus_message_get_error(reply), sd_bus_error_is_set(error) != 0 {
             let name = error.pointee.name.map { String(cString: $0) } ?? "an error"
             Log.debug("D-Bus: polkit did not answer \(BusAuthorization.action): \(name)")
@@ -215,6 +294,11 @@ private enum PolkitAnswer {
               sd_bus_message_read_basic(reply, BusType.bool, &authorized) > 0,
               sd_bus_message_read_basic(reply, BusType.bool, &challenge) > 0 else { return call.fail(.accessDenied, refusal) }
         if authorized != 0 { return allowed() }
-        call.fail(.accessDenied, challenge != 0 ? "\(refusal) (polkit asks for authentication: call with interactive authorization allowed)" : refusal)
+        guard challenge != 0 else { return call.fail(.accessDenied, refusal) }
+        if interactive {
+            return call.fail(.accessDenied, "\(refusal) (polkit asked for authentication, which did not succeed)")
+        }
+        call.fail(.interactiveAuthorizationRequired,
+                  "\(refusal) (polkit asks for authentication: call with interactive authorization allowed)")
     }
 }

@@ -8,6 +8,13 @@ enum BusErrorName: String {
     case refused = "org.lifecycled.Lifecycle1.Error.Refused"
     case accessDenied = "org.lifecycled.Lifecycle1.Error.AccessDenied"
     case invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
+    /// polkit's check did not end within its bound (docs/DBUS.md, *Who may do what*); it is cancelled.
+    case authorizationTimedOut = "org.lifecycled.Lifecycle1.Error.AuthorizationTimedOut"
+    /// polkit asks for authentication and the call did not allow it: the standard name, which clients know to
+    /// retry with interaction allowed.
+    case interactiveAuthorizationRequired = "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"
+    /// The caller's user has as many polkit checks waiting as one user may.
+    case limitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
 }
 
 /// One method call being answered, now or once its app has settled (a waiter of `ControlRequests`). It holds a

@@ -127,6 +127,9 @@ public struct DaemonConfig: Sendable, Equatable {
     public var controlGroup: String?
     /// `[Control] Bus=`: the D-Bus bus the API is offered on (docs/DBUS.md).
     public var bus: BusChoice = .auto
+    /// `[Control] AuthenticationTimeoutSec=`: how long an interactive polkit check may wait for a person to
+    /// authenticate before it is cancelled and the call refused.
+    public var authenticationTimeout: Duration = .seconds(120)
     /// `[Display]`.
     public var display = DisplayConfig()
     /// `[Adopt]`.

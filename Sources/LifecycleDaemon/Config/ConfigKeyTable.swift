@@ -121,6 +121,7 @@ extension ConfigLoader {
         .value("Control", "Group", \.controlGroup, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) },
                shown: { $0 ?? "" }),
         .value("Control", "Bus", \.bus, parseChoice, shown: { $0.rawValue }),
+        .value("Control", "AuthenticationTimeoutSec", \.authenticationTimeout, parseFiniteDuration, shown: formatDuration),
     ]
 
     /// `lifecycled.conf`. (`[NotificationTypes]` has free-form keys, the type names: see `parseNotificationTypes`.)
