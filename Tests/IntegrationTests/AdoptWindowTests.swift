@@ -88,4 +88,60 @@ struct AdoptWindowTests {
         try session.wait("the scope is thawed") { !session.frozen(scope) }
         #expect(try harness.list().isEmpty)
     }
+
+    @Test("a window adopted as its process before its launcher moves that process into a scope becomes the scope's: the process's app is let go, and the scope's app follows the window")
+    func windowMovedIntoScopeLaterIsTheScopes() throws {
+        let harness = try DaemonHarness()
+        let sway = try HeadlessSway(tag: harness.tag)
+        let session = try FakeUserSession(tag: harness.tag)
+        var footPIDs: [pid_t] = []
+        defer {
+            harness.stop()
+            for pid in footPIDs { kill(pid, SIGCONT); kill(pid, SIGKILL) }
+            sway.stop()
+            session.stop()
+        }
+        let tag = harness.tag
+        try harness.daemonConfig("""
+            [Display]
+            Source=sway
+            SwaySocket=\(sway.socketLink)
+
+            [Adopt]
+            Scopes=yes
+            Windows=yes
+            AppSlice=\(session.appSlice)
+            User=\(HeadlessSway.user)
+            BackgroundTimeSec=1
+
+            """)
+        try harness.start()
+        // The order a slow launcher gives: the window maps, and is adopted, before its process is in the scope.
+        let early = "early-\(tag)"
+        try sway.msg("exec foot --app-id \(early) sleep 100000")
+        let view = try sway.waitForView(early)
+        footPIDs = [view.pid]
+        try harness.waitUntil("the window is adopted as its process") { try harness.list().contains { $0.name == early } }
+        #expect(try harness.status(early).adopted == "process \(view.pid)")
+
+        let scope = "app-sway-org.example.Scoped-5678.scope"
+        try FileManager.default.createDirectory(atPath: session.path(scope), withIntermediateDirectories: true)
+        for pid in [view.pid] + Kernel.children(of: view.pid) {
+            try "\(pid)".write(toFile: session.path(scope) + "/cgroup.procs", atomically: false, encoding: .utf8)
+        }
+        try harness.waitUntil("the scope is adopted") { try harness.list().contains { $0.name == "org.example.Scoped" } }
+        #expect(try harness.status("org.example.Scoped").adopted == "scope \(scope)")
+        try harness.waitUntil("the process's app is let go") { try !harness.list().contains { $0.name == early } }
+        #expect(harness.log.contains("\(early): let go (its process is in \(scope) now)"))
+
+        // The window is the scope's app's: focused, it is active; on another workspace, its scope is frozen.
+        try harness.waitForState("org.example.Scoped", "active")
+        try sway.msg("[con_id=\(view.id)] move container to workspace 2")
+        try harness.waitForState("org.example.Scoped", "suspended")
+        try session.wait("the scope is frozen") { session.frozen(scope) }
+        #expect(Kernel.state(view.pid) != "T", "frozen by its scope, never stopped by signals as the process's app was")
+        try sway.msg("workspace 2")
+        try harness.waitForState("org.example.Scoped", "active")
+        try session.wait("the scope is thawed") { !session.frozen(scope) }
+    }
 }

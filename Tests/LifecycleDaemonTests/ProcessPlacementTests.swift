@@ -121,4 +121,21 @@ import Testing
         owners.update([ProcessOwners.App(name: "y", leader: 10, cgroup: "/lifecycled/app-xy")])
         #expect(owners.owner(of: 4242) == nil, "a group whose name only begins the same is another")
     }
+
+    @Test func aProcessOfNoAppIsFoundInTheAppsCgroupOnceMovedThereWhileTheAppsStayTheSame() {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("owners-moved-\(getpid())").path
+        try? FileManager.default.createDirectory(atPath: root + "/4242", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        FileManager.default.createFile(atPath: root + "/4242/stat", contents: Data("4242 (foot) S 1 4242 4242 0 -1".utf8))
+        FileManager.default.createFile(atPath: root + "/4242/cgroup", contents: Data("0::/user.slice/session-1.scope\n".utf8))
+        let owners = ProcessOwners(procRoot: root, unifiedMount: "/sys/fs/cgroup")
+        let apps = [ProcessOwners.App(name: "scoped", leader: 10, cgroup: "/app.slice/app-sway-org.example.Scoped-1.scope")]
+        owners.update(apps)
+        #expect(owners.owner(of: 4242) == nil, "seen before its launcher moved it")
+        // The launcher moves it: no app changed, and the answer follows the move.
+        FileManager.default.createFile(atPath: root + "/4242/cgroup",
+                                       contents: Data("0::/app.slice/app-sway-org.example.Scoped-1.scope\n".utf8))
+        owners.update(apps)
+        #expect(owners.owner(of: 4242) == "scoped")
+    }
 }
