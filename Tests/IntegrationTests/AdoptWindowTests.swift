@@ -136,4 +136,35 @@ struct AdoptWindowTests {
             try session.wait("the scope is thawed") { !session.frozen(scope) }
         }
     }
+
+    @Test("a window whose process its launcher moves into an adopted scope that already runs (nothing announces the move) is that scope's app's from the next picture on")
+    func windowMovedIntoARunningScopeIsTheScopes() throws {
+        try withSway { harness, sway, session, footPIDs in
+            let tag = harness.tag
+            let scope = "app-sway-org.example.Late-9.scope"
+            // The scope's own window first, focused: its app is active.
+            try sway.msg("exec foot --app-id first-\(tag) sleep 100000")
+            let first = try sway.waitForView("first-\(tag)")
+            footPIDs = [first.pid]
+            try moveIntoScope(first.pid, scope, session)
+            try harness.daemonConfig(config(sway, session).replacingOccurrences(of: "Windows=yes", with: "Windows=no"))
+            try harness.start()
+            try harness.waitForState("org.example.Late", "active")
+
+            // A window maps outside the scope and takes the focus: the app resigns, so the daemon has read that
+            // picture, and the new window's process was found to be no app's.
+            let late = "late-\(tag)"
+            try sway.msg("exec foot --app-id \(late) sleep 100000")
+            let view = try sway.waitForView(late)
+            footPIDs.append(view.pid)
+            try harness.waitForState("org.example.Late", "inactive")
+
+            // The launcher moves it in; the scope stays populated, so its cgroup.events does not change. The next
+            // pictures show its window focused: the app's.
+            try moveIntoScope(view.pid, scope, session)
+            try sway.msg("workspace 2")
+            try sway.msg("workspace 1")
+            try harness.waitForState("org.example.Late", "active")
+        }
+    }
 }
