@@ -41,6 +41,12 @@ struct AdoptWindowTests {
         """
     }
 
+    /// A foot window with `appID`, started as the session's user through sway's `exec`, as a launcher would.
+    func foot(_ sway: HeadlessSway, _ appID: String) throws -> HeadlessSway.View {
+        try sway.msg("exec foot --app-id \(appID) sleep 100000")
+        return try sway.waitForView(appID)
+    }
+
     /// The launcher's part: a foot and its child go into `scope`.
     func moveIntoScope(_ pid: pid_t, _ scope: String, _ session: FakeUserSession) throws {
         try FileManager.default.createDirectory(atPath: session.path(scope), withIntermediateDirectories: true)
@@ -54,10 +60,8 @@ struct AdoptWindowTests {
         try withSway { harness, sway, session, footPIDs in
             let tag = harness.tag
             let scope = "app-sway-org.example.Term-77.scope"
-            try sway.msg("exec foot --app-id term-\(tag) sleep 100000")
-            let termView = try sway.waitForView("term-\(tag)")
-            try sway.msg("exec foot --app-id plain-\(tag) sleep 100000")
-            let plainView = try sway.waitForView("plain-\(tag)")
+            let termView = try foot(sway, "term-\(tag)")
+            let plainView = try foot(sway, "plain-\(tag)")
             footPIDs = [termView.pid, plainView.pid]
             try moveIntoScope(termView.pid, scope, session)
             try harness.daemonConfig(config(sway, session))
@@ -112,8 +116,7 @@ struct AdoptWindowTests {
             try harness.start()
             // The order a slow launcher gives: the window maps, and is adopted, before its process is in the scope.
             let early = "early-\(tag)"
-            try sway.msg("exec foot --app-id \(early) sleep 100000")
-            let view = try sway.waitForView(early)
+            let view = try foot(sway, early)
             footPIDs = [view.pid]
             try harness.waitUntil("the window is adopted as its process") { try harness.list().contains { $0.name == early } }
             #expect(try harness.status(early).adopted == "process \(view.pid)")
@@ -143,8 +146,7 @@ struct AdoptWindowTests {
             let tag = harness.tag
             let scope = "app-sway-org.example.Late-9.scope"
             // The scope's own window first, focused: its app is active.
-            try sway.msg("exec foot --app-id first-\(tag) sleep 100000")
-            let first = try sway.waitForView("first-\(tag)")
+            let first = try foot(sway, "first-\(tag)")
             footPIDs = [first.pid]
             try moveIntoScope(first.pid, scope, session)
             try harness.daemonConfig(config(sway, session).replacingOccurrences(of: "Windows=yes", with: "Windows=no"))
@@ -154,8 +156,7 @@ struct AdoptWindowTests {
             // A window maps outside the scope and takes the focus: the app resigns, so the daemon has read that
             // picture, and the new window's process was found to be no app's.
             let late = "late-\(tag)"
-            try sway.msg("exec foot --app-id \(late) sleep 100000")
-            let view = try sway.waitForView(late)
+            let view = try foot(sway, late)
             footPIDs.append(view.pid)
             try harness.waitForState("org.example.Late", "inactive")
 
