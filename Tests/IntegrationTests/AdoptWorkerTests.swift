@@ -12,7 +12,7 @@ struct AdoptWorkerTests {
     static let fixture = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/double_forking_app.py").path
     let api = DBusTests()
 
-    @Test("a double-forked worker in the adopted app's session is stopped with the app (state T) and continued with it")
+    @Test("a double-forked worker in the adopted app's session is stopped with the app (state T) and continued with it, and after a crash by the next daemon")
     func doubleForkedWorkerIsStoppedAndContinuedWithTheApp() throws {
         let session = try FakeUserSession(tag: "worker-\(getpid())")
         defer { session.stop() }
@@ -63,6 +63,18 @@ struct AdoptWorkerTests {
             try daemon.waitForState(name, "active")
             try daemon.waitUntil("the worker is continued") { Kernel.state(worker) != "T" }
             #expect(Kernel.state(main) != "T")
+
+            // Suspended again, then the daemon dies: the next one continues the worker too, before anything else.
+            _ = try api.mustCall(bus, "SetDisplayPids", "auu", "0", "0")
+            try daemon.waitForState(name, "suspended")
+            #expect(Kernel.stops(worker))
+            try daemon.crash()
+            #expect(Kernel.state(worker) == "T", "a crashed daemon continues nothing itself")
+            try daemon.daemonConfig("[Adopt]\nWindows=no\n")
+            try daemon.start(keepLog: true)
+            try daemon.waitUntil("the worker is continued after the crash") { Kernel.state(worker) != "T" }
+            #expect(Kernel.state(main) != "T")
+            #expect(daemon.log.contains("which a previous lifecycled left stopped"))
         }
     }
 }

@@ -83,10 +83,16 @@ final class AdoptedProcessTree: AppPlace {
     func members(of app: AppRuntime) -> [pid_t] {
         guard let pid = app.pid else { return [] }
         let tree = ProcessTree.descendants(of: pid)
-        guard let session = Self.launchSession(of: pid), let uid = ProcessIdentity.realUID(of: pid) else { return tree }
-        let inTree = Set(tree)
-        let others = ProcessTable.members(ofSession: session).filter { !inTree.contains($0) && ProcessIdentity.realUID(of: $0) == uid }
+        let others = Self.restOfLaunchSession(of: pid, besides: tree)
         return others.isEmpty ? tree : (tree + others).sorted()
+    }
+
+    /// The processes of `pid`'s user in its launch session that `known` does not hold: a scan of every process,
+    /// as a process group's members are found.
+    static func restOfLaunchSession(of pid: pid_t, besides known: [pid_t]) -> [pid_t] {
+        guard let session = launchSession(of: pid), let uid = ProcessIdentity.realUID(of: pid) else { return [] }
+        let inTree = Set(known)
+        return ProcessTable.members(ofSession: session).filter { !inTree.contains($0) && ProcessIdentity.realUID(of: $0) == uid }
     }
 
     /// The session whose processes all came from the launch of `pid`: one it leads, or one whose leader has exited
