@@ -87,7 +87,7 @@ final class Adoption {
         guard config.enabled else { return "off" }
         var parts: [String] = []
         if config.scopes { parts.append("scopes " + (scopes.slice.map { "in \($0.path)" } ?? "(no app slice found)")) }
-        // What an adopted window's app holds, and the one worker it loses: a scope would follow that too.
+        // What an adopted window's app holds, and the worker it cannot follow (`AdoptedProcessTree`).
         if config.windows { parts.append("windows (members: process tree and launch session; a worker that leaves the session is not followed)") }
         return parts.joined(separator: "; ") + ", \(places.count) adopted"
     }
