@@ -107,12 +107,18 @@ import Testing
         #expect(owners.owner(of: 1) == nil)
     }
 
-    @Test func aProcessInAnAppsCgroupBelongsToItWhateverItsAncestors() {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("owners-\(getpid())").path
+    /// A /proc with one process, 4242, whose parent is init, in `cgroup`; removed by the caller.
+    func fakeProc(_ name: String, cgroup: String) -> String {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(getpid())").path
         try? FileManager.default.createDirectory(atPath: root + "/4242", withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: root) }
         FileManager.default.createFile(atPath: root + "/4242/stat", contents: Data("4242 (app) S 1 4242 4242 0 -1".utf8))
-        FileManager.default.createFile(atPath: root + "/4242/cgroup", contents: Data("0::/lifecycled/app-x/sub\n".utf8))
+        FileManager.default.createFile(atPath: root + "/4242/cgroup", contents: Data("0::\(cgroup)\n".utf8))
+        return root
+    }
+
+    @Test func aProcessInAnAppsCgroupBelongsToItWhateverItsAncestors() {
+        let root = fakeProc("owners", cgroup: "/lifecycled/app-x/sub")
+        defer { try? FileManager.default.removeItem(atPath: root) }
         let owners = ProcessOwners(procRoot: root, unifiedMount: "/sys/fs/cgroup")
         let relative = owners.relative("/sys/fs/cgroup/lifecycled/app-x")
         #expect(relative == "/lifecycled/app-x")
@@ -120,5 +126,19 @@ import Testing
         #expect(owners.owner(of: 4242) == "x", "a sub-group of the app's group is the app's")
         owners.update([ProcessOwners.App(name: "y", leader: 10, cgroup: "/lifecycled/app-xy")])
         #expect(owners.owner(of: 4242) == nil, "a group whose name only begins the same is another")
+    }
+
+    @Test func aProcessOfNoAppIsFoundInTheAppsCgroupOnceMovedThereWhileTheAppsStayTheSame() {
+        let root = fakeProc("owners-moved", cgroup: "/user.slice/session-1.scope")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let owners = ProcessOwners(procRoot: root, unifiedMount: "/sys/fs/cgroup")
+        let apps = [ProcessOwners.App(name: "scoped", leader: 10, cgroup: "/app.slice/app-sway-org.example.Scoped-1.scope")]
+        owners.update(apps)
+        #expect(owners.owner(of: 4242) == nil, "seen before its launcher moved it")
+        // The launcher moves it: no app changed, and the answer follows the move.
+        FileManager.default.createFile(atPath: root + "/4242/cgroup",
+                                       contents: Data("0::/app.slice/app-sway-org.example.Scoped-1.scope\n".utf8))
+        owners.update(apps)
+        #expect(owners.owner(of: 4242) == "scoped")
     }
 }

@@ -66,9 +66,10 @@ final class AdoptedScope: AppPlace {
     func displayPath(of app: AppRuntime) -> String? { app.cgroup?.displayPath }
 }
 
-/// An adopted window's process outside any scope: that process and its descendants, stopped by signals to each,
-/// weighed by nice on each (never on a process group: the group of an adopted process may hold processes that are
-/// not the app's).
+/// An adopted window's process outside any scope: that process and its descendants, with the rest of the session its
+/// launch made (`launchSession`), stopped by signals to each, weighed by nice on each (never on a process group: the
+/// group of an adopted process may hold processes that are not the app's). A worker the app double-forks is no
+/// descendant once its parent exits, but keeps the session unless it calls setsid(); one that does is not followed.
 final class AdoptedProcessTree: AppPlace {
     /// Where what the processes had is kept, to be given back.
     private let originals: OriginalPriorities?
@@ -81,7 +82,26 @@ final class AdoptedProcessTree: AppPlace {
 
     func members(of app: AppRuntime) -> [pid_t] {
         guard let pid = app.pid else { return [] }
-        return ProcessTree.descendants(of: pid)
+        let tree = ProcessTree.descendants(of: pid)
+        let others = Self.restOfLaunchSession(of: pid, besides: tree)
+        return others.isEmpty ? tree : (tree + others).sorted()
+    }
+
+    /// The processes of `pid`'s user in its launch session that `known` does not hold: a scan of every process,
+    /// as a process group's members are found.
+    static func restOfLaunchSession(of pid: pid_t, besides known: [pid_t]) -> [pid_t] {
+        guard let session = launchSession(of: pid), let uid = ProcessIdentity.realUID(of: pid) else { return [] }
+        let inTree = Set(known)
+        return ProcessTable.members(ofSession: session).filter { !inTree.contains($0) && ProcessIdentity.realUID(of: $0) == uid }
+    }
+
+    /// The session whose processes all came from the launch of `pid`: one it leads, or one whose leader has exited
+    /// (a launcher's fork, setsid() and fork leave an app so). A session another live process leads (a terminal's
+    /// shell) holds processes that are not the app's: nil then.
+    static func launchSession(of pid: pid_t) -> pid_t? {
+        guard let session = ProcessOwners.stat(of: pid)?.session, session > 1 else { return nil }
+        if session == pid { return session }
+        return kill(session, 0) != 0 && errno == ESRCH ? session : nil
     }
 
     func processGroup(of app: AppRuntime) -> [pid_t] {

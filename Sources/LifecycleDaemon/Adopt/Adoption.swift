@@ -87,7 +87,8 @@ final class Adoption {
         guard config.enabled else { return "off" }
         var parts: [String] = []
         if config.scopes { parts.append("scopes " + (scopes.slice.map { "in \($0.path)" } ?? "(no app slice found)")) }
-        if config.windows { parts.append("windows") }
+        // What an adopted window's app holds, and the worker it cannot follow (`AdoptedProcessTree`).
+        if config.windows { parts.append("windows (members: process tree and launch session; a worker that leaves the session is not followed)") }
         return parts.joined(separator: "; ") + ", \(places.count) adopted"
     }
 
@@ -147,6 +148,11 @@ final class Adoption {
         let pids = scope.pids()
         guard let leader = pids.min() else { return nil }
         if let why = rails.refuses(pids, uidOf: { ProcessIdentity.realUID(of: $0) }) { refuse(unit.unit, why); return nil }
+        // A window's process adopted before its launcher moved it here is the unit's now: adopted apart, it would
+        // keep the window from the unit's app.
+        for (name, place) in places.sorted(by: { $0.key < $1.key }) {
+            if case .process(let pid, _) = place, pids.contains(pid) { release(name, reason: "its process is in \(unit.unit) now") }
+        }
         guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
         let (policy, _) = settings(for: unit.appID)
         let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer,

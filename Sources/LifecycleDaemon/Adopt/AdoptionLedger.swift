@@ -50,7 +50,7 @@ struct AdoptionLedger {
     }
 
     /// At start, before anything is adopted: a previous daemon's scopes are thawed and its processes (the same
-    /// ones, by start time, with their descendants) continued. The apps still there are adopted afresh.
+    /// ones, by start time, with their descendants and launch sessions) continued. The apps still there are adopted afresh.
     func thawLeftovers() {
         let entries = read()
         guard !entries.isEmpty else { return }
@@ -69,7 +69,9 @@ struct AdoptionLedger {
             case .process(let pid, let startTime):
                 guard ProcessTable.startTime(of: pid) == startTime else { continue }
                 if tree == nil { tree = ProcessTree.read() }
-                let pids = tree?.subtree(of: pid) ?? [pid]
+                var pids = tree?.subtree(of: pid) ?? [pid]
+                // The rest of its launch session, as the app held it (`AdoptedProcessTree`): a double-forked worker.
+                pids += AdoptedProcessTree.restOfLaunchSession(of: pid, besides: pids)
                 let stopped = pids.filter { ProcessTable.state(of: $0) == "T" }
                 for member in pids { kill(member, SIGCONT) }
                 if !stopped.isEmpty {

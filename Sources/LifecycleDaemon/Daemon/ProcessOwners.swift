@@ -29,8 +29,8 @@ final class ProcessOwners {
     private var apps: [App] = []
     private var byLeader: [pid_t: String] = [:]
     private var byCgroup: [String: String] = [:]
-    /// What each process looked up so far belongs to (nil: to no app).
-    private var known: [pid_t: String?] = [:]
+    /// What each process looked up so far belongs to, and for one that belongs to no app the cgroup it was in then.
+    private var known: [pid_t: Known] = [:]
     /// Processes looked up since the apps last changed, so that the cache stays bounded on a long-lived desktop.
     static let cacheLimit = 4096
     /// How many ancestors a lookup reads at most (a deeper tree is not a desktop's).
@@ -83,21 +83,27 @@ final class ProcessOwners {
         return String(path.dropFirst(mount.count))
     }
 
-    /// The app `pid` belongs to, if any.
+    /// The app `pid` belongs to, if any. A process found to be no app's is asked for its cgroup again each time
+    /// while an app has one: a launcher may move it into an app's cgroup after it was first seen (its window maps
+    /// before the launcher's scope takes it), and nothing announces that move.
     func owner(of pid: pid_t) -> String? {
-        if let cached = known[pid] { return cached }
+        var cgroup: String??
+        if let cached = known[pid] {
+            guard cached.name == nil, !byCgroup.isEmpty else { return cached.name }
+            cgroup = .some(cgroupOf(pid))
+            if cached.cgroup == cgroup { return nil }
+        }
         if known.count >= Self.cacheLimit { known = [:] }
-        return lookUp(pid)
+        return lookUp(pid, cgroup: cgroup)
     }
 
-    private func lookUp(_ pid: pid_t) -> String? {
+    /// `cgroup`: the process's cgroup when the caller has read it already.
+    private func lookUp(_ pid: pid_t, cgroup read: String?? = nil) -> String? {
         if let name = byLeader[pid] { return remember([pid], name) }
         guard let stat = Self.stat(of: pid, procRoot: procRoot) else { return remember([pid], nil) }
         // The process's own place: its cgroup (inherited by everything the app forks), its session or its group.
-        if !byCgroup.isEmpty, let text = try? readKernelFile("\(procRoot)/\(pid)/cgroup"),
-           let cgroup = AppSlice.unifiedCgroup(procSelfCgroup: text), let name = cgroupOwner(cgroup) {
-            return remember([pid], name)
-        }
+        let cgroup = byCgroup.isEmpty ? nil : read ?? cgroupOf(pid)
+        if let cgroup, let name = cgroupOwner(cgroup) { return remember([pid], name) }
         if let name = byLeader[stat.session] ?? byLeader[stat.group] { return remember([pid], name) }
         for app in apps where app.v1Group?.pids().contains(pid) == true { return remember([pid], app.name) }
         // Else the first ancestor that is a leader or whose owner is known; everything on the way shares it.
@@ -105,12 +111,17 @@ final class ProcessOwners {
         var parent = stat.parent
         while parent > 1, chain.count < Self.depthLimit {
             if let name = byLeader[parent] { return remember(chain, name) }
-            if let cached = known[parent] { return remember(chain, cached) }
+            if let cached = known[parent] { return remember(chain, cached.name, cgroup: cgroup) }
             chain.append(parent)
             guard let next = Self.stat(of: parent, procRoot: procRoot) else { break }
             parent = next.parent
         }
-        return remember(chain, nil)
+        return remember(chain, nil, cgroup: cgroup)
+    }
+
+    /// The process's cgroup2 group as /proc/PID/cgroup writes it, nil when it has none (or is gone).
+    private func cgroupOf(_ pid: pid_t) -> String? {
+        (try? readKernelFile("\(procRoot)/\(pid)/cgroup")).flatMap { AppSlice.unifiedCgroup(procSelfCgroup: $0) }
     }
 
     private func cgroupOwner(_ cgroup: String) -> String? {
@@ -123,9 +134,17 @@ final class ProcessOwners {
         return nil
     }
 
-    private func remember(_ pids: [pid_t], _ name: String?) -> String? {
-        for pid in pids { known[pid] = .some(name) }
+    /// `cgroup`: that of `pids[0]`, the process asked about; the ancestors on its way are remembered without one,
+    /// so that asked about themselves they are looked up again.
+    private func remember(_ pids: [pid_t], _ name: String?, cgroup: String? = nil) -> String? {
+        for (index, pid) in pids.enumerated() { known[pid] = Known(name: name, cgroup: index == 0 ? .some(cgroup) : .none) }
         return name
+    }
+
+    /// One process's answer. `cgroup` is `.none` where the cgroup was not read, so that it never equals a read one.
+    private struct Known {
+        var name: String?
+        var cgroup: String??
     }
 
     struct Stat {

@@ -7,14 +7,24 @@ public enum ProcessTable {
     /// A scan of every process on the machine: only for apps without a cgroup (the others read their
     /// cgroup.procs). Parsed as bytes, as `state(of:)` is.
     public static func members(ofProcessGroup pgid: pid_t, procRoot: String = "/proc") -> [pid_t] {
+        members(withStatField: 2, equalTo: pgid, procRoot: procRoot)
+    }
+
+    /// The processes whose session is `sid`, zombies included, in pid order: a scan of every process, as
+    /// `members(ofProcessGroup:)`.
+    public static func members(ofSession sid: pid_t, procRoot: String = "/proc") -> [pid_t] {
+        members(withStatField: 3, equalTo: sid, procRoot: procRoot)
+    }
+
+    private static func members(withStatField field: Int, equalTo wanted: pid_t, procRoot: String) -> [pid_t] {
         guard let directory = opendir(procRoot) else { return [] }
         defer { closedir(directory) }
         var pids: [pid_t] = []
         while let entry = readdir(directory) {
             let pid = withDirectoryEntryName(entry) { decimal($0) }
             guard let pid, pid > 0,
-                  let group = try? withKernelFileBytes("\(procRoot)/\(pid)/stat", { statField(2, of: $0) }),
-                  group == Int(pgid)
+                  let value = try? withKernelFileBytes("\(procRoot)/\(pid)/stat", { statField(field, of: $0) }),
+                  value == Int(wanted)
             else { continue }
             pids.append(pid_t(pid))
         }
