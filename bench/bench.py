@@ -7,7 +7,8 @@ every repetition (the order rotates), and each figure is the median of the repet
 Every process started is found again by its pid (the supervisor's tree, and the sleepers by their
 executable inside TMP, which is ours alone) and killed at the end, also on failure.
 
-  bench.py --bin DIR --tools DIR --tmp DIR [--smoke] [--large] [--reps R] [--out docs/BENCHMARKS.md]
+  bench.py --bin DIR --tools DIR --tmp DIR [--smoke] [--large] [--reps R] [--out docs/BENCHMARKS.md] [--raw-dir docs/bench]
+  bench.py --from-json docs/bench/results.json      the report again from a run's raw results, without measuring
 """
 
 import argparse
@@ -1164,16 +1165,25 @@ def desktop_peers_verdicts(summary, text):
     for target, ok, figures in found:
         per_n = re.match(r"^(x11|sway) N=(\d+): (.*)$", target)
         if per_n:
-            key = (per_n.group(1), f"{per_n.group(3)}, at every N")
-            figures = f"N={per_n.group(2)}: {figures}"
+            key = (per_n.group(1), per_n.group(3))
+            figures = (per_n.group(2), figures)
         else:
             where, _, rest = target.partition(": ")
             key = (where, rest)
+            figures = (None, figures)
         entry = grouped.setdefault(key, [True, []])
         entry[0] = entry[0] and ok
         entry[1].append(figures)
-    return [(f"desktop, {'X11' if where == 'x11' else where}: {target}", ok, "; ".join(figures))
-            for (where, target), (ok, figures) in grouped.items()]
+    out = []
+    for (where, target), (ok, figures) in grouped.items():
+        sizes = [n for n, _ in figures if n]
+        if len(sizes) > 1:
+            target += ", at every N"
+        elif sizes:
+            target += f", at N={sizes[0]}"
+        text = "; ".join(f"N={n}: {f}" if n and len(sizes) > 1 else f for n, f in figures)
+        out.append((f"desktop, {'X11' if where == 'x11' else where}: {target}", ok, text))
+    return out
 
 
 def display_verdicts(text):

@@ -20,7 +20,7 @@
 # included), the grace (from the hide until the processes show T, against GRACE), and the hidden apps' CPU time
 # over an idle phase with and without a supervisor.
 #
-# Prints text tables and a verdict line per target (bench/run.sh puts them into docs/BENCHMARKS.md); a missed
+# Prints text tables and a verdict line per target (bench/run.sh puts them into docs/bench/ and its summary into docs/BENCHMARKS.md); a missed
 # target is a finding, not a failure. Installs Xvfb, openbox, xterm, xdotool, strace, libxcb, sway and foot through
 # apt when missing.
 #   bash bench/desktop-peers.sh            N = 5, 20 and 100; K rounds per tool and N in REPS interleaved repetitions
