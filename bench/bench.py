@@ -1277,6 +1277,9 @@ supervisor runs the same program (bench/sleeper.c: `pause()` forever), exec'd di
 within each repetition. The chart [bench-launch-memory.svg](bench-launch-memory.svg) is drawn by the same run.
 """
 
+# The report stays readable whole; the raw tables go to docs/bench/.
+REPORT_LINES = 300
+
 RAW_FILES = {
     "core": ("core.md", "the supervisors and the app switch (sections 1 to 7)"),
     "notifications": ("notifications.md", "notifications (bench/notifications.sh)"),
@@ -1653,6 +1656,8 @@ def main():
         raw = restore(json.loads(json.dumps(raw, default=str)))
     text, files, checks = render(raw, args)
     print(text)
+    if text.count("\n") > REPORT_LINES:
+        log(f"bench.py: the report has {text.count(chr(10))} lines, more than {REPORT_LINES}: shorten its tables or prose")
     os.makedirs(args.raw_dir, exist_ok=True)
     for name, body in files.items():
         with open(os.path.join(args.raw_dir, name), "w") as f:

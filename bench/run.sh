@@ -187,6 +187,14 @@ fi
 driver=$!
 wait "$driver"
 driver=
+# The report again from the run's raw results must be the same report: every figure in it comes from them.
+if [ "$mode" = smoke ]; then results=$tmp/bench/results.json report=$tmp/BENCHMARKS.md; else results=docs/bench/results.json report=docs/BENCHMARKS.md; fi
+python3 bench/bench.py --from-json "$results" --out "$tmp/again.md" --raw-dir "$tmp/again" --svg "$tmp/again.svg" > /dev/null
+if ! cmp -s "$report" "$tmp/again.md"; then
+    echo "bench/run.sh: the report written again from $results differs from the run's" >&2
+    diff "$report" "$tmp/again.md" | head -20 >&2
+    exit 1
+fi
 if [ -n "$notifications_failed" ]; then
     echo "bench/run.sh: the notifications benchmark failed (status $notifications_failed)" >&2
     exit 1
