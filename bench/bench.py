@@ -1548,7 +1548,7 @@ def this_run(raw, args):
         parts.append(f"display and desktop {meta['display_duration']} s per phase")
     if peers:
         parts.append(f"the desktop beside xsuspender at N = {', '.join(str(n) for n in peers['sizes'])}, {peers['rounds']} rounds per"
-                     f" tool and N in {peers['reps']} repetitions (load average {peers['load_before']} before it,"
+                     f" tool and N in {peers['reps']} repetition{'s' if peers['reps'] != 1 else ''} (load average {peers['load_before']} before it,"
                      f" {peers['load_after']} after, its busy apps included; {peers['seconds']} s)")
     if meta.get("dbus_calls"):
         parts.append(f"D-Bus {meta['dbus_calls']:,} calls of each kind")
