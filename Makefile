@@ -166,12 +166,13 @@ deb-deps:
 	@build-aux/apt-need --no-recommends "make deb" dpkg-shlibdeps=dpkg-dev lintian=lintian
 
 # lifecycled beside supervisord, s6 and runit (installed from Debian's packages, run in private temp folders)
-# and the physical floors, in one run: docs/BENCHMARKS.md and its chart. About 12 min on 2 cores (the display and desktop runs included);
+# and the physical floors, the display and desktop benchmarks and the desktop beside xsuspender, in one run that writes
+# the whole report: docs/BENCHMARKS.md, its raw tables in docs/bench/ and its chart. About 20 min on 2 cores;
 # `bash bench/run.sh --smoke` (N=10, one repetition) in about a minute, `--large` adds 10,000 apps.
 bench: deps
 	bash bench/run.sh
 
-# The bench in smoke mode (N=10, one repetition; about 1 min after the build): CI runs it to keep the harness
+# The bench in smoke mode (N=10, one repetition, every part small; a few minutes after the build): CI runs it to keep the harness
 # working. Never writes docs/; exits non-zero only when the harness breaks, never for a missed target.
 bench-smoke: deps
 	bash bench/run.sh --smoke

@@ -7,7 +7,8 @@ every repetition (the order rotates), and each figure is the median of the repet
 Every process started is found again by its pid (the supervisor's tree, and the sleepers by their
 executable inside TMP, which is ours alone) and killed at the end, also on failure.
 
-  bench.py --bin DIR --tools DIR --tmp DIR [--smoke] [--large] [--reps R] [--out docs/BENCHMARKS.md]
+  bench.py --bin DIR --tools DIR --tmp DIR [--smoke] [--large] [--reps R] [--out docs/BENCHMARKS.md] [--raw-dir docs/bench]
+  bench.py --from-json docs/bench/results.json      the report again from a run's raw results, without measuring
 """
 
 import argparse
@@ -867,21 +868,13 @@ def machine():
     return model, nproc, free, ", ".join(versions), platform.release()
 
 
-def report(results, args, notif_text, seconds, display_text="", desktop_text="", peers_text=""):
+def core_tables(results, args):
+    """Sections 1 to 7 (the supervisors and the switch), whole: docs/bench/core.md."""
     L = []
     p = L.append
-    model, nproc, free, versions, kernel = machine()
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    kind = "smoke (N=10, 1 repetition)" if args.smoke else f"{results['reps']} repetitions"
-    p(f"Run of {now}: {kind}"
-      f"{', --large' if args.large else ''}; {seconds:.0f} s in all.")
+    p("# Raw figures: the supervisors and the app switch")
     p("")
-    p(f"Machine: {model}, {nproc} cores (nproc), Linux {kernel}; peers from Debian: {versions}.")
-    if args.runtime_note:
-        p(args.runtime_note)
-    p("```")
-    p(free)
-    p("```")
+    p("Written by `bench/run.sh` with docs/BENCHMARKS.md, from the same run; the verdicts and the analysis are there.")
     p("")
     p("Figures are the median of the repetitions, then (min–max) over the repetitions; each repetition's")
     p("own figure is itself a median where several samples were taken (control, suspend, switch).")
@@ -1042,23 +1035,6 @@ def report(results, args, notif_text, seconds, display_text="", desktop_text="",
       + " next); the verdict takes the median of the rounds' ratios. lifectl: the whole command, median of 30. Refused switches: "
       + ", ".join(f"N={n:,}: {r['switch_errors']}" for n, r in results['scaling'].items()) + ".")
     p("")
-    p("### 8. Notifications (bench/notifications.sh)")
-    p("")
-    p("```")
-    p(notif_text.strip() or "not run")
-    p("```")
-    p("")
-    p("### 9. Display: focus latency and what hiding saves (bench/display.sh)")
-    p("")
-    p(display_text.strip() or "not run")
-    p("")
-    p("### 10. The desktop: adopted apps (bench/desktop.sh)")
-    p("")
-    p(desktop_text.strip() or "not run")
-    p("")
-    p("### 11. The desktop beside xsuspender and the floor (bench/desktop-peers.sh)")
-    p("")
-    p(peers_text.strip() or "not run")
     return L, {"fs": fs, "fr": fr, "pp": pp, "relay": relay, "relay_work": relay_work, "launch_best": (bestname, best)}
 
 
@@ -1067,10 +1043,13 @@ def verdicts(results, extra, args):
     big = sizes[-1]
     out = []
     lc = stats(results["launch"].get(Lifecycled.name, {}).get(big, []))
+    s6 = stats(results["launch"].get("s6", {}).get(big, []))
     bestname, best = extra["launch_best"]
-    if lc and best:
-        out.append(("launch of %d no slower than the fastest peer" % big, lc[0] <= best[0],
-                    f"lifecycled {lc[0] / 1000:.0f} ms vs {bestname} {best[0] / 1000:.0f} ms ({lc[0] / best[0]:.2f}x)"))
+    if lc and (s6 or best):
+        versus, theirs = ("s6", s6) if s6 else (bestname, best)
+        out.append((f"launch of {big:,} apps ahead of {versus}", lc[0] < theirs[0],
+                    f"lifecycled {lc[0] / 1000:,.0f} ms vs {versus} {theirs[0] / 1000:,.0f} ms ({lc[0] / theirs[0]:.2f}x)"
+                    + (f"; the fastest peer: {bestname} {best[0] / 1000:,.0f} ms" if best else "")))
     pss = {k: stats(v.get(big, [])) for k, v in results["pss"].items()}
     peers = {k: v for k, v in pss.items() if v and k not in (Lifecycled.name, LifecycledProtocol.name)}
     if pss.get(Lifecycled.name) and peers:
@@ -1086,8 +1065,8 @@ def verdicts(results, extra, args):
     idle = results["idle"].get(Lifecycled.name)
     if idle:
         sw = stats([x[1] for x in idle])
-        out.append(("no periodic idle wakeups (besides the watchdog)", sw[0] <= 2,
-                    f"{sw[0]:.0f} context switches in {args.idle} s (max {sw[2]:.0f}); no watchdog in this run"))
+        out.append((f"idle wakeups at {big:,} apps: none", sw[2] == 0,
+                    f"{sw[0]:.0f} context switches in {args.idle:g} s (median of the repetitions; max {sw[2]:.0f}); no watchdog in this run"))
     st = {k: stats([x[0] for x in v]) for k, v in results["status"].items()}
     if Lifecycled.name in st and "s6" in st:
         l, s6 = st[Lifecycled.name][0], st["s6"][0]
@@ -1137,7 +1116,7 @@ def verdicts(results, extra, args):
         relay = extra["relay"][0]
         work = extra.get("relay_work")
         best = row.get("switch_best") or row["switch_conn"]
-        where = "on one CPU" if row.get("switch_pinned") is best else "left to the scheduler"
+        where = "on one CPU" if row.get("switch_pinned") == best else "left to the scheduler"
         rounds = round_ratios(row)
         ok = rounds[0] <= SWITCH_TARGET if rounds else best[0] <= SWITCH_TARGET * floor
         out.append((f"switch round trip within {SWITCH_TARGET:g}x of the ping-pong floor", ok,
@@ -1174,12 +1153,68 @@ def desktop_verdicts(text):
              + (f"; the daemon meanwhile {daemon.group(1)} ms of CPU time, peak RSS {daemon.group(2)} MiB" if daemon else ""))]
 
 
-def desktop_peers_verdicts(text):
-    """bench/desktop-peers.sh's verdicts, one "Target: …: met|missed (figures)." line each."""
-    found = re.findall(r"^Target: (.*): (met|missed) \((.*)\)\.$", text, re.M)
-    if not found and text:
-        return [("desktop peers benchmark ran", False, "desktop-peers.sh printed no verdict")]
-    return [(target + " (desktop peers)", verdict == "met", figures) for target, verdict, figures in found]
+def desktop_peers_verdicts(summary, text):
+    """bench/desktop-peers.sh's verdicts, one row per target: those it gives per N are met when met at every N, with the
+    figures of each N. From its JSON summary; from its "Target: …" lines where there is none."""
+    found = [tuple(v) for v in summary.get("verdicts", [])] if summary else [
+        (target, verdict == "met", figures) for target, verdict, figures in
+        re.findall(r"^Target: (.*): (met|missed) \((.*)\)\.$", text, re.M)]
+    if not found:
+        return [("desktop beside xsuspender: the benchmark ran", False, "desktop-peers.sh printed no verdict")] if text else []
+    grouped = {}
+    for target, ok, figures in found:
+        per_n = re.match(r"^(x11|sway) N=(\d+): (.*)$", target)
+        if per_n:
+            key = (per_n.group(1), per_n.group(3))
+            figures = (per_n.group(2), figures)
+        else:
+            where, _, rest = target.partition(": ")
+            key = (where, rest)
+            figures = (None, figures)
+        entry = grouped.setdefault(key, [True, []])
+        entry[0] = entry[0] and ok
+        entry[1].append(figures)
+    out = []
+    for (where, target), (ok, figures) in grouped.items():
+        sizes = [n for n, _ in figures if n]
+        if len(sizes) > 1:
+            target += ", at every N"
+        elif sizes:
+            target += f", at N={sizes[0]}"
+        text = "; ".join(f"N={n}: {f}" if n and len(sizes) > 1 else f for n, f in figures)
+        out.append((f"desktop, {'X11' if where == 'x11' else where}: {target}", ok, text))
+    return out
+
+
+def display_verdicts(text):
+    """bench/display.sh's verdicts: the focus latency against one frame and the floor, and the CPU saved."""
+    out = []
+    found = re.search(r"^Target: runs again well within one frame \(16 ms\): median ([0-9.]+) ms, (met|missed); "
+                      r"within 3x of the floor: ([0-9.]+)x, (met|missed)", text, re.M)
+    if found:
+        out.append(("display (sway): a focused suspended app runs within one frame (16 ms)", found.group(2) == "met",
+                    f"median {found.group(1)} ms"))
+        out.append(("display (sway): focus to running within 3x of its floor", found.group(4) == "met",
+                    f"{found.group(3)}x the floor"))
+    elif text:
+        out.append(("display (sway): focus latency measured", False, "display.sh printed no result"))
+    saved = re.search(r"^Saved: ([0-9.]+)% .*target at least 95%: (met|missed)", text, re.M)
+    if saved:
+        out.append(("display (sway): hidden apps' CPU time at least 95% less", saved.group(2) == "met", f"{saved.group(1)}% less"))
+    return out
+
+
+def dbus_figures(text):
+    """bench/dbus.sh's lines: measure -> (median, min, max) in µs."""
+    out = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 5 and fields[0] in ("ping", "get", "focus", "socket-focus", "socket-status"):
+            try:
+                out[fields[0]] = tuple(float(x) for x in fields[1:4])
+            except ValueError:
+                pass
+    return out
 
 
 def svg(results, path):
@@ -1230,34 +1265,352 @@ def svg(results, path):
         f.write("\n".join(parts) + "\n")
 
 
-INTRO = """# Benchmarks: lifecycled against supervisord, s6 and runit
+INTRO = """# Benchmarks: lifecycled against supervisord, s6 and runit, and on the desktop beside xsuspender
 
-Generated by `bench/run.sh` (`make bench`; `--smoke` / `make bench-smoke`: N=10, one repetition, for CI;
-`--large`: adds the 10,000-app point, or the most the descriptor limit allows, and the full-size notification
-benchmark). The peers come from Debian's packages and run
-under a private directory in a temporary folder, never as the system's init or boot services. Every peer runs
-the same program (bench/sleeper.c: `pause()` forever), exec'd directly, no shell (s6's and runit's `./run` is a
-symlink to it). The peers alternate within each repetition (the order rotates between repetitions).
-The chart `docs/bench-launch-memory.svg` (launch time and memory against N) is drawn by the same run.
+Generated whole by one run of `bench/run.sh` (`make bench`): every figure, verdict and sentence with a figure below
+comes from the run described under "This run". The raw tables are in the files of [docs/bench/](bench/), written
+by the same run, and its raw results in [docs/bench/results.json](bench/results.json), from which
+`python3 bench/bench.py --from-json docs/bench/results.json` writes this report again. `make bench-smoke`
+(`--smoke`, for CI) runs every part small and writes under a temporary directory only. The peers come from
+Debian's packages and run under a private directory, never as the system's init or boot services; every
+supervisor runs the same program (bench/sleeper.c: `pause()` forever), exec'd directly, and the peers alternate
+within each repetition. The chart [bench-launch-memory.svg](bench-launch-memory.svg) is drawn by the same run.
 """
+
+# The report stays readable whole; the raw tables go to docs/bench/.
+REPORT_LINES = 300
+
+RAW_FILES = {
+    "core": ("core.md", "the supervisors and the app switch (sections 1 to 7)"),
+    "notifications": ("notifications.md", "notifications (bench/notifications.sh)"),
+    "display": ("display.md", "display: focus latency and what hiding saves (bench/display.sh)"),
+    "desktop": ("desktop.md", "the desktop: adopted apps (bench/desktop.sh)"),
+    "desktop_peers": ("desktop-peers.md", "the desktop beside xsuspender and the floor (bench/desktop-peers.sh)"),
+    "dbus": ("dbus.md", "the D-Bus API against the control socket (bench/dbus.sh)"),
+}
+
+
+def restore(value):
+    """JSON's string keys back to the ints the results use for N."""
+    if isinstance(value, dict):
+        return {int(k) if isinstance(k, str) and k.isdigit() else k: restore(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [restore(v) for v in value]
+    return value
+
+
+class Figures:
+    """The run's figures for the prose: each accessor gives a number or None where that part did not run."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.r = raw["results"]
+        self.texts = raw["texts"]
+        self.peers = raw.get("desktop_peers") or {}
+
+    def launch(self, name, n):
+        return stats(self.r["launch"].get(name, {}).get(n, []))
+
+    def pss(self, name, n):
+        return stats(self.r["pss"].get(name, {}).get(n, []))
+
+    def status(self, name):
+        return stats([x[0] for x in self.r["status"].get(name, [])])
+
+    def suspend(self, name):
+        return (stats([x[0] for x in self.r["suspend"].get(name, [])]),
+                stats([x[0] for x in self.r["resume"].get(name, [])]))
+
+    def peer_row(self, where, n, tool):
+        for row in self.peers.get("rows", []):
+            if row["display"] == where and row["n"] == n and row["tool"] == tool:
+                return row
+        return {}
+
+    def peer_range(self, where, tool, key):
+        values = [row[key] for row in self.peers.get("rows", [])
+                  if row["display"] == where and row["tool"] == tool and row.get(key) is not None]
+        return (min(values), max(values)) if values else None
+
+
+def num(value, digits=0, unit=""):
+    return "n/a" if value is None else f"{value:,.{digits}f}{unit}"
+
+
+def span(pair, digits=1, unit=" ms"):
+    if not pair:
+        return "n/a"
+    low, high = pair
+    return f"{low:,.{digits}f}{unit}" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else f"{low:,.{digits}f}–{high:,.{digits}f}{unit}"
+
+
+def analysis(raw, extra, args):
+    """The prose: each figure in it is of this run."""
+    f = Figures(raw)
+    r = f.r
+    sizes = r["sizes"]
+    big = sizes[-1]
+    L = []
+    p = L.append
+    p("## Analysis")
+    p("")
+    p("Where the time and memory go, with this run's figures (medians; the raw tables have the ranges).")
+    p("")
+    lc, s6, sup = f.launch(Lifecycled.name, big), f.launch("s6", big), f.launch("supervisord", big)
+    text = f"**Launch.** {big:,} apps ran {num(lc and lc[0] / 1000)} ms after lifecycled's start"
+    if s6:
+        text += f", against {num(s6[0] / 1000)} ms for s6 ({lc[0] / s6[0]:.2f}x)" if lc else ""
+    if sup:
+        text += f" and {num(sup[0] / 1000)} ms for supervisord"
+    p(text + ". Each child is cloned sharing the daemon's descriptor table and makes its own small copy, so a spawn")
+    p("does not copy every descriptor the daemon holds (two per running app); the start-up's spawns run on worker")
+    p("threads, one per CPU, while the loop prepares the next ones. s6 and runit start a supervisor process per")
+    p("service, and supervisord paces its starts.")
+    p("")
+    mine = f.pss(Lifecycled.name, big)
+    others = ", ".join(f"{name} {num(f.pss(name, big)[0] / 1024, 1)} MiB" for name in ("supervisord", "s6", "runit")
+                       if f.pss(name, big))
+    p(f"**Memory.** At {big:,} apps the daemon's PSS is {num(mine and mine[0] / 1024, 1)} MiB ({others}). lifecycled is one")
+    p("process whose memory grows by the apps' records and open connections; s6 and runit run a process per service,")
+    p("small on PSS (most pages shared) but adding up with N; supervisord is one larger Python process.")
+    p("")
+    idle = r["idle"].get(Lifecycled.name)
+    sw = stats([x[1] for x in idle]) if idle else None
+    p(f"**Idle.** Over {args.idle:g} s at {big:,} apps the daemon had {num(sw and sw[0])} context switches (max"
+      f" {num(sw and sw[2])} over the repetitions): it arms no periodic timer, and an absent bus is watched through its")
+    p("socket's directory rather than retried on a timer. Under a service manager the watchdog is the only periodic wakeup.")
+    p("")
+    st, s6st, exe = f.status(Lifecycled.name), f.status("s6"), f.status(LIFECTL_STATIC_EXE)
+    conn = r["scaling"].get(min(r["scaling"])) if r.get("scaling") else None
+    p(f"**`lifectl status`.** The whole command takes {num(st and st[0] / 1000, 2)} ms against `s6-svstat`'s"
+      f" {num(s6st and s6st[0] / 1000, 2)} ms; lifectl is built as {args.lifectl_build}. Most of it is process start-up:")
+    p(f"the daemon's share of a status query on an open connection is {num(conn and conn['status_conn'][0])} µs"
+      f" ({num(conn and conn['status_cpu'])} µs of its CPU time).")
+    p("")
+    pp, relay, work = r.get("pingpong"), r.get("relay"), r.get("relay_work")
+    if conn:
+        first = min(r["scaling"])
+        rounds = round_ratios(conn)
+        p(f"**The app switch.** Ten messages cross the kernel: the request, four callbacks, four acks and the reply. One")
+        p(f"message between two processes takes {num(pp and pp[0], 1)} µs here, so the switch's floor is"
+          f" {num(pp and SWITCH_MESSAGES * pp[0])} µs; at N={first} the switch took {num(rounds and rounds[3])} µs in rounds with")
+        p(f"the floor ({num(rounds and rounds[0], 2)}x, target {SWITCH_TARGET}x). The same exchange between four C processes takes"
+          f" {num(relay and relay[0])} µs, and {num(work and work[0])} µs")
+        p("with the daemon's required work (state files, CPU weights, `oom_score_adj`); the rest is the daemon's own:")
+        p(f"decoding each ack, the model's step, encoding each callback and the reply ({num(conn['switch_cpu'])} µs of its"
+          " CPU time per switch).")
+        p("")
+        last = max(r["scaling"])
+        hi = r["scaling"][last]
+        p(f"**Scaling.** A switch, a suspend and `status APP` touch one or two apps, found by name: from N={first} to"
+          f" N={last:,} the switch went from {num(conn['switch_conn'][0])} to {num(hi['switch_conn'][0])} µs and `status APP` from"
+          f" {num(conn['status_conn'][0])} to {num(hi['status_conn'][0])} µs.")
+        p(f"`list` answers with every app and grows with N, as it must"
+          + (f" ({num(conn['list_conn'][0])} to {num(hi['list_conn'][0])} µs)." if conn.get("list_conn") and hi.get("list_conn") else "."))
+        p("")
+    (cs, cr), (ls, lr) = f.suspend(ONE_CONNECTION), f.suspend(Lifecycled.name)
+    (ws, wr), (fs, fr) = f.suspend(RELAY_SUSPEND_WORK), f.suspend("floor: kill() + /proc")
+    p(f"**Suspend and resume.** Through `lifectl` a suspend takes {num(ls and ls[0])} µs, mostly the command's start-up,")
+    p(f"as for `s6-svc` and `sv`. On one open connection the daemon's share is {num(cs and cs[0])} µs to suspend and"
+      f" {num(cr and cr[0])} µs to resume, against the bare kill() and /proc's {num(fs and fs[0])} / {num(fr and fr[0])} µs and a C relay")
+    p(f"doing the same required work (`oom_score_adj`, the confirmation from /proc, the state file) in"
+      f" {num(ws and ws[0])} / {num(wr and wr[0])} µs.")
+    p("")
+    notif = re.search(r"^lifecycled \(to (\d+) suspended apps\)\s+([0-9,]+)", f.texts.get("notifications", ""), re.M)
+    if notif:
+        p(f"**Notifications.** {notif.group(2)} posts/s to {notif.group(1)} suspended apps: each post is decoded once and")
+        p("fanned out to every observer of its type, each app's queue coalescing per type, so memory is bounded by the")
+        p("number of types, not of posts.")
+        p("")
+    display = f.texts.get("display", "")
+    found = re.search(r"^Target: runs again well within one frame \(16 ms\): median ([0-9.]+) ms, \w+; within 3x of the floor: ([0-9.]+)x", display, re.M)
+    if found:
+        p(f"**Display (sway).** A suspended app's focused window runs again {found.group(1)} ms after the focus"
+          f" ({found.group(2)}x the bare event-to-SIGCONT floor): one")
+        p("sway event, one tree read, the thaw and the message.")
+        p("")
+    desktop = f.texts.get("desktop", "")
+    saved = re.search(r"^Saved: ([0-9.]+)% ", desktop, re.M)
+    daemon = re.search(r"^lifecycled itself over those ([0-9.]+) s: ([0-9.]+) ms of CPU time.*woken (\d+) times", desktop, re.M)
+    if saved:
+        p(f"**The desktop: adopted apps.** With nothing configured per app, the nine hidden apps of ten used {saved.group(1)}%"
+          " less CPU time once their grace had passed"
+          + (f", while the daemon used {daemon.group(2)} ms of CPU time over {daemon.group(1)} s, woken {daemon.group(3)} times." if daemon else "."))
+        p("A frozen or stopped process is never scheduled, so the saving depends neither on how many apps are hidden nor")
+        p("on the grace.")
+        p("")
+    if f.peers.get("rows"):
+        grace = f.peers.get("grace_s")
+        p("**The desktop beside xsuspender.** Focus to running (median per N, the range over N):")
+        for where, title in (("x11", "X11"), ("sway", "sway")):
+            ours = f.peer_range(where, "lifecycled", "focus_median")
+            if not ours:
+                continue
+            text = f"on {title} lifecycled {span(ours, 2)}"
+            theirs = f.peer_range(where, "xsuspender", "focus_median")
+            if theirs:
+                text += f", xsuspender {span(theirs, 2)}"
+            text += f", the floor (a bare SIGCONT on the focus event) {span(f.peer_range(where, 'floor', 'focus_median'), 2)}"
+            cpu = f.peer_range(where, "lifecycled", "cpu_per_switch_ms")
+            text += f"; CPU per switch lifecycled {span(cpu, 2)}"
+            their_cpu = f.peer_range(where, "xsuspender", "cpu_per_switch_ms")
+            if their_cpu:
+                text += f", xsuspender {span(their_cpu, 2)}"
+            opens = f.peer_range(where, "lifecycled", "opens_per_switch")
+            their_opens = f.peer_range(where, "xsuspender", "opens_per_switch")
+            text += f"; /proc files opened per switch {span(opens, 0, '')}" + (f" against {span(their_opens, 0, '')}" if their_opens else "")
+            g = f.peer_row(where, f.peers["sizes"][-1], "lifecycled")
+            if g.get("grace_median") is not None:
+                text += (f"; a {grace:g} s grace ended {g['grace_min']:,.0f}–{g['grace_max']:,.0f} ms after the hide at"
+                         f" N={f.peers['sizes'][-1]}")
+            p(f"- {text}.")
+        p("A window event costs what it touched: the X11 source asks for the one property or window an event changed,")
+        p("sway's focus event carries its window, and a window's process is mapped to its app once. xsuspender runs")
+        p("pgrep per window, which reads every process on the machine, and stops the windows hidden at its start only")
+        p("once it decides it is on battery.")
+        p("")
+    bus = dbus_figures(f.texts.get("dbus", ""))
+    if {"ping", "focus", "socket-focus", "socket-status"} <= bus.keys():
+        switch = bus["socket-focus"][0] - bus["socket-status"][0]
+        p(f"**The D-Bus API.** A `Peer.Ping` to the daemon (the bus's round trip) takes {bus['ping'][0]:,.0f} µs, reading an")
+        p(f"app's `State` {num(bus.get('get', (None,))[0])} µs, and `Manager.Focus` {bus['focus'][0]:,.0f} µs: the bus floor plus the switch itself"
+          f" (the control socket's `focus` less its `status`, {switch:,.0f} µs), {bus['focus'][0] / (bus['ping'][0] + switch):.2f}x their")
+        p("sum. A changing call asks the bus daemon for the caller's credentials before it acts; a read needs none.")
+        p("")
+    p("**Method.** The host's load moves every figure, the floors included, from one second to the next: ratios within")
+    p("one run, and the switch measured in rounds with its floor, are the honest summary, and the load average before")
+    p("and after the run is given above. Temporary directories are on tmpfs, as `/run` is on a systemd machine.")
+    p("`bench/callgrind.sh` (instructions per operation) and `bench/profile.sh` (`perf record`) compare two builds")
+    p("with figures the load does not move.")
+    return L
+
+
+def glance(raw, extra, args):
+    """Short tables of the main figures; the whole tables are in docs/bench/."""
+    f = Figures(raw)
+    r = f.r
+    sizes = r["sizes"]
+    L = []
+    p = L.append
+    p("## Figures at a glance")
+    p("")
+    names = [c.name for c in PEERS if c is Lifecycled or c.key in args.peers]
+    p("| supervisor | " + " | ".join(f"launch, N={n:,} (ms)" for n in sizes) + " | "
+      + " | ".join(f"PSS, N={n:,} (MiB)" for n in sizes) + f" | idle wakeups, {args.idle:g} s | `status` (ms) |")
+    p("|---|" + "---:|" * (2 * len(sizes) + 2))
+    for name in names:
+        idle = r["idle"].get(name)
+        st = f.status(name)
+        p(f"| {name} | " + " | ".join(num(f.launch(name, n) and f.launch(name, n)[0] / 1000) for n in sizes) + " | "
+          + " | ".join(num(f.pss(name, n) and f.pss(name, n)[0] / 1024, 1) for n in sizes)
+          + f" | {num(idle and stats([x[1] for x in idle])[0])} | {num(st and st[0] / 1000, 2)} |")
+    p("")
+    if r.get("scaling"):
+        p("| N apps (lifecycled) | switch, one connection (µs) | daemon CPU per switch (µs) | `status APP` (µs) | `list` (µs) | daemon PSS (MiB) |")
+        p("|---:|---:|---:|---:|---:|---:|")
+        for n, row in r["scaling"].items():
+            p(f"| {n:,} | {num(row['switch_conn'][0])} | {num(row['switch_cpu'])} | {num(row['status_conn'][0])} | "
+              f"{num(row['list_conn'] and row['list_conn'][0])} | {row['pss'] / 1024:.1f} |")
+        p("")
+    if f.peers.get("rows"):
+        p("| desktop | N | focus to running, ms: lifecycled / xsuspender / floor | CPU per switch, ms: lifecycled / xsuspender | grace, ms (lifecycled) |")
+        p("|---|---:|---|---|---|")
+        for where in ("x11", "sway"):
+            for n in f.peers["sizes"]:
+                ours = f.peer_row(where, n, "lifecycled")
+                if not ours:
+                    continue
+                theirs, floor = f.peer_row(where, n, "xsuspender"), f.peer_row(where, n, "floor")
+                p(f"| {where} | {n} | {num(ours.get('focus_median'), 2)} / {num(theirs.get('focus_median'), 2) if theirs else '—'} / "
+                  f"{num(floor.get('focus_median'), 2)} | {num(ours.get('cpu_per_switch_ms'), 2)} / "
+                  f"{num(theirs.get('cpu_per_switch_ms'), 2) if theirs else '—'} | "
+                  f"{num(ours.get('grace_median'))} ({num(ours.get('grace_min'))}–{num(ours.get('grace_max'))}) |")
+        p("")
+    return L
+
+
+def this_run(raw, args):
+    meta = raw["meta"]
+    L = []
+    p = L.append
+    p("## This run")
+    p("")
+    kind = "smoke (every part small)" if meta["smoke"] else f"{raw['results']['reps']} repetitions of sections 1 to 5"
+    p(f"- When: {meta['when']}; {kind}{', --large' if meta.get('large') else ''}; {meta['total_seconds']:,.0f} s in all"
+      f" ({meta['core_seconds']:,.0f} s for the supervisors and the switch).")
+    p(f"- Machine: {meta['model']}, {meta['nproc']} CPUs, {meta['memory']} of memory, Linux {meta['kernel']}; peers from Debian:"
+      f" {meta['versions']}.")
+    p(f"- Load average (1, 5, 15 min): {meta['load_before']} before the run, {meta['load_after']} after it.")
+    peers = raw.get("desktop_peers") or {}
+    parts = [f"the supervisors at N = {', '.join(f'{n:,}' for n in raw['results']['sizes'])}, the switch at N ="
+             f" {', '.join(f'{n:,}' for n in raw['results'].get('scaling', {}))}"]
+    if meta.get("display_duration"):
+        parts.append(f"display and desktop {meta['display_duration']} s per phase")
+    if peers:
+        parts.append(f"the desktop beside xsuspender at N = {', '.join(str(n) for n in peers['sizes'])}, {peers['rounds']} rounds per"
+                     f" tool and N in {peers['reps']} repetition{'s' if peers['reps'] != 1 else ''} (load average {peers['load_before']} before it,"
+                     f" {peers['load_after']} after, its busy apps included; {peers['seconds']} s)")
+    if meta.get("dbus_calls"):
+        parts.append(f"D-Bus {meta['dbus_calls']:,} calls of each kind")
+    p("- Sizes and repetitions: " + "; ".join(parts) + "."
+      + ("" if meta["smoke"] else " They are chosen so that the whole run takes about 20 minutes on 2 cores."))
+    if meta.get("runtime_note"):
+        p(f"- {meta['runtime_note']}")
+    p("- Raw tables: " + ", ".join(f"[{label}](bench/{name})" for key, (name, label) in RAW_FILES.items()
+                                   if key == "core" or raw["texts"].get(key)) + ".")
+    return L
+
+
+def render(raw, args):
+    """The report from a run's raw results: (the main document's text, {raw file name: text})."""
+    results = raw["results"]
+    core, extra = core_tables(results, args)
+    checks = (verdicts(results, extra, args) + display_verdicts(raw["texts"].get("display", ""))
+              + desktop_verdicts(raw["texts"].get("desktop", ""))
+              + desktop_peers_verdicts(raw.get("desktop_peers"), raw["texts"].get("desktop_peers", "")))
+    L = [INTRO.rstrip("\n"), ""] + this_run(raw, args) + ["", "## Verdicts against the targets", "",
+                                                          "| target | verdict | figures |", "|---|---|---|"]
+    for target, ok, text in checks:
+        L.append(f"| {target} | **{'met' if ok else 'missed'}** | {text} |")
+    L += [""] + glance(raw, extra, args) + analysis(raw, extra, args)
+    files = {RAW_FILES["core"][0]: "\n".join(core) + "\n"}
+    titles = {"notifications": "```\n{}\n```", "display": "{}", "desktop": "{}", "desktop_peers": "{}", "dbus": "```\n{}\n```"}
+    for key, template in titles.items():
+        text = raw["texts"].get(key, "").strip()
+        if text:
+            name, label = RAW_FILES[key]
+            files[name] = (f"# Raw figures: {label}\n\nWritten by `bench/run.sh` with docs/BENCHMARKS.md, from the same run.\n\n"
+                           + template.format(text) + "\n")
+    return "\n".join(L) + "\n", files, checks
+
+
+def machine_meta():
+    model, nproc, free, versions, kernel = machine()
+    memory = next((line.split()[1] for line in free.splitlines() if line.startswith("Mem:")), "?")
+    return {"model": model, "nproc": nproc, "memory": memory, "versions": versions, "kernel": kernel}
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--tools", required=True)
-    parser.add_argument("--tmp", required=True)
+    parser.add_argument("--bin")
+    parser.add_argument("--tools")
+    parser.add_argument("--tmp")
+    parser.add_argument("--from-json", default="", help="write the report from a run's raw results instead of measuring")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--large", action="store_true")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--idle", type=float, default=10)
     parser.add_argument("--notifications", default="", help="file with notifications.sh's output")
     parser.add_argument("--display", default="", help="file with display.sh's output")
+    parser.add_argument("--display-duration", type=int, default=0, help="display.sh's and desktop.sh's seconds per phase")
     parser.add_argument("--desktop", default="", help="file with desktop.sh's output")
     parser.add_argument("--desktop-peers", default="", help="file with desktop-peers.sh's output")
+    parser.add_argument("--desktop-peers-json", default="", help="file with desktop-peers.sh's figures (DESKTOP_PEERS_JSON)")
+    parser.add_argument("--dbus", default="", help="file with dbus.sh's output")
+    parser.add_argument("--dbus-calls", type=int, default=0)
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
+    parser.add_argument("--raw-dir", default=os.path.join(ROOT, "docs", "bench"), help="where the raw tables go")
     parser.add_argument("--svg", default=os.path.join(ROOT, "docs", "bench-launch-memory.svg"))
-    parser.add_argument("--json", default="")
     parser.add_argument("--peers", default="supervisord,s6,runit",
                         help="the peers installed here (run.sh leaves out what apt could not install)")
     parser.add_argument("--lifectl-static-exe", default="", help="directory of a lifectl linked as a static executable")
@@ -1265,43 +1618,58 @@ def main():
     parser.add_argument("--lifectl-build", default="release, `--static-swift-stdlib`",
                         help="how that lifectl was built, for the report")
     parser.add_argument("--runtime-note", default="", help="where the temporary directories are (tmpfs or not)")
+    parser.add_argument("--load-before", default="", help="the load average at the run's start (bench/run.sh)")
+    parser.add_argument("--started", type=float, default=0, help="the run's start, seconds since the epoch (bench/run.sh)")
     args = parser.parse_args()
     args.peers = [p for p in args.peers.split(",") if p]
-    if args.smoke:
-        args.idle = min(args.idle, 2)
-    t0 = time.time()
-    results = run(args)
-    notif = ""
-    if args.notifications and os.path.exists(args.notifications):
-        notif = open(args.notifications).read()
-    display = open(args.display).read() if args.display and os.path.exists(args.display) else ""
-    desktop = open(args.desktop).read() if args.desktop and os.path.exists(args.desktop) else ""
-    peers = open(args.desktop_peers).read() if args.desktop_peers and os.path.exists(args.desktop_peers) else ""
-    lines, extra = report(results, args, notif, time.time() - t0, display, desktop, peers)
-    checks = verdicts(results, extra, args) + desktop_verdicts(desktop) + desktop_peers_verdicts(peers)
-    lines.append("")
-    lines.append("### Verdicts against the targets")
-    lines.append("")
-    lines.append("| target | met | figures |")
-    lines.append("|---|---|---|")
-    for target, ok, text in checks:
-        lines.append(f"| {target} | {'**yes**' if ok else '**no**'} | {text} |")
-    text = "\n".join(lines) + "\n"
+    if args.from_json:
+        with open(args.from_json) as f:
+            raw = restore(json.load(f))
+        saved = raw["meta"]
+        args.smoke, args.large, args.idle = saved["smoke"], saved.get("large", False), saved["idle"]
+        args.peers, args.lifectl_build = saved["peers"], saved["lifectl_build"]
+    else:
+        if not (args.bin and args.tools and args.tmp):
+            parser.error("--bin, --tools and --tmp are needed to measure (or --from-json FILE)")
+        if args.smoke:
+            args.idle = min(args.idle, 2)
+        t0 = time.time()
+        results = run(args)
+
+        def read(path):
+            return open(path).read() if path and os.path.exists(path) else ""
+        peers = read(args.desktop_peers_json)
+        started = args.started or t0
+        raw = {"results": results,
+               "texts": {"notifications": read(args.notifications), "display": read(args.display),
+                         "desktop": read(args.desktop), "desktop_peers": read(args.desktop_peers), "dbus": read(args.dbus)},
+               "desktop_peers": json.loads(peers) if peers.strip() else None,
+               "meta": dict(machine_meta(), when=datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
+                            .strftime("%Y-%m-%d %H:%M UTC"),
+                            smoke=args.smoke, large=args.large, idle=args.idle, peers=args.peers,
+                            lifectl_build=args.lifectl_build, runtime_note=args.runtime_note,
+                            load_before=args.load_before or "n/a",
+                            load_after=" ".join(f"{x:.2f}" for x in os.getloadavg()),
+                            core_seconds=time.time() - t0, total_seconds=time.time() - started,
+                            display_duration=args.display_duration, dbus_calls=args.dbus_calls)}
+        # Tuples and int keys the way JSON keeps them, so that a report from the file is the report of the run.
+        raw = restore(json.loads(json.dumps(raw, default=str)))
+    text, files, checks = render(raw, args)
     print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"results": {k: v for k, v in results.items()}, "verdicts": checks}, f, default=str, indent=1)
+    if text.count("\n") > REPORT_LINES:
+        log(f"bench.py: the report has {text.count(chr(10))} lines, more than {REPORT_LINES}: shorten its tables or prose")
+    os.makedirs(args.raw_dir, exist_ok=True)
+    for name, body in files.items():
+        with open(os.path.join(args.raw_dir, name), "w") as f:
+            f.write(body)
+    if not args.from_json:
+        with open(os.path.join(args.raw_dir, "results.json"), "w") as f:
+            json.dump(raw, f, indent=1)
     if args.out:
-        # The figures replace the generated part; a hand-written "## Analysis" section below is kept.
-        kept = ""
-        if os.path.exists(args.out):
-            old = open(args.out).read()
-            if "\n## Analysis" in old:
-                kept = old[old.index("\n## Analysis") + 1:]
         with open(args.out, "w") as f:
-            f.write(INTRO + "\n## Figures\n\n" + text + ("\n" + kept if kept else ""))
+            f.write(text)
     if args.svg:
-        svg(results, args.svg)
+        svg(raw["results"], args.svg)
 
 
 if __name__ == "__main__":

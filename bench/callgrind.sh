@@ -12,7 +12,9 @@
 #   bash bench/callgrind.sh [BIN_DIR] [N...]       default: bench/run.sh's build, N = 10 and 1000
 #   K=50 TOP=25 bash bench/callgrind.sh /var/tmp/lifecycled-bench-build/release 10 1000
 # KEEP_CALLGRIND=1 keeps the callgrind files (callgrind_annotate, kcachegrind). Needs valgrind (apt-get install valgrind). valgrind 3.19 cannot read Swift 6's DWARF 5: the binary is
-# copied without its debug sections (symbols stay, so functions are named). The runtime directory is on
+# copied without its debug sections (symbols stay, so functions are named). valgrind 3.19 does not know pidfd_open,
+# so under it sd-event watches the children through SIGCHLD and a waitid() per child at each one: the suspend and
+# resume counts (each brings a SIGCHLD) grow with N under callgrind alone, not in the daemon as it runs. The runtime directory is on
 # tmpfs (/dev/shm), as /run is on a systemd machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."

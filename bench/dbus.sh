@@ -1,5 +1,5 @@
 #!/bin/bash
-# The D-Bus API against the control socket and the bus's own floor (docs/BENCHMARKS.md, "The D-Bus API"): a
+# The D-Bus API against the control socket and the bus's own floor (docs/bench/dbus.md; bench/run.sh runs it with the release build): a
 # private dbus-daemon, the debug or release lifecycled given as $LIFECYCLED (default: the debug build), two apps
 # that speak no protocol (the switch is the daemon's own work), K calls of each kind (default 2000).
 #   bash bench/dbus.sh [K]

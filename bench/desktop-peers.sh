@@ -20,7 +20,7 @@
 # included), the grace (from the hide until the processes show T, against GRACE), and the hidden apps' CPU time
 # over an idle phase with and without a supervisor.
 #
-# Prints text tables and a verdict line per target (bench/run.sh puts them into docs/BENCHMARKS.md); a missed
+# Prints text tables and a verdict line per target (bench/run.sh puts them into docs/bench/ and its summary into docs/BENCHMARKS.md); a missed
 # target is a finding, not a failure. Installs Xvfb, openbox, xterm, xdotool, strace, libxcb, sway and foot through
 # apt when missing.
 #   bash bench/desktop-peers.sh            N = 5, 20 and 100; K rounds per tool and N in REPS interleaved repetitions
@@ -29,7 +29,7 @@
 # built xsuspender; else built from XSUSPENDER_ARCHIVE, default /work/shared/peers/xsuspender-8c7d466.tar.gz, in
 # XSUSPENDER_BUILD, default /var/tmp/xsuspender-build, kept as a cache), SIZES, K (rounds per tool and N, default
 # 6, split over the repetitions), REPS (default 2), GRACE (seconds, default 2), IDLE (seconds of the idle phase,
-# default 3), NO_SWAY=1.
+# default 3), NO_SWAY=1, DESKTOP_PEERS_JSON (a file to write the figures and verdicts to, for bench/bench.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 smoke=
@@ -362,7 +362,7 @@ fi
 # --- the report --------------------------------------------------------------------------------------------------
 python3 - "$results" "$GRACE" "$(( (K + REPS - 1) / REPS * REPS ))" "$REPS" "$IDLE" "$xsuspender_from" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
     "$(( $(date +%s) - started ))" "$(nproc)" "$processes" "${smoke:+smoke}" <<'PY'
-import statistics, sys
+import json, os, statistics, sys
 path, grace, k, reps, idle, xsus_from, load0, load1, seconds, cpus, processes, smoke = sys.argv[1:13]
 grace_ms = float(grace) * 1000
 rows = {}   # (display, n, tool) -> {"focus": [], "grace": [], "cpu": ns, "rounds": n, "idle": (sup, hidden, s), "opens": (c, s)}
@@ -498,4 +498,25 @@ if not any(key[2] == "xsuspender" for key in rows):
     print(f"The comparison with xsuspender was skipped ({xsus_from}).")
 for target, ok, figures in verdicts:
     print(f"Target: {target}: {'met' if ok else 'missed'} ({figures}).")
+
+# The same figures for bench/bench.py, which writes the report's prose and verdicts from them.
+if os.environ.get("DESKTOP_PEERS_JSON"):
+    summary = []
+    for (where, n, tool), r in sorted(rows.items()):
+        idle_row, base = r.get("idle"), rows.get((where, n, "none"), {}).get("idle")
+        summary.append({
+            "display": where, "n": n, "tool": tool, "failed": r.get("failed", 0),
+            "focus_median": med(r["focus"]) if r["focus"] else None, "focus_p90": p90(r["focus"]) if r["focus"] else None,
+            "cpu_per_switch_ms": r["cpu"] / 1e6 / r["rounds_cpu"] if r["rounds_cpu"] and tool != "none" else None,
+            "opens_per_switch": r["opens"][0] / r["opens"][1] if r.get("opens") else None,
+            "grace_median": med(r["grace"]) if r["grace"] else None,
+            "grace_min": min(r["grace"]) if r["grace"] else None, "grace_max": max(r["grace"]) if r["grace"] else None,
+            "saved_percent": 100 * (1 - (idle_row[1] / idle_row[2]) / (base[1] / base[2]))
+                             if idle_row and base and base[1] > 0 and tool != "none" else None,
+            "settled_s": max(r["settled"]) if r.get("settled") else None})
+    with open(os.environ["DESKTOP_PEERS_JSON"], "w") as out:
+        json.dump({"grace_s": float(grace), "rounds": int(k), "reps": int(reps), "idle_s": float(idle), "cpus": int(cpus),
+                   "load_before": load0, "load_after": load1, "seconds": int(seconds), "processes": processes,
+                   "xsuspender": xsus_from, "sizes": sizes, "rows": summary,
+                   "verdicts": [[target, ok, figures] for target, ok, figures in verdicts]}, out, indent=1)
 PY

@@ -20,7 +20,7 @@
 # The "without" phase is the floor: the same apps with nothing managing them. No peer runs: xsuspender,
 # sway-freezer and chillscope are not packaged in Debian.
 #
-# Prints the figures as text (bench/run.sh puts them into docs/BENCHMARKS.md). Installs sway and foot through apt
+# Prints the figures as text (bench/run.sh puts them into docs/bench/ and its summary into docs/BENCHMARKS.md). Installs sway and foot through apt
 # when missing. DURATION (default 60) seconds per phase; GRACE (default 1) is `[Adopt] BackgroundTimeSec=`.
 # Run: bash bench/desktop.sh   (LIFECYCLED_BIN_DIR=… to skip the build, as bench/display.sh)
 set -euo pipefail

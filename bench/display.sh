@@ -6,7 +6,7 @@
 #  2. what it saves: ten windows of a CPU-busy app (five on the shown workspace, five on another), the CPU time
 #     the five hidden apps use over DURATION seconds with Source=none (nothing follows the display) and with
 #     Source=sway once their grace time (1 s) has passed.
-# Prints both as text (bench/run.sh puts it into docs/BENCHMARKS.md). Installs sway and foot through apt when
+# Prints both as text (bench/run.sh puts it into docs/bench/ and its summary into docs/BENCHMARKS.md). Installs sway and foot through apt when
 # missing. K (default 30) rounds of latency; DURATION (default 60) seconds per CPU phase.
 # Run: bash bench/display.sh   (LIFECYCLED_BIN_DIR=… to skip the build, as bench/notifications.sh)
 set -euo pipefail

@@ -4,7 +4,8 @@
 # docs/bench-launch-memory.svg.
 #   bash bench/run.sh            default: N = 100 and 1000, 3 repetitions, notifications with 200,000 posts
 #   bash bench/run.sh --smoke    N = 10, one repetition, 20,000 posts to 20 apps: a check that the harness works
-#                                (CI: `make bench-smoke`). Prints the table only; docs/ is left as it is. Bounded:
+#                                (CI: `make bench-smoke`). Writes its report under a temporary directory only;
+#                                docs/ is left as it is. Bounded:
 #                                the measurements stop after SMOKE_TIMEOUT seconds (default 240).
 #   bash bench/run.sh --large    also N = 10,000 for scaling (or the most the descriptor limit allows), and the
 #                                full 1,000,000 posts
@@ -14,9 +15,13 @@
 # Environment: REPS (default 3), BENCH_SCRATCH (the release build directory, default
 # /var/tmp/lifecycled-bench-build: its own, so that it never waits on .build's lock nor disturbs it),
 # NO_NOTIFICATIONS=1, NO_DISPLAY=1 (skip bench/display.sh), NO_DESKTOP=1 (skip bench/desktop.sh),
-# NO_DESKTOP_PEERS=1 (skip bench/desktop-peers.sh), CI (set: run apt-get update before installing).
+# NO_DESKTOP_PEERS=1 (skip bench/desktop-peers.sh), NO_DBUS=1 (skip bench/dbus.sh), CI (set: run apt-get update
+# before installing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The run's own start: the load average before anything of it runs, and the time it takes in all.
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date +%s)
 mode=default
 for arg in "$@"; do
     case $arg in
@@ -93,10 +98,11 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 note="Temporary directories (runtime directories, scan directories, configuration) on $(stat -f -c %T "$tmp") ($base)."
 args=(--bin "$bin" --lifectl-dir "$lifectl_dir" --lifectl-build "$lifectl_build" --tools "$tmp/tools" --tmp "$tmp"
-      --reps "${REPS:-3}" --json "$tmp/results.json" --peers "$(IFS=,; echo "${available[*]}")" --runtime-note "$note")
+      --reps "${REPS:-3}" --peers "$(IFS=,; echo "${available[*]}")" --runtime-note "$note"
+      --load-before "$load_before" --started "$started")
 posts=200000 apps=100 limit=600
 case $mode in
-    smoke) args+=(--smoke --out "$tmp/BENCHMARKS.md" --svg "$tmp/chart.svg"); posts=20000 apps=20 limit=90 ;;  # docs/ untouched
+    smoke) args+=(--smoke --out "$tmp/BENCHMARKS.md" --svg "$tmp/chart.svg" --raw-dir "$tmp/bench"); posts=20000 apps=20 limit=90 ;;  # docs/ untouched
     large) args+=(--large); posts=1000000 ;;
 esac
 notifications_failed=
@@ -114,8 +120,8 @@ if [ -z "${NO_NOTIFICATIONS:-}" ]; then
 fi
 display_failed=
 if [ -z "${NO_DISPLAY:-}" ]; then
-    # Smoke: 5 rounds and 5 s per CPU phase instead of 30 and 60 s.
-    if [ "$mode" = smoke ]; then rounds=5 duration=5; else rounds=30 duration=60; fi
+    # Smoke: 5 rounds and 5 s per CPU phase instead of 30 and 30 s.
+    if [ "$mode" = smoke ]; then rounds=5 duration=5; else rounds=30 duration=30; fi
     echo "display benchmarks (headless sway: $rounds focus rounds, $duration s per CPU phase)…" >&2
     status=0
     K=$rounds DURATION=$duration LIFECYCLED_BIN_DIR="$bin" LIFECTL_BIN_DIR="$lifectl_dir" TMPDIR="$base" \
@@ -125,12 +131,12 @@ if [ -z "${NO_DISPLAY:-}" ]; then
         display_failed=$status
         tail -5 "$tmp/display.txt" >&2
     fi
-    args+=(--display "$tmp/display.txt")
+    args+=(--display "$tmp/display.txt" --display-duration "$duration")
 fi
 desktop_failed=
 if [ -z "${NO_DESKTOP:-}" ]; then
-    # Smoke: 5 s per phase instead of 60 s.
-    if [ "$mode" = smoke ]; then duration=5; else duration=60; fi
+    # Smoke: 5 s per phase instead of 30 s.
+    if [ "$mode" = smoke ]; then duration=5; else duration=30; fi
     echo "desktop benchmark (ten adopted apps on a headless sway: $duration s per phase)…" >&2
     status=0
     DURATION=$duration LIFECYCLED_BIN_DIR="$bin" LIFECTL_BIN_DIR="$lifectl_dir" TMPDIR="$base" \
@@ -144,10 +150,12 @@ if [ -z "${NO_DESKTOP:-}" ]; then
 fi
 desktop_peers_failed=
 if [ -z "${NO_DESKTOP_PEERS:-}" ]; then
-    # Smoke: N = 5, two rounds, lifecycled and the floors only (no xsuspender build).
-    if [ "$mode" = smoke ]; then peers_args=(--smoke) limit=180; else peers_args=() limit=1500; fi
+    # Smoke: N = 5, two rounds, lifecycled and the floors only (no xsuspender build). Otherwise 4 rounds per tool and
+    # N in 2 repetitions (desktop-peers.sh's own default is 6), which keeps the whole run near 20 minutes.
+    if [ "$mode" = smoke ]; then peers_args=(--smoke) limit=180 rounds=2 peers_reps=1; else peers_args=() limit=1500 rounds=4 peers_reps=2; fi
     echo "desktop peers benchmark (lifecycled, xsuspender and the floors on Xvfb with openbox and on sway${peers_args:+: smoke})…" >&2
     status=0
+    K=$rounds REPS=$peers_reps DESKTOP_PEERS_JSON="$tmp/desktop-peers.json" \
     LIFECYCLED_BIN_DIR="$bin" LIFECTL_BIN_DIR="$lifectl_dir" TMPDIR="$base" timeout "$limit" bash bench/desktop-peers.sh "${peers_args[@]}" \
         > "$tmp/desktop-peers.txt" 2> "$tmp/desktop-peers.log" || status=$?
     if [ "$status" != 0 ]; then
@@ -155,7 +163,21 @@ if [ -z "${NO_DESKTOP_PEERS:-}" ]; then
         desktop_peers_failed=$status
         tail -5 "$tmp/desktop-peers.log" >&2
     fi
-    args+=(--desktop-peers "$tmp/desktop-peers.txt")
+    args+=(--desktop-peers "$tmp/desktop-peers.txt" --desktop-peers-json "$tmp/desktop-peers.json")
+fi
+dbus_failed=
+if [ -z "${NO_DBUS:-}" ]; then
+    # Smoke: 200 calls of each kind instead of 2,000.
+    if [ "$mode" = smoke ]; then calls=200; else calls=2000; fi
+    echo "D-Bus benchmark ($calls calls of each kind)…" >&2
+    status=0
+    LIFECYCLED="$bin/lifecycled" timeout 300 bash bench/dbus.sh "$calls" > "$tmp/dbus.txt" 2> "$tmp/dbus.log" || status=$?
+    if [ "$status" != 0 ]; then
+        { echo "(dbus.sh failed, status $status)"; tail -5 "$tmp/dbus.log"; } >> "$tmp/dbus.txt"
+        dbus_failed=$status
+        tail -5 "$tmp/dbus.log" >&2
+    fi
+    args+=(--dbus "$tmp/dbus.txt" --dbus-calls "$calls")
 fi
 if [ "$mode" = smoke ]; then
     timeout --signal=INT --kill-after=30 "${SMOKE_TIMEOUT:-240}" python3 bench/bench.py "${args[@]}" &
@@ -165,6 +187,14 @@ fi
 driver=$!
 wait "$driver"
 driver=
+# The report again from the run's raw results must be the same report: every figure in it comes from them.
+if [ "$mode" = smoke ]; then results=$tmp/bench/results.json report=$tmp/BENCHMARKS.md; else results=docs/bench/results.json report=docs/BENCHMARKS.md; fi
+python3 bench/bench.py --from-json "$results" --out "$tmp/again.md" --raw-dir "$tmp/again" --svg "$tmp/again.svg" > /dev/null
+if ! cmp -s "$report" "$tmp/again.md"; then
+    echo "bench/run.sh: the report written again from $results differs from the run's" >&2
+    diff "$report" "$tmp/again.md" | head -20 >&2
+    exit 1
+fi
 if [ -n "$notifications_failed" ]; then
     echo "bench/run.sh: the notifications benchmark failed (status $notifications_failed)" >&2
     exit 1
@@ -175,6 +205,10 @@ if [ -n "$display_failed" ]; then
 fi
 if [ -n "$desktop_failed" ]; then
     echo "bench/run.sh: the desktop benchmark failed (status $desktop_failed)" >&2
+    exit 1
+fi
+if [ -n "$dbus_failed" ]; then
+    echo "bench/run.sh: the D-Bus benchmark failed (status $dbus_failed)" >&2
     exit 1
 fi
 if [ -n "$desktop_peers_failed" ]; then

@@ -553,6 +553,39 @@ struct DBusTests {
         }
     }
 
+    /// The context switches of every thread of `pid` so far: each wakeup of the daemon counts one or more.
+    func wakeups(_ pid: pid_t) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.reduce(0) { sum, task in
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+            return sum + status.split(separator: "\n").filter { $0.contains("ctxt_switches:") }
+                .compactMap { Int($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) }.reduce(0, +)
+        }
+    }
+
+    @Test("no bus at the start, not even its directory: the daemon is not woken while it is absent, and serves it as its socket appears")
+    func absentBusIsWatchedNotPolled() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let directory = harness.root.appendingPathComponent("later/bus")
+        try harness.app("a", client())
+        try harness.start(extraEnvironment: ["LIFECYCLED_BUS_ADDRESS": "unix:path=\(directory.path)/bus.sock"])
+        try harness.waitUntil("the daemon logs the missing bus") { harness.log.contains("D-Bus: failed to connect") }
+        try harness.control("launch", "a")
+        try harness.waitUntil("app a runs") { try harness.status("a").state.rawValue != "notRunning" }
+        let pid = try #require(harness.daemonPID)
+        usleep(300_000)  // the start's last saves and log lines
+        let before = wakeups(pid)
+        usleep(2_000_000)
+        #expect(wakeups(pid) == before, "nothing wakes the daemon while the bus is absent")
+        let bus = try PrivateBus(directory: directory)
+        defer { bus.stop() }
+        try harness.waitUntil("the daemon owns \(Self.name) on the new bus") {
+            try bus.run("busctl", ["status", Self.name]).status == 0
+        }
+        #expect(try call(bus, "ListApps").stdout.contains("\"a\""))
+    }
+
     @Test("a bus daemon that hangs while the daemon asks it who called: lifectl is answered meanwhile, the call completes once the bus runs again")
     func hungBusDaemonDoesNotHoldTheLoop() throws {
         let harness = try DaemonHarness()

@@ -1,9 +1,12 @@
+import CSupport
 import CSystemd
 import Glibc
 
 /// The daemon's connection to a D-Bus bus, dispatched by the daemon's own sd-event loop (`sd_bus_attach_event`).
 /// A bus that is not there at start or goes away never stops the daemon: the loss is logged once, and the
-/// connection is tried again after a delay that doubles up to 30 s, until a bus answers.
+/// connection is tried again when the bus's socket appears (an inotify watch on its directory, so that an absent
+/// bus costs no wakeup), or, where the socket is there but does not answer or the address is not a socket path,
+/// after a delay that doubles up to 30 s.
 final class BusConnection {
     static let busName = "org.lifecycled.Lifecycle1"
 
@@ -27,6 +30,9 @@ final class BusConnection {
     /// A connection was lost before this one: its serving is a reconnect.
     private var reconnected = false
     private var stopped = false
+    /// Watches the directory that holds (or will hold) the bus's socket while there is no bus.
+    private lazy var watcher = DirectoryWatcher(loop: loop)
+    private var socketWatch: Int?
 
     init(loop: EventLoop, endpoint: BusEndpoint) {
         self.loop = loop
@@ -40,6 +46,7 @@ final class BusConnection {
     func stop() {
         stopped = true
         reconnection?.cancel()
+        unwatchSocket()
         tearDown()
     }
 
@@ -186,17 +193,75 @@ final class BusConnection {
         self.bus = nil
     }
 
-    /// Logged once per loss; the next attempt after the current backoff, which then doubles.
+    /// Logged once per loss; the next attempt when the socket appears, else after the current backoff, which then
+    /// doubles.
     private func lost(_ operation: String, _ result: Int32) {
         guard !stopped else { return }
-        let delay = reconnection?.schedule() ?? .zero
+        let next: String
+        if watchSocket() {
+            next = "next attempt when its socket appears"
+        } else {
+            next = "next attempt in \(reconnection?.schedule() ?? .zero)"
+        }
         if lossLogged {
-            Log.debug("D-Bus: still no bus (\(operation): \(Self.reason(result))); next attempt in \(delay)")
+            Log.debug("D-Bus: still no bus (\(operation): \(Self.reason(result))); \(next)")
         } else {
             lossLogged = true
-            Log.warning("D-Bus: failed to \(operation): \(Self.reason(result)); retrying with a growing delay, the daemon goes on without the bus meanwhile")
+            Log.warning("D-Bus: failed to \(operation): \(Self.reason(result)); retrying when its socket appears (or with a growing delay), the daemon goes on without the bus meanwhile")
         }
     }
 
     static func reason(_ result: Int32) -> String { String(cString: strerror(-result)) }
+
+    /// The socket's path where the address is one `unix:path=` (no other keys, no list of addresses).
+    static func socketPath(of address: String) -> String? {
+        let prefix = "unix:path="
+        guard address.hasPrefix(prefix), !address.contains(";"), !address.contains(",") else { return nil }
+        let path = String(address.dropFirst(prefix.count))
+        guard path.hasPrefix("/"), !path.contains("%") else { return nil }
+        return path
+    }
+
+    /// Watches for the socket to appear: its directory for the socket's name, or, while that directory is missing,
+    /// the nearest existing ancestor for the next directory on the way. True when the socket is absent and the
+    /// watch will say when to try again; false when the socket is there (a bus that does not answer, or one bound
+    /// just now) or cannot be watched, so that the timer retries.
+    private func watchSocket() -> Bool {
+        guard let path = Self.socketPath(of: endpoint.address) else { return false }
+        unwatchSocket()
+        var target = path
+        while true {
+            let slash = target.lastIndex(of: "/")!
+            let directory = slash == target.startIndex ? "/" : String(target[..<slash])
+            let name = String(target[target.index(after: slash)...])
+            // Subscribed before the socket is looked for: a bus that binds between the two is seen by the check.
+            do {
+                socketWatch = try watcher.subscribe(directory: directory, names: [name],
+                                                    mask: CS_IN_CREATE | CS_IN_MOVED_TO) { [unowned self] _ in
+                    self.socketAppeared()
+                }
+            } catch {
+                guard error.errno == ENOENT || error.errno == ENOTDIR, directory != "/" else { return false }
+                target = directory
+                continue
+            }
+            var status = stat()
+            guard lstat(path, &status) != 0 else {
+                unwatchSocket()
+                return false
+            }
+            return true
+        }
+    }
+
+    private func socketAppeared() {
+        unwatchSocket()
+        reconnection?.cancel()
+        connect()
+    }
+
+    private func unwatchSocket() {
+        if let socketWatch { watcher.unsubscribe(socketWatch) }
+        socketWatch = nil
+    }
 }
