@@ -31,13 +31,7 @@ struct AdoptWindowTests {
         Source=sway
         SwaySocket=\(sway.socketLink)
 
-        [Adopt]
-        Scopes=yes
-        Windows=yes
-        AppSlice=\(session.appSlice)
-        User=\(HeadlessSway.user)
-        BackgroundTimeSec=1
-
+        \(session.adoptingWindowsAndScopes)
         """
     }
 

@@ -78,13 +78,7 @@ struct AdoptX11Tests {
                 Source=x11
                 X11Display=\(x.display)
 
-                [Adopt]
-                Scopes=yes
-                Windows=yes
-                AppSlice=\(session.appSlice)
-                User=\(HeadlessSway.user)
-                BackgroundTimeSec=1
-
+                \(session.adoptingWindowsAndScopes)
                 """)
             try harness.start()
             try harness.waitUntil("both are adopted") {

@@ -14,6 +14,19 @@ final class FakeUserSession {
     let base: String
     /// `AppSlice=`: the app slice, relative to the mount.
     let appSlice: String
+
+    /// The `[Adopt]` section that adopts this session's scopes and its user's windows, with a grace of 1 s.
+    var adoptingWindowsAndScopes: String {
+        """
+        [Adopt]
+        Scopes=yes
+        Windows=yes
+        AppSlice=\(appSlice)
+        User=\(HeadlessSway.user)
+        BackgroundTimeSec=1
+
+        """
+    }
     private var processes: [Process] = []
 
     init(tag: String) throws {
