@@ -69,6 +69,20 @@ final class PulseServer {
             .flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
+    /// How many sink inputs (streams) the server has, as `pactl` lists them.
+    func sinkInputs() throws -> Int {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/pactl")
+        process.arguments = ["--server=" + address, "list", "short", "sink-inputs"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").count
+    }
+
     func stop() {
         guard let pid else { return }
         kill(pid, SIGTERM)

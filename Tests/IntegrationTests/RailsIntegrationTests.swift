@@ -51,7 +51,78 @@ struct RailsIntegrationTests {
         }
     }
 
-    @Test("without a sound server the rule is off and status says so; the daemon connects once one appears")
+    /// A `pacat` outside every app that plays silence and names `pid` as its process (`PULSE_PROP`), as any client
+    /// may: the server passes the claim on as it is.
+    func impostor(_ pulse: PulseServer, claiming pid: pid_t) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "exec pacat --playback --raw < /dev/zero"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["PULSE_SERVER"] = pulse.address
+        environment["PULSE_PROP"] = "application.process.id=\(pid)"
+        process.environment = environment
+        try process.run()
+        return process
+    }
+
+    @Test("a stream that names another app's process does not keep that app awake; the app's own stream does")
+    func claimedPidIsNotTrusted() throws {
+        let pulse = try PulseServer()
+        try pulse.start()
+        defer { pulse.stop() }
+        // The listener holds a connection of its own (pactl subscribe claims the pactl's pid, rightly), so that a
+        // second claim of that pid is one more than the process's connections.
+        let listener = "[App]\nExec=sh -c 'pactl subscribe > /dev/null & exec sleep 100000'\nProtocol=none\n"
+            + "Environment=PULSE_SERVER=\(pulse.address)\n\n[Lifecycle]\nBackgroundTimeSec=0.3\n"
+        let apps = ["player": player(pulse, lifecycle: "BackgroundTimeSec=0.3"), "marker": marker, "listener": listener]
+        try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\n") { daemon in
+            try daemon.waitUntil("the daemon is connected to the sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
+            }
+            try daemon.control("launch", "player", "--background")
+            try daemon.waitUntil("the player's own stream counts") {
+                daemon.log.contains("player: not suspended in the background while playing audio")
+            }
+            try daemon.control("launch", "marker")
+            try daemon.control("launch", "listener")
+            let marker = try #require(try daemon.status("marker").pid)
+            let listenerPid = try #require(try daemon.status("listener").pid)
+            try daemon.waitUntil("the listener's pactl is connected") {
+                Kernel.children(listenerPid).contains { Kernel.command($0) == "pactl" }
+            }
+            let pactl = try #require(Kernel.children(listenerPid).first { Kernel.command($0) == "pactl" })
+            // One impostor names the marker's leader (no connection at all), one the listener's pactl (one connection,
+            // already claimed by the pactl itself).
+            let impostors = [try impostor(pulse, claiming: marker), try impostor(pulse, claiming: pactl)]
+            // SIGKILL: the test process blocks the signals a pacat would quit on, and its children inherit the mask.
+            defer { for process in impostors { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+            try daemon.waitUntil("the server has the impostors' streams") { try pulse.sinkInputs() == 3 }
+            try daemon.control("background", "marker")
+            try daemon.control("background", "listener")
+            try daemon.waitForState("marker", "suspended")
+            try daemon.waitForState("listener", "suspended")
+            #expect(Kernel.stops(marker))
+            #expect(!daemon.log.contains("marker: not suspended in the background while playing audio"))
+            #expect(!daemon.log.contains("listener: not suspended in the background while playing audio"))
+            let player = try daemon.status("player")
+            #expect(player.state == .background)
+            #expect(player.backgroundModes == ["audio"])
+            let status = try daemon.lifectl("status").stdout
+            #expect(status.contains("1 playing process, 2 playing streams of an unconfirmed process (player)"))
+        }
+    }
+
+    /// How many times the kernel ran any thread of `pid` (the third field of each thread's schedstat): it grows with
+    /// every wakeup, of whatever cause.
+    func runs(_ pid: pid_t) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.reduce(0) { total, task in
+            let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)) ?? ""
+            return total + (text.split(separator: " ").dropFirst(2).first.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0)
+        }
+    }
+
+    @Test("without a sound server the rule is off, status says so and the daemon sleeps; it connects once one appears")
     func noSoundServerThenOne() throws {
         let pulse = try PulseServer()
         defer { pulse.stop() }
@@ -59,8 +130,15 @@ struct RailsIntegrationTests {
             try daemon.waitUntil("status says there is no sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: off, no sound server")
             }
+            #expect(try daemon.lifectl("status").stdout.contains("waiting for \(pulse.socket) to appear"))
+            let pid = try #require(daemon.daemonPID)
+            // Settle: the status request's own wakeups end with its answer.
+            usleep(200_000)
+            let before = runs(pid)
+            sleep(4)
+            #expect(runs(pid) == before, "the daemon woke while no sound server was there")
             try pulse.start()
-            try daemon.waitUntil("the daemon connects to the new server", timeout: 40) {
+            try daemon.waitUntil("the daemon connects to the new server", timeout: 10) {
                 try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), 0 playing processes")
             }
         }
