@@ -112,6 +112,39 @@ struct RailsIntegrationTests {
         }
     }
 
+    @Test("AudioSilenceSec: a stream of zeros lets its app go after the bound; a stream of sound keeps its app awake")
+    func silenceIsLetGo() throws {
+        let pulse = try PulseServer()
+        try pulse.start()
+        defer { pulse.stop() }
+        // Noise from /dev/urandom stands for a tone: any non-zero peak is sound.
+        let sounding = "[App]\nExec=sh -c 'pacat --playback --raw < /dev/urandom & exec sleep 100000'\nProtocol=none\n"
+            + "Environment=PULSE_SERVER=\(pulse.address)\n\n[Lifecycle]\nBackgroundTimeSec=0.3\n"
+        let apps = ["quiet": player(pulse, lifecycle: "BackgroundTimeSec=0.3"), "sounding": sounding]
+        let config = "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\nAudioSilenceSec=2\n"
+        try DaemonHarness.running(apps, daemonConfig: config) { daemon in
+            try daemon.waitUntil("the daemon is connected to the sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
+            }
+            try daemon.control("launch", "quiet", "--background")
+            try daemon.control("launch", "sounding", "--background")
+            try daemon.waitUntil("both streams count at first") {
+                daemon.log.contains("quiet: not suspended in the background while playing audio")
+                    && daemon.log.contains("sounding: not suspended in the background while playing audio")
+            }
+            try daemon.waitForState("quiet", "suspended")
+            let quiet = try #require(try daemon.status("quiet").pid)
+            #expect(Kernel.stops(quiet))
+            #expect(daemon.log.contains("quiet: its background time runs again"))
+            // Longer than the bound again: the sounding app is still kept awake.
+            sleep(3)
+            let sounding = try daemon.status("sounding")
+            #expect(sounding.state == .background)
+            #expect(sounding.backgroundModes == ["audio"])
+            #expect(try daemon.lifectl("status").stdout.contains("1 playing process (sounding)"))
+        }
+    }
+
     /// How many times the kernel ran any thread of `pid` (the third field of each thread's schedstat): it grows with
     /// every wakeup, of whatever cause.
     func runs(_ pid: pid_t) -> Int {

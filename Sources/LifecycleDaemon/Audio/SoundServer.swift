@@ -39,7 +39,14 @@ final class SoundServer {
     private var stale = false
     /// What the listing under way found: each client's claimed pid, and the clients of the streams that play.
     private var claims: [UInt32: pid_t] = [:]
-    private var playingClients: [UInt32] = []
+    /// The uncorked streams: sink input index → client index.
+    private var playingStreams: [UInt32: UInt32] = [:]
+    /// The last listing's confirmed streams and their pids, kept for a monitor's verdict to be applied to.
+    private var confirmedStreams: [UInt32: pid_t] = [:]
+    /// How long a stream may play only silence and still count (nil: levels are not read).
+    let silenceBound: Duration?
+    /// The level monitor of each confirmed stream, by sink input index, when `silenceBound` is set.
+    private var monitors: [UInt32: LevelMonitor] = [:]
     private(set) var playingPids: Set<pid_t> = []
     /// Playing streams whose claimed process the kernel does not bear out, left out of `playingPids`.
     private(set) var unconfirmedStreams = 0
@@ -51,9 +58,10 @@ final class SoundServer {
 
     /// Connects at the loop's next iteration; `playing` is called on the loop's thread with the pids whose streams play, whenever that
     /// set changes (empty when the server goes away); `linkChanged` when the connection comes or goes.
-    init(loop: EventLoop, server: String?, playing: @escaping (Set<pid_t>) -> Void, linkChanged: @escaping (Link) -> Void = { _ in }) {
+    init(loop: EventLoop, server: String?, silenceBound: Duration? = nil, playing: @escaping (Set<pid_t>) -> Void, linkChanged: @escaping (Link) -> Void = { _ in }) {
         self.loop = loop
         self.server = server
+        self.silenceBound = silenceBound
         self.playing = playing
         self.linkChanged = linkChanged
         mainloop = PulseMainloop(loop: loop)
@@ -148,7 +156,7 @@ final class SoundServer {
         listing = true
         stale = false
         claims = [:]
-        playingClients = []
+        playingStreams = [:]
         let operation = pa_context_get_client_info_list(context, { _, info, end, userdata in
             let server = SoundServer.from(userdata)
             if end != 0 { return server.listStreams() }
@@ -165,7 +173,7 @@ final class SoundServer {
             let server = SoundServer.from(userdata)
             if end != 0 { return server.listed() }
             guard let info, info.pointee.corked == 0 else { return }
-            server.playingClients.append(info.pointee.client)
+            server.playingStreams[info.pointee.index] = info.pointee.client
         }, userdata)
         if let operation { pa_operation_unref(operation) } else { listing = false }
     }
@@ -174,12 +182,30 @@ final class SoundServer {
         listing = false
         if stale { return list() }
         let confirmed = peers?.confirmed(claims) ?? []
-        var pids: Set<pid_t> = []
+        confirmedStreams = [:]
         var unconfirmed = 0
-        for client in playingClients {
-            if let pid = claims[client], confirmed.contains(pid) { pids.insert(pid) } else { unconfirmed += 1 }
+        for (stream, client) in playingStreams {
+            if let pid = claims[client], confirmed.contains(pid) { confirmedStreams[stream] = pid } else { unconfirmed += 1 }
         }
         unconfirmedStreams = unconfirmed
+        if let silenceBound, let context {
+            for (stream, monitor) in monitors where confirmedStreams[stream] == nil {
+                monitor.close()
+                monitors[stream] = nil
+            }
+            for stream in confirmedStreams.keys where monitors[stream] == nil {
+                monitors[stream] = LevelMonitor(context: context, sinkInput: stream, bound: silenceBound) { [unowned self] in
+                    self.reportConfirmed()
+                }
+            }
+        }
+        reportConfirmed()
+    }
+
+    /// The pids of the confirmed streams that are not silent past the bound.
+    private func reportConfirmed() {
+        var pids: Set<pid_t> = []
+        for (stream, pid) in confirmedStreams where monitors[stream]?.silent != true { pids.insert(pid) }
         report(pids)
     }
 
@@ -259,10 +285,72 @@ final class SoundServer {
         guard let context else { return }
         self.context = nil
         peers = nil
+        for monitor in monitors.values { monitor.close() }
+        monitors = [:]
+        confirmedStreams = [:]
         listing = false
         pa_context_set_state_callback(context, nil, nil)
         pa_context_set_subscribe_callback(context, nil, nil)
         pa_context_disconnect(context)
         pa_context_unref(context)
+    }
+}
+
+/// The level of one sink input, from a peak-detecting record stream on its sink's monitor at one reading a second
+/// (`PA_STREAM_PEAK_DETECT`: the server sends the peak of each second, not the samples). A stream is silent once
+/// every reading for `bound` was zero; the first non-zero reading makes it sound again. It counts as sounding
+/// from its start, so a stream is never let go sooner than `bound`.
+private final class LevelMonitor {
+    private var stream: OpaquePointer?
+    private let bound: Duration
+    private let changed: () -> Void
+    private var lastSound = ContinuousClock.now
+    private(set) var silent = false
+
+    init(context: OpaquePointer, sinkInput: UInt32, bound: Duration, changed: @escaping () -> Void) {
+        self.bound = bound
+        self.changed = changed
+        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: 1, channels: 1)
+        guard let stream = pa_stream_new(context, "lifecycled level", &spec, nil) else { return }
+        self.stream = stream
+        pa_stream_set_monitor_stream(stream, sinkInput)
+        pa_stream_set_read_callback(stream, { stream, _, userdata in
+            Unmanaged<LevelMonitor>.fromOpaque(userdata!).takeUnretainedValue().read()
+        }, Unmanaged.passUnretained(self).toOpaque())
+        // One reading per fragment, so that each arrives when the server has it.
+        var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max,
+                                        minreq: UInt32.max, fragsize: UInt32(MemoryLayout<Float>.size))
+        let flags = PA_STREAM_DONT_MOVE.rawValue | PA_STREAM_PEAK_DETECT.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
+        if pa_stream_connect_record(stream, nil, &attributes, pa_stream_flags_t(rawValue: flags)) < 0 { close() }
+    }
+
+    func close() {
+        guard let stream else { return }
+        self.stream = nil
+        pa_stream_set_read_callback(stream, nil, nil)
+        pa_stream_disconnect(stream)
+        pa_stream_unref(stream)
+    }
+
+    private func read() {
+        var sound = false
+        while let stream, pa_stream_readable_size(stream) > 0 {
+            var data: UnsafeRawPointer?
+            var length = 0
+            guard pa_stream_peek(stream, &data, &length) == 0, length > 0 else { break }
+            if let data {
+                for offset in stride(from: 0, to: length - 3, by: 4) {
+                    let bits = UInt32(littleEndian: data.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+                    if Float(bitPattern: bits) != 0 { sound = true }
+                }
+            }
+            pa_stream_drop(stream)
+        }
+        let now = ContinuousClock.now
+        if sound { lastSound = now }
+        let nowSilent = now - lastSound >= bound
+        guard nowSilent != silent else { return }
+        silent = nowSilent
+        changed()
     }
 }
