@@ -71,16 +71,8 @@ final class PulseServer {
 
     /// How many sink inputs (streams) the server has, as `pactl` lists them.
     func sinkInputs() throws -> Int {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/pactl")
-        process.arguments = ["--server=" + address, "list", "short", "sink-inputs"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").count
+        try HeadlessSway.run("/usr/bin/pactl", ["--server=" + address, "list", "short", "sink-inputs"])
+            .split(separator: "\n").count
     }
 
     func stop() {

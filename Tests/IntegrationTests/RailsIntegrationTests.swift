@@ -13,7 +13,12 @@ struct RailsIntegrationTests {
 
     /// An app that plays silence through `pacat` (a real stream on the server) as a child, and sleeps.
     func player(_ pulse: PulseServer, lifecycle: String) -> String {
-        "[App]\nExec=sh -c 'pacat --playback --raw < /dev/zero & exec sleep 100000'\nProtocol=none\n"
+        soundClient(pulse, "pacat --playback --raw < /dev/zero", lifecycle: lifecycle)
+    }
+
+    /// An app that runs `command`, a client of the sound server, as a child, and sleeps.
+    func soundClient(_ pulse: PulseServer, _ command: String, lifecycle: String) -> String {
+        "[App]\nExec=sh -c '\(command) & exec sleep 100000'\nProtocol=none\n"
             + "Environment=PULSE_SERVER=\(pulse.address)\n\n[Lifecycle]\n\(lifecycle)\n"
     }
 
@@ -72,8 +77,7 @@ struct RailsIntegrationTests {
         defer { pulse.stop() }
         // The listener holds a connection of its own (pactl subscribe claims the pactl's pid, rightly), so that a
         // second claim of that pid is one more than the process's connections.
-        let listener = "[App]\nExec=sh -c 'pactl subscribe > /dev/null & exec sleep 100000'\nProtocol=none\n"
-            + "Environment=PULSE_SERVER=\(pulse.address)\n\n[Lifecycle]\nBackgroundTimeSec=0.3\n"
+        let listener = soundClient(pulse, "pactl subscribe > /dev/null", lifecycle: "BackgroundTimeSec=0.3")
         let apps = ["player": player(pulse, lifecycle: "BackgroundTimeSec=0.3"), "marker": marker, "listener": listener]
         try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\n") { daemon in
             try daemon.waitUntil("the daemon is connected to the sound server") {
@@ -118,8 +122,7 @@ struct RailsIntegrationTests {
         try pulse.start()
         defer { pulse.stop() }
         // Noise from /dev/urandom stands for a tone: any non-zero peak is sound.
-        let sounding = "[App]\nExec=sh -c 'pacat --playback --raw < /dev/urandom & exec sleep 100000'\nProtocol=none\n"
-            + "Environment=PULSE_SERVER=\(pulse.address)\n\n[Lifecycle]\nBackgroundTimeSec=0.3\n"
+        let sounding = soundClient(pulse, "pacat --playback --raw < /dev/urandom", lifecycle: "BackgroundTimeSec=0.3")
         let apps = ["quiet": player(pulse, lifecycle: "BackgroundTimeSec=0.3"), "sounding": sounding]
         let config = "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\nAudioSilenceSec=2\n"
         try DaemonHarness.running(apps, daemonConfig: config) { daemon in
