@@ -244,7 +244,8 @@ final class SoundServer {
         unwatchSocket()
         var target = path
         while true {
-            let slash = target.lastIndex(of: "/")!
+            // A relative path (a relative `$XDG_RUNTIME_DIR`) has no directory to watch.
+            guard target.hasPrefix("/"), let slash = target.lastIndex(of: "/") else { return false }
             let directory = slash == target.startIndex ? "/" : String(target[..<slash])
             let name = String(target[target.index(after: slash)...])
             guard !name.isEmpty else { return false }
