@@ -3,6 +3,7 @@
 #include <pulse/introspect.h>
 #include <pulse/mainloop-api.h>
 #include <pulse/proplist.h>
+#include <pulse/stream.h>
 #include <pulse/subscribe.h>
 #include <pulse/error.h>
 #include <sys/time.h>

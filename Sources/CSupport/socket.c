@@ -49,3 +49,71 @@ static int unix_connect(const char *path, int flags) {
 int cs_unix_connect_nonblocking(const char *path) { return unix_connect(path, SOCK_NONBLOCK); }
 
 int cs_unix_connect(const char *path) { return unix_connect(path, 0); }
+
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <sys/sysmacros.h>
+
+int cs_sock_diag_open(void) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    return fd < 0 ? -errno : fd;
+}
+
+int cs_unix_socket_diag(int diag_fd, unsigned int inode, unsigned int *peer,
+                        unsigned long long *bound_device, unsigned long long *bound_inode) {
+    struct {
+        struct nlmsghdr header;
+        struct unix_diag_req request;
+    } message;
+    memset(&message, 0, sizeof(message));
+    message.header.nlmsg_len = sizeof(message);
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST;
+    message.request.sdiag_family = AF_UNIX;
+    message.request.udiag_states = ~0U;
+    message.request.udiag_ino = inode;
+    message.request.udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_VFS;
+    message.request.udiag_cookie[0] = ~0U;
+    message.request.udiag_cookie[1] = ~0U;
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    ssize_t sent;
+    do {
+        sent = sendto(diag_fd, &message, sizeof(message), 0, (struct sockaddr *) &kernel, sizeof(kernel));
+    } while (sent < 0 && errno == EINTR);
+    if (sent < 0) return -errno;
+    /* The kernel answers within the send: the reply is there to read, one message. */
+    long buffer[1024];
+    ssize_t received;
+    do {
+        received = recv(diag_fd, buffer, sizeof(buffer), 0);
+    } while (received < 0 && errno == EINTR);
+    if (received < 0) return -errno;
+    *peer = 0;
+    *bound_device = 0;
+    *bound_inode = 0;
+    struct nlmsghdr *header = (struct nlmsghdr *) buffer;
+    if (!NLMSG_OK(header, (size_t) received)) return -EBADMSG;
+    if (header->nlmsg_type == NLMSG_ERROR) {
+        struct nlmsgerr *error = NLMSG_DATA(header);
+        return error->error < 0 ? error->error : -ENOENT;
+    }
+    if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY) return -EBADMSG;
+    struct unix_diag_msg *reply = NLMSG_DATA(header);
+    if (reply->udiag_ino != inode) return -ENOENT;
+    int length = (int) header->nlmsg_len - (int) NLMSG_LENGTH(sizeof(*reply));
+    for (struct rtattr *attribute = (struct rtattr *) (reply + 1); RTA_OK(attribute, length);
+         attribute = RTA_NEXT(attribute, length)) {
+        if (attribute->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(attribute) >= sizeof(unsigned int)) {
+            memcpy(peer, RTA_DATA(attribute), sizeof(unsigned int));
+        } else if (attribute->rta_type == UNIX_DIAG_VFS && RTA_PAYLOAD(attribute) >= sizeof(struct unix_diag_vfs)) {
+            struct unix_diag_vfs vfs;
+            memcpy(&vfs, RTA_DATA(attribute), sizeof(vfs));
+            /* The kernel's own device number (major << 20 | minor), turned into stat()'s. */
+            *bound_device = makedev(vfs.udiag_vfs_dev >> 20, vfs.udiag_vfs_dev & 0xfffff);
+            *bound_inode = vfs.udiag_vfs_ino;
+        }
+    }
+    return 0;
+}

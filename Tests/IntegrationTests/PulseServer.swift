@@ -69,6 +69,12 @@ final class PulseServer {
             .flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
+    /// How many sink inputs (streams) the server has, as `pactl` lists them.
+    func sinkInputs() throws -> Int {
+        try HeadlessSway.run("/usr/bin/pactl", ["--server=" + address, "list", "short", "sink-inputs"])
+            .split(separator: "\n").count
+    }
+
     func stop() {
         guard let pid else { return }
         kill(pid, SIGTERM)

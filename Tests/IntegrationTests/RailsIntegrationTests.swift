@@ -13,7 +13,12 @@ struct RailsIntegrationTests {
 
     /// An app that plays silence through `pacat` (a real stream on the server) as a child, and sleeps.
     func player(_ pulse: PulseServer, lifecycle: String) -> String {
-        "[App]\nExec=sh -c 'pacat --playback --raw < /dev/zero & exec sleep 100000'\nProtocol=none\n"
+        soundClient(pulse, "pacat --playback --raw < /dev/zero", lifecycle: lifecycle)
+    }
+
+    /// An app that runs `command`, a client of the sound server, as a child, and sleeps.
+    func soundClient(_ pulse: PulseServer, _ command: String, lifecycle: String) -> String {
+        "[App]\nExec=sh -c '\(command) & exec sleep 100000'\nProtocol=none\n"
             + "Environment=PULSE_SERVER=\(pulse.address)\n\n[Lifecycle]\n\(lifecycle)\n"
     }
 
@@ -51,7 +56,109 @@ struct RailsIntegrationTests {
         }
     }
 
-    @Test("without a sound server the rule is off and status says so; the daemon connects once one appears")
+    /// A `pacat` outside every app that plays silence and names `pid` as its process (`PULSE_PROP`), as any client
+    /// may: the server passes the claim on as it is.
+    func impostor(_ pulse: PulseServer, claiming pid: pid_t) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "exec pacat --playback --raw < /dev/zero"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["PULSE_SERVER"] = pulse.address
+        environment["PULSE_PROP"] = "application.process.id=\(pid)"
+        process.environment = environment
+        try process.run()
+        return process
+    }
+
+    @Test("a stream that names another app's process does not keep that app awake; the app's own stream does")
+    func claimedPidIsNotTrusted() throws {
+        let pulse = try PulseServer()
+        try pulse.start()
+        defer { pulse.stop() }
+        // The listener holds a connection of its own (pactl subscribe claims the pactl's pid, rightly), so that a
+        // second claim of that pid is one more than the process's connections.
+        let listener = soundClient(pulse, "pactl subscribe > /dev/null", lifecycle: "BackgroundTimeSec=0.3")
+        let apps = ["player": player(pulse, lifecycle: "BackgroundTimeSec=0.3"), "marker": marker, "listener": listener]
+        try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\n") { daemon in
+            try daemon.waitUntil("the daemon is connected to the sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
+            }
+            try daemon.control("launch", "player", "--background")
+            try daemon.waitUntil("the player's own stream counts") {
+                daemon.log.contains("player: not suspended in the background while playing audio")
+            }
+            try daemon.control("launch", "marker")
+            try daemon.control("launch", "listener")
+            let marker = try #require(try daemon.status("marker").pid)
+            let listenerPid = try #require(try daemon.status("listener").pid)
+            try daemon.waitUntil("the listener's pactl is connected") {
+                Kernel.children(listenerPid).contains { Kernel.command($0) == "pactl" }
+            }
+            let pactl = try #require(Kernel.children(listenerPid).first { Kernel.command($0) == "pactl" })
+            // One impostor names the marker's leader (no connection at all), one the listener's pactl (one connection,
+            // already claimed by the pactl itself).
+            let impostors = [try impostor(pulse, claiming: marker), try impostor(pulse, claiming: pactl)]
+            // SIGKILL: the test process blocks the signals a pacat would quit on, and its children inherit the mask.
+            defer { for process in impostors { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+            try daemon.waitUntil("the server has the impostors' streams") { try pulse.sinkInputs() == 3 }
+            try daemon.control("background", "marker")
+            try daemon.control("background", "listener")
+            try daemon.waitForState("marker", "suspended")
+            try daemon.waitForState("listener", "suspended")
+            #expect(Kernel.stops(marker))
+            #expect(!daemon.log.contains("marker: not suspended in the background while playing audio"))
+            #expect(!daemon.log.contains("listener: not suspended in the background while playing audio"))
+            let player = try daemon.status("player")
+            #expect(player.state == .background)
+            #expect(player.backgroundModes == ["audio"])
+            let status = try daemon.lifectl("status").stdout
+            #expect(status.contains("1 playing process, 2 playing streams of an unconfirmed process (player)"))
+        }
+    }
+
+    @Test("AudioSilenceSec: a stream of zeros lets its app go after the bound; a stream of sound keeps its app awake")
+    func silenceIsLetGo() throws {
+        let pulse = try PulseServer()
+        try pulse.start()
+        defer { pulse.stop() }
+        // Noise from /dev/urandom stands for a tone: any non-zero peak is sound.
+        let sounding = soundClient(pulse, "pacat --playback --raw < /dev/urandom", lifecycle: "BackgroundTimeSec=0.3")
+        let apps = ["quiet": player(pulse, lifecycle: "BackgroundTimeSec=0.3"), "sounding": sounding]
+        let config = "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\nAudioSilenceSec=2\n"
+        try DaemonHarness.running(apps, daemonConfig: config) { daemon in
+            try daemon.waitUntil("the daemon is connected to the sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
+            }
+            try daemon.control("launch", "quiet", "--background")
+            try daemon.control("launch", "sounding", "--background")
+            try daemon.waitUntil("both streams count at first") {
+                daemon.log.contains("quiet: not suspended in the background while playing audio")
+                    && daemon.log.contains("sounding: not suspended in the background while playing audio")
+            }
+            try daemon.waitForState("quiet", "suspended")
+            let quiet = try #require(try daemon.status("quiet").pid)
+            #expect(Kernel.stops(quiet))
+            #expect(daemon.log.contains("quiet: its background time runs again"))
+            // Longer than the bound again: the sounding app is still kept awake.
+            sleep(3)
+            let sounding = try daemon.status("sounding")
+            #expect(sounding.state == .background)
+            #expect(sounding.backgroundModes == ["audio"])
+            #expect(try daemon.lifectl("status").stdout.contains("1 playing process (sounding)"))
+        }
+    }
+
+    /// How many times the kernel ran any thread of `pid` (the third field of each thread's schedstat): it grows with
+    /// every wakeup, of whatever cause.
+    func runs(_ pid: pid_t) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.reduce(0) { total, task in
+            let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)) ?? ""
+            return total + (text.split(separator: " ").dropFirst(2).first.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0)
+        }
+    }
+
+    @Test("without a sound server the rule is off, status says so and the daemon sleeps; it connects once one appears")
     func noSoundServerThenOne() throws {
         let pulse = try PulseServer()
         defer { pulse.stop() }
@@ -59,8 +166,15 @@ struct RailsIntegrationTests {
             try daemon.waitUntil("status says there is no sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: off, no sound server")
             }
+            #expect(try daemon.lifectl("status").stdout.contains("waiting for \(pulse.socket) to appear"))
+            let pid = try #require(daemon.daemonPID)
+            // Settle: the status request's own wakeups end with its answer.
+            usleep(200_000)
+            let before = runs(pid)
+            sleep(4)
+            #expect(runs(pid) == before, "the daemon woke while no sound server was there")
             try pulse.start()
-            try daemon.waitUntil("the daemon connects to the new server", timeout: 40) {
+            try daemon.waitUntil("the daemon connects to the new server", timeout: 10) {
                 try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), 0 playing processes")
             }
         }

@@ -8,7 +8,7 @@ final class AudioFollower {
     private unowned let host: any DaemonHost
     private let loop: EventLoop
     private var server: SoundServer?
-    private var config: (enabled: Bool, server: String?)?
+    private var config: (enabled: Bool, server: String?, silence: Duration?)?
     private var reportedApps: Set<String> = []
     /// The owner of each stream's process, kept while the apps stay the same.
     private let owners = ProcessOwners()
@@ -18,15 +18,15 @@ final class AudioFollower {
         self.host = host
     }
 
-    /// Start, stop or restart the client for `[Sources]` (`Audio=`, `AudioServer=`); nothing when they did not
+    /// Start, stop or restart the client for `[Sources]` (`Audio=`, `AudioServer=`, `AudioSilenceSec=`); nothing when they did not
     /// change.
     func apply(_ sources: SourcesConfig) {
-        guard config == nil || config! != (sources.audio, sources.audioServer) else { return }
-        config = (sources.audio, sources.audioServer)
+        guard config == nil || config! != (sources.audio, sources.audioServer, sources.audioSilence) else { return }
+        config = (sources.audio, sources.audioServer, sources.audioSilence)
         server?.stop()
         server = nil
         if sources.audio {
-            server = SoundServer(loop: loop, server: sources.audioServer,
+            server = SoundServer(loop: loop, server: sources.audioServer, silenceBound: sources.audioSilence,
                                  playing: { [unowned self] pids in self.playing(pids) },
                                  linkChanged: { [unowned self] _ in
                                      if let line = self.server?.description { Log.info(line) }

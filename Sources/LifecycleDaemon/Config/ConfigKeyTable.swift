@@ -99,6 +99,8 @@ extension ConfigLoader {
         .value("Sources", "PressureTrigger", \.sources.pressureTrigger, parsePressureTrigger, shown: { $0 }),
         .value("Sources", "Audio", \.sources.audio, parseBoolean, shown: formatBoolean),
         .value("Sources", "AudioServer", \.sources.audioServer, { text throws(ConfigSyntaxError) in text }, shown: { $0 ?? "" }),
+        .value("Sources", "AudioSilenceSec", \.sources.audioSilence,
+               { text throws(ConfigSyntaxError) in try parseDuration(text, allowInfinity: true) }, shown: formatDuration),
     ]
 
     /// `[Memory]` of `lifecycled.conf`.

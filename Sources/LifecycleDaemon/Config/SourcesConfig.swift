@@ -29,6 +29,10 @@ public struct SourcesConfig: Sendable, Equatable {
     /// `AudioServer=`: the sound server to ask, in libpulse's syntax (`unix:/run/user/1000/pulse/native`);
     /// nil: `$PULSE_SERVER`, or libpulse's default for the daemon's user.
     public var audioServer: String?
+    /// `AudioSilenceSec=`: a stream that plays only silence this long no longer keeps its app awake. Long enough
+    /// for the silence between tracks or in a quiet passage, short enough that a stream left open on nothing lets
+    /// its app go within half a minute. nil (`infinity`): levels are not read, and silence keeps an app awake.
+    public var audioSilence: Duration? = .seconds(30)
 
     public init() {}
 }
