@@ -21,11 +21,12 @@ build: deps
 	$(SWIFT) build
 
 # The display tests' headless sway and its terminal (foot), and their X server (Xvfb), window manager (openbox),
-# driver (xdotool, xprop from x11-utils) and windows (xterm, xlogo from x11-apps), through apt, only when missing.
+# driver (xdotool, xprop from x11-utils) and windows (xterm, xlogo from x11-apps), and strace (which counts what the
+# daemon asks of sway), through apt, only when missing.
 # The D-Bus tests' private bus (dbus-daemon), their second client (gdbus, libglib2.0-bin) and busctl (systemd).
 test-deps:
 	@missing=""; \
-	for tool in sway:sway foot:foot Xvfb:xvfb openbox:openbox xdotool:xdotool xprop:x11-utils xterm:xterm xlogo:x11-apps; do \
+	for tool in sway:sway foot:foot Xvfb:xvfb openbox:openbox xdotool:xdotool xprop:x11-utils xterm:xterm xlogo:x11-apps strace:strace; do \
 		command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -105,9 +105,9 @@ final class SwaySource: DisplaySource {
         reported = false
         changeStarted = nil
         send(SwayMessageType.subscribe, payload: #"["window","workspace","binding","shutdown"]"#)
-        // Apart, as a sway without output events (1.7) refuses the whole subscription that names them.
-        send(SwayMessageType.subscribe, payload: #"["output"]"#)
         send(SwayMessageType.getTree)
+        // Apart and last, as a sway without output events (1.7) refuses a whole subscription that names them.
+        send(SwayMessageType.subscribe, payload: #"["output"]"#)
         answerTimer?.arm(after: Self.answerTimeout)
     }
 
