@@ -3,13 +3,12 @@ import Glibc
 import LifecycleProtocol
 
 /// sway (or any compositor speaking the i3/sway IPC with pids) as a display source: it subscribes to window,
-/// workspace, binding, output and shutdown events and reads the whole tree at connect and after each event that changes its
-/// structure (a window opened, closed or moved, a workspace made or removed, an output changed, a key binding that
-/// may change a layout). A focus or a
-/// workspace switch is followed from its event alone, through the tree model (`SwayTreeModel`), so that it costs
-/// what it changes rather than the size of the desktop. A lost or garbled connection is logged, closed and made
-/// again after a doubling delay; the apps keep their states meanwhile, and the first tree after the reconnect
-/// reconciles them.
+/// workspace, binding, output and shutdown events, and reads the whole tree at connect and after each event that
+/// changes its structure (a window opened, closed or moved, a workspace made or removed, an output changed, a key
+/// binding that may change a layout). A focus or a workspace switch is followed from its event alone, through the
+/// tree model (`SwayTreeModel`), so that it costs what it changes rather than the size of the desktop. A lost or
+/// garbled connection is logged, closed and made again after a doubling delay; the apps keep their states
+/// meanwhile, and the first tree after the reconnect reconciles them.
 final class SwaySource: DisplaySource {
     let name = "sway"
     private(set) var address: String
