@@ -50,7 +50,12 @@ extension Supervisor {
     public mutating func displayChanged(_ reported: DisplayFacts, now: MonotonicTime) -> [Effect] {
         self.now = now
         startEvent()
-        let running = Set(table.records.filter { $0.state.isRunning && !$0.run.termination.isUnderway }.map(\.name))
+        // Names only: a copy of every record per picture costs more than the rest of the pass.
+        var running: Set<String> = []
+        running.reserveCapacity(table.records.count)
+        for index in table.records.indices where table[index].state.isRunning && !table[index].run.termination.isUnderway {
+            running.insert(table[index].name)
+        }
         let focused = reported.focused.flatMap { running.contains($0) ? $0 : nil }
         let facts = DisplayFacts(visible: reported.visible.intersection(running),
                                  windowed: reported.windowed.intersection(running), focused: focused)
