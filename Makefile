@@ -18,14 +18,16 @@ build: deps
 	$(SWIFT) build
 
 # The display tests' headless sway and its terminal (foot), and their X server (Xvfb), window manager (openbox),
-# driver (xdotool, xprop from x11-utils) and windows (xterm, xlogo from x11-apps), through apt, only when missing.
+# driver (xdotool, xprop from x11-utils) and windows (xterm, xlogo from x11-apps), and strace (which counts what the
+# daemon asks of sway).
 # The D-Bus tests' private bus (dbus-daemon), their second client (gdbus, libglib2.0-bin) and busctl (systemd);
 # their polkit checks' polkitd and its authentication agent (pkttyagent), both in polkitd.
 # The audio tests' sound server (pulseaudio) and player (pacat, pulseaudio-utils).
 test-deps:
 	@build-aux/apt-need "the display, D-Bus and audio tests" sway=sway foot=foot Xvfb=xvfb openbox=openbox \
-		xdotool=xdotool xprop=x11-utils xterm=xterm xlogo=x11-apps dbus-daemon=dbus-daemon gdbus=libglib2.0-bin \
-		busctl=systemd /usr/lib/polkit-1/polkitd=polkitd pkttyagent=polkitd pulseaudio=pulseaudio pacat=pulseaudio-utils
+		xdotool=xdotool xprop=x11-utils xterm=xterm xlogo=x11-apps strace=strace dbus-daemon=dbus-daemon \
+		gdbus=libglib2.0-bin busctl=systemd /usr/lib/polkit-1/polkitd=polkitd pkttyagent=polkitd \
+		pulseaudio=pulseaudio pacat=pulseaudio-utils
 
 # The main job: the daemon on the shipped demo config (Config/), with a tour of the states.
 demo: build

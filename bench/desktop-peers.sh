@@ -29,7 +29,8 @@
 # built xsuspender; else built from XSUSPENDER_ARCHIVE, default /work/shared/peers/xsuspender-8c7d466.tar.gz, in
 # XSUSPENDER_BUILD, default /var/tmp/xsuspender-build, kept as a cache), SIZES, K (rounds per tool and N, default
 # 6, split over the repetitions), REPS (default 2), GRACE (seconds, default 2), IDLE (seconds of the idle phase,
-# default 3), NO_SWAY=1, DESKTOP_PEERS_JSON (a file to write the figures and verdicts to, for bench/bench.py).
+# default 3), NO_SWAY=1, NO_X11=1 (the sway part alone), DESKTOP_PEERS_JSON (a file to write the figures and
+# verdicts to, for bench/bench.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 smoke=
@@ -265,7 +266,7 @@ xsuspender_config() {
 tools=(lifecycled)
 [ -n "$xsuspender" ] && tools+=(xsuspender)
 tools+=(floor)
-for n in $SIZES; do
+for n in $([ -z "${NO_X11:-}" ] && echo "$SIZES"); do
     echo "desktop-peers.sh: X11, N=$n…" >&2
     first=${#apps[@]}
     for i in $(seq "$n"); do

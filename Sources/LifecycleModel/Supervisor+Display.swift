@@ -44,7 +44,12 @@ extension Supervisor {
     /// redraw), the app losing focus resigns, the one gaining it comes forward, visible apps stand inactive and
     /// apps whose windows are all hidden or closed go to the background.
     mutating func displayChanged(_ reported: DisplayFacts) -> [Effect] {
-        let running = Set(table.records.filter { $0.state.isRunning && !$0.run.termination.isUnderway }.map(\.name))
+        // Names only: a copy of every record per picture costs more than the rest of the pass.
+        var running: Set<String> = []
+        running.reserveCapacity(table.records.count)
+        for index in table.records.indices where table[index].state.isRunning && !table[index].run.termination.isUnderway {
+            running.insert(table[index].name)
+        }
         let focused = reported.focused.flatMap { running.contains($0) ? $0 : nil }
         let facts = DisplayFacts(visible: reported.visible.intersection(running),
                                  windowed: reported.windowed.intersection(running), focused: focused)

@@ -65,6 +65,8 @@ def main():
             read_message(connection)
             connection.sendall(frame(2, {"success": True}))
             read_message(connection)
+            # The output subscription, sent after GET_TREE: read, so that the close is a clean end of stream.
+            read_message(connection)
             connection.sendall(frame(4, TREE)[:20])
             connection.close()
         else:

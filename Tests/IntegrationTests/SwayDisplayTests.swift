@@ -137,6 +137,142 @@ struct SwayDisplayTests {
     }
 }
 
+/// Focus switches followed from sway's events through the daemon's model of the tree: adopted foot windows laid out
+/// as split, tabbed (nested in a split), stacked and floating on three workspaces. After every switch each app's
+/// state is what sway's own tree says of its window, and strace of the daemon shows it asked sway for no tree.
+@Suite("Display: focus switches on a real sway are followed without reading the tree", .serialized)
+struct SwayFocusModelTests {
+    /// The GET_TREE request as strace -xx prints the daemon's write of it: the magic, length 0, type 4.
+    static let getTree = #"\x69\x33\x2d\x69\x70\x63\x00\x00\x00\x00\x04\x00\x00\x00"#
+
+    /// strace attached to the daemon's threads, tracing its writes into `file` until `detach`.
+    final class Tracer {
+        let process = Process()
+        let file: String
+
+        init(pid: pid_t, file: String) throws {
+            self.file = file
+            if access("/usr/bin/strace", X_OK) != 0 {
+                try HeadlessSway.run("/bin/sh", ["-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null"])
+            }
+            // The test runner blocks SIGINT, and strace would inherit that and never detach: python clears the mask.
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])",
+                                 "/usr/bin/strace", "-f", "-qq", "-xx", "-s", "64", "-e", "trace=write,writev,sendto,sendmsg", "-o", file, "-p", "\(pid)"]
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Attached once the kernel names a tracer for the daemon.
+            let deadline = Date().addingTimeInterval(10)
+            while Date() < deadline, !((try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? "").contains("TracerPid:\t\(process.processIdentifier)") {
+                usleep(20_000)
+            }
+        }
+
+        /// GET_TREE requests written so far.
+        var treeRequests: Int {
+            ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").components(separatedBy: SwayFocusModelTests.getTree).count - 1
+        }
+
+        func detach() {
+            if process.isRunning { kill(process.processIdentifier, SIGINT) }
+            let deadline = Date().addingTimeInterval(10)
+            while process.isRunning, Date() < deadline { usleep(20_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+    }
+
+    @Test("split, tabbed in split, stacked and floating windows on three workspaces: every app's state is what sway shows after each focus switch, and no switch reads the tree")
+    func focusSwitchesFollowTheTreeModel() throws {
+        let harness = try DaemonHarness()
+        let sway = try HeadlessSway(tag: harness.tag)
+        var tracer: Tracer?
+        var pids: [pid_t] = []
+        defer {
+            tracer?.detach()
+            harness.stop()
+            for pid in pids { kill(pid, SIGCONT); kill(pid, SIGKILL) }
+            sway.stop()
+        }
+        let tag = harness.tag
+        try harness.daemonConfig("""
+            [Display]
+            Source=sway
+            SwaySocket=\(sway.socketLink)
+
+            [Adopt]
+            Windows=yes
+            User=\(HeadlessSway.user)
+            BackgroundTimeSec=infinity
+
+            """)
+        try harness.start()
+        try harness.waitUntil("the daemon follows sway") { harness.log.contains("display: following sway") }
+        var views: [String: HeadlessSway.View] = [:]
+        func open(_ name: String) throws {
+            try sway.msg("exec foot --app-id \(name)-\(tag) sleep 100000")
+            let view = try sway.waitForView("\(name)-\(tag)")
+            views[name] = view
+            pids.append(view.pid)
+            try harness.waitUntil("\(name) is adopted") { try harness.list().contains { $0.name == "\(name)-\(tag)" } }
+        }
+        // Workspace 1: a beside a tabbed container of b and c. Workspace 2: d, e and f stacked. Workspace 3: h tiled, g floating.
+        try open("a")
+        try open("b")
+        try sway.msg("splitv")
+        try open("c")
+        try sway.msg("layout tabbed")
+        try sway.msg("workspace 2")
+        for name in ["d", "e", "f"] { try open(name) }
+        try sway.msg("layout stacking")
+        try sway.msg("workspace 3")
+        try open("g")
+        try open("h")
+        try sway.msg("[con_id=\(views["g"]!.id)] floating enable")
+        try sway.msg("workspace 1")
+
+        /// Waits until every app's state is what sway's tree says of its window: focused active, shown inactive,
+        /// hidden in the background.
+        func statesFollowSway(_ step: String) throws {
+            var last = ""
+            do {
+                try harness.waitUntil("the states follow sway after \(step)", timeout: 20) {
+                    let shown = try sway.views().filter { $0.appID.hasSuffix("-\(tag)") }
+                    let states = Dictionary(uniqueKeysWithValues: try harness.list().map { ($0.name, $0.state.rawValue) })
+                    let expected = Dictionary(uniqueKeysWithValues: shown.map { ($0.appID, $0.focused ? "active" : $0.visible ? "inactive" : "background") })
+                    last = "sway: \(expected.sorted { $0.key < $1.key }), daemon: \(states.sorted { $0.key < $1.key })"
+                    return shown.count == views.count && expected.allSatisfy { states[$0.key] == $0.value }
+                }
+            } catch {
+                Issue.record("\(error): \(last)")
+                throw error
+            }
+        }
+        try statesFollowSway("the layout is made")
+
+        tracer = try Tracer(pid: try #require(harness.daemonPID), file: harness.root.appendingPathComponent("strace.out").path)
+        let id = { (name: String) in views[name]!.id }
+        let switches = ["[con_id=\(id("a"))] focus", "[con_id=\(id("b"))] focus", "[con_id=\(id("c"))] focus",
+                        "[con_id=\(id("e"))] focus", "[con_id=\(id("f"))] focus", "workspace 1", "[con_id=\(id("g"))] focus",
+                        "[con_id=\(id("h"))] focus", "workspace 2", "[con_id=\(id("d"))] focus", "focus up",
+                        "[con_id=\(id("b"))] focus", "focus right", "focus left"]
+        for command in switches {
+            try sway.msg(command)
+            try statesFollowSway(command)
+        }
+        let tabs = try sway.views()
+        #expect(tabs.first { $0.appID == "b-\(tag)" }?.visible == true && tabs.first { $0.appID == "c-\(tag)" }?.visible == false,
+                "the switches end with b's tab shown over c's")
+        #expect(tracer!.treeRequests == 0, "a focus or workspace switch sends no GET_TREE")
+
+        // A change of structure is read from the tree: the same trace sees that request.
+        try sway.msg("[con_id=\(id("a"))] move container to workspace 2")
+        try statesFollowSway("a moved to workspace 2")
+        try harness.waitUntil("the daemon reads the tree after a move") { tracer!.treeRequests > 0 }
+        #expect(harness.isDaemonRunning)
+    }
+}
+
 /// A display server that sends what sway never would: the daemon logs it, reconnects, and carries on.
 @Suite("Display: broken input from the display server", .serialized)
 struct SwayBrokenInputTests {

@@ -12,7 +12,9 @@ enum SwayMessageType {
     /// Events: the high bit set on the event's number.
     static let eventBit: UInt32 = 0x8000_0000
     static let workspaceEvent: UInt32 = eventBit | 0
+    static let outputEvent: UInt32 = eventBit | 1
     static let windowEvent: UInt32 = eventBit | 3
+    static let bindingEvent: UInt32 = eventBit | 5
     static let shutdownEvent: UInt32 = eventBit | 6
 }
 
@@ -109,21 +111,31 @@ struct SwayFrameDecoder {
     }
 }
 
-/// What lifecycled reads of sway's tree: every view with its pid, app_id (or X11 class), focus and visibility.
+/// What lifecycled reads of sway's tree: every view with its pid, app_id (or X11 class), focus and visibility, and
+/// what the tree model needs to follow a focus change (layout, focus order, the workspace each output shows).
 struct SwayNode: Decodable {
     var id: Int64
     var type: String?
+    var name: String?
     var pid: Int32?
     var appID: String?
     var focused: Bool?
     var visible: Bool?
+    var layout: String?
+    var focus: [Int64]?
+    var sticky: Bool?
+    var fullscreenMode: Int?
+    /// An output's shown workspace, by name.
+    var currentWorkspace: String?
     var windowProperties: WindowProperties?
     var nodes: [SwayNode]?
     var floatingNodes: [SwayNode]?
 
     enum CodingKeys: String, CodingKey {
-        case id, type, pid, focused, visible, nodes
+        case id, type, name, pid, focused, visible, layout, focus, sticky, nodes
         case appID = "app_id"
+        case fullscreenMode = "fullscreen_mode"
+        case currentWorkspace = "current_workspace"
         case windowProperties = "window_properties"
         case floatingNodes = "floating_nodes"
     }
@@ -146,6 +158,25 @@ struct SwayWindowEvent: Decodable {
     var container: SwayNode?
 }
 
+/// A binding event: the command a key binding ran.
+struct SwayBindingEvent: Decodable {
+    var binding: Binding
+
+    struct Binding: Decodable {
+        var command: String
+    }
+}
+
+/// A workspace event: what changed, and the workspace it concerns (its id is what the tree model needs).
+struct SwayWorkspaceEvent: Decodable {
+    var change: String
+    var current: Current?
+
+    struct Current: Decodable {
+        var id: Int64
+    }
+}
+
 enum SwayTree {
     /// The view a window event names, as a picture's window; nil for a container that is no view.
     static func windowEvent(_ payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> (change: String, window: DisplayWindow?) {
@@ -158,29 +189,44 @@ enum SwayTree {
         return (event.change, event.container.flatMap(window(of:)))
     }
 
-    private static func window(of node: SwayNode) -> DisplayWindow? {
+    static func window(of node: SwayNode) -> DisplayWindow? {
         guard let pid = node.pid, node.type == "con" || node.type == "floating_con" else { return nil }
         let appID = node.appID ?? node.windowProperties?.class ?? node.windowProperties?.instance
         return DisplayWindow(id: node.id, pid: pid > 0 ? pid : nil, appID: appID,
                              visible: node.visible ?? false, focused: node.focused ?? false)
     }
 
-    /// The picture in a GET_TREE reply: every view (a node with a pid), wherever it sits in the tree.
-    static func picture(fromTree payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> WindowPicture {
-        let root: SwayNode
+    /// The change and workspace of a workspace event.
+    static func workspaceEvent(_ payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> (change: String, workspace: Int64?) {
         do {
-            root = try coder.decode(SwayNode.self, from: payload)
+            let event = try coder.decode(SwayWorkspaceEvent.self, from: payload)
+            return (event.change, event.current?.id)
+        } catch {
+            throw .malformedPayload(type: SwayMessageType.workspaceEvent, reason: "\(error)")
+        }
+    }
+
+    /// The command of a binding event.
+    static func bindingCommand(_ payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> String {
+        do {
+            return try coder.decode(SwayBindingEvent.self, from: payload).binding.command
+        } catch {
+            throw .malformedPayload(type: SwayMessageType.bindingEvent, reason: "\(error)")
+        }
+    }
+
+    /// The tree model of a GET_TREE reply.
+    static func model(fromTree payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> SwayTreeModel {
+        do {
+            return SwayTreeModel(tree: try coder.decode(SwayNode.self, from: payload))
         } catch {
             throw .malformedPayload(type: SwayMessageType.getTree, reason: "\(error)")
         }
-        var windows: [DisplayWindow] = []
-        var stack = [root]
-        while let node = stack.popLast() {
-            if let window = window(of: node) { windows.append(window) }
-            stack.append(contentsOf: (node.nodes ?? []) + (node.floatingNodes ?? []))
-        }
-        windows.sort { $0.id < $1.id }
-        return WindowPicture(windows: windows)
+    }
+
+    /// The picture in a GET_TREE reply: every view (a node with a pid), wherever it sits in the tree.
+    static func picture(fromTree payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> WindowPicture {
+        try model(fromTree: payload, coder: coder).picture
     }
 
     /// Whether every command of a RUN_COMMAND reply succeeded, and the first error otherwise.

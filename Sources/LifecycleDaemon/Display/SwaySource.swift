@@ -3,9 +3,12 @@ import Glibc
 import LifecycleProtocol
 
 /// sway (or any compositor speaking the i3/sway IPC with pids) as a display source: it subscribes to window,
-/// workspace and shutdown events and reads the whole tree at connect and after each event that may have moved a
-/// window. A lost or garbled connection is logged, closed and made again after a doubling delay; the apps keep
-/// their states meanwhile, and the first tree after the reconnect reconciles them.
+/// workspace, binding, output and shutdown events, and reads the whole tree at connect and after each event that
+/// changes its structure (a window opened, closed or moved, a workspace made or removed, an output changed, a key
+/// binding that may change a layout). A focus or a workspace switch is followed from its event alone, through the
+/// tree model (`SwayTreeModel`), so that it costs what it changes rather than the size of the desktop. A lost or
+/// garbled connection is logged, closed and made again after a doubling delay; the apps keep their states
+/// meanwhile, and the first tree after the reconnect reconciles them.
 final class SwaySource: DisplaySource {
     let name = "sway"
     private(set) var address: String
@@ -23,7 +26,12 @@ final class SwaySource: DisplaySource {
     private var awaiting: [UInt32] = []
     /// A tree was asked for while one was on its way: ask again once it arrives, as it may predate the change.
     private var treeStale = false
-    /// The picture last reported, which window events change in place.
+    /// The last tree, as focus and workspace events change it.
+    private var model = SwayTreeModel()
+    /// What this wakeup's events asked for, done once after them: a burst of events is one tree read and one report.
+    private var treeWanted = false
+    private var modelChanged = false
+    /// The picture last reported.
     private var picture = WindowPicture()
     private var reported = false
     /// The loop's time of the first event not reported yet.
@@ -90,10 +98,15 @@ final class SwaySource: DisplaySource {
         decoder = SwayFrameDecoder()
         awaiting = []
         treeStale = false
+        treeWanted = false
+        modelChanged = false
+        model = SwayTreeModel()
         reported = false
         changeStarted = nil
-        send(SwayMessageType.subscribe, payload: #"["window","workspace","shutdown"]"#)
+        send(SwayMessageType.subscribe, payload: #"["window","workspace","binding","shutdown"]"#)
         send(SwayMessageType.getTree)
+        // Apart and last, as a sway without output events (1.7) refuses a whole subscription that names them.
+        send(SwayMessageType.subscribe, payload: #"["output"]"#)
         answerTimer?.arm(after: Self.answerTimeout)
     }
 
@@ -176,40 +189,26 @@ final class SwaySource: DisplaySource {
                 if self.socket == nil { return }
             }
         } catch {
-            lost("sway sent input lifecycled cannot read (\(error))")
+            return lost("sway sent input lifecycled cannot read (\(error))")
+        }
+        if treeWanted {
+            treeWanted = false
+            send(SwayMessageType.getTree)
+        }
+        if modelChanged {
+            modelChanged = false
+            // A tree on its way completes the change: the stamp stays for the picture it gives.
+            publish(model.picture, keepStamp: awaiting.contains(SwayMessageType.getTree))
         }
     }
 
-    /// A window event carries its view: a focus or a close is reported from it at once, without waiting for a tree.
-    /// What it cannot tell (a tab hidden behind the focused one, a move elsewhere) comes with the tree read after it,
-    /// of which at most one is on its way.
-    private func followWindow(_ event: (change: String, window: DisplayWindow?)) {
+    /// What the tree model makes of an event: a focus or a workspace switch is derived from the model, a change of
+    /// structure is read from the tree after this wakeup's events. Before the first tree, every event reads it.
+    private func follow(_ step: SwayTreeModel.Step) {
+        guard step.changed || step.readTree else { return }
         changeStarted = changeStarted ?? loop.now
-        if connected, let window = event.window {
-            var picture = picture
-            switch event.change {
-            case "focus":
-                for index in picture.windows.indices { picture.windows[index].focused = false }
-                var focused = window
-                focused.focused = true
-                focused.visible = true
-                if let index = picture.windows.firstIndex(where: { $0.id == window.id }) {
-                    picture.windows[index] = focused
-                } else {
-                    picture.windows.append(focused)
-                }
-                publish(picture, keepStamp: true)
-            case "close":
-                picture.windows.removeAll { $0.id == window.id }
-                publish(picture)
-                return
-            case "title", "mark", "urgent":
-                return
-            default:
-                break
-            }
-        }
-        send(SwayMessageType.getTree)
+        if step.readTree || !connected { treeWanted = true }
+        if step.changed, connected { modelChanged = true }
     }
 
     /// Reports `picture` when it differs from the last one reported, stamped with the event that began the change.
@@ -231,11 +230,15 @@ final class SwaySource: DisplaySource {
             case SwayMessageType.shutdownEvent:
                 lost("sway is shutting down")
             case SwayMessageType.windowEvent:
-                followWindow(try SwayTree.windowEvent(frame.payload, coder: coder))
+                let event = try SwayTree.windowEvent(frame.payload, coder: coder)
+                follow(model.follow(window: event.change, event.window))
             case SwayMessageType.workspaceEvent:
-                // A workspace shown or hidden moves every window on it: the tree says what is true now.
-                changeStarted = changeStarted ?? loop.now
-                send(SwayMessageType.getTree)
+                let event = try SwayTree.workspaceEvent(frame.payload, coder: coder)
+                follow(model.follow(workspace: event.change, event.workspace))
+            case SwayMessageType.bindingEvent:
+                follow(SwayTreeModel.follow(binding: try SwayTree.bindingCommand(frame.payload, coder: coder)))
+            case SwayMessageType.outputEvent:
+                follow(SwayTreeModel.Step(readTree: true))
             default:
                 break
             }
@@ -248,7 +251,8 @@ final class SwaySource: DisplaySource {
         }
         switch frame.type {
         case SwayMessageType.getTree:
-            let picture = try SwayTree.picture(fromTree: frame.payload, coder: coder)
+            model = try SwayTree.model(fromTree: frame.payload, coder: coder)
+            modelChanged = false
             if !connected {
                 connected = true
                 answerTimer?.cancel()
@@ -259,7 +263,7 @@ final class SwaySource: DisplaySource {
                 treeStale = false
                 send(SwayMessageType.getTree)
             }
-            publish(picture)
+            publish(model.picture)
         case SwayMessageType.runCommand:
             if let failure = try SwayTree.commandOutcome(frame.payload, coder: coder) {
                 Log.warning("display: sway refused a command: \(failure)")
