@@ -23,6 +23,8 @@ final class Suspension {
     private unowned let host: any DaemonHost
     /// A stop is given this long to take before the daemon says some processes still run.
     static let confirmationLimit: Duration = .seconds(2)
+    /// The longest wait between two checks of a stop.
+    static let recheckLimit: Duration = .milliseconds(32)
 
     init(loop: EventLoop, host: any DaemonHost) {
         self.loop = loop
@@ -64,7 +66,9 @@ final class Suspension {
     }
 
     /// The stop is confirmed when every process shows `T` in /proc (or the cgroup reports frozen). Signals are
-    /// delivered asynchronously, so it is rechecked every millisecond until `confirmationLimit`.
+    /// delivered asynchronously, so it is rechecked until `confirmationLimit`: after a millisecond at first, then
+    /// after half the time it has taken so far (at most `recheckLimit`), so that a process slow to stop on a busy
+    /// machine costs a few dozen reads of /proc, not one per millisecond.
     /// `leaderStopped`: the kernel reported the stop of the leader (our child), so only the other processes the
     /// suspension stopped are read in /proc, and none for an app of one process.
     func confirm(_ name: String, leaderStopped: Bool = false) {
@@ -88,7 +92,7 @@ final class Suspension {
             let count = max(members.count, 1)
             Log.info("\(name): suspended with \(mechanism.description): \(count) process\(count == 1 ? "" : "es") stopped, confirmed after \(Int(elapsed / .microseconds(1))) µs")
         } else if elapsed < Self.confirmationLimit {
-            armCheck(app)
+            armCheck(app, after: max(.milliseconds(1), min(elapsed / 2, Self.recheckLimit)))
         } else {
             app.suspension = .stopped(mechanism, members: stopMembers)
             let running = members.filter { !ProcessTable.stoppedOrStopping($0) }
@@ -145,11 +149,11 @@ final class Suspension {
         return running.isEmpty && (leaderStopped || members.contains { ProcessTable.state(of: $0) == "T" })
     }
 
-    private func armCheck(_ app: AppRuntime) {
+    private func armCheck(_ app: AppRuntime, after delay: Duration = .milliseconds(1)) {
         let name = app.name
         if app.stopCheck == nil {
             app.stopCheck = try? LoopTimer(loop: loop, lazyCancel: true) { [unowned self] in self.confirm(name) }
         }
-        app.stopCheck?.arm(after: .milliseconds(1))
+        app.stopCheck?.arm(after: delay)
     }
 }
