@@ -8,24 +8,24 @@ SWIFT ?= swift
 
 all: build clients
 
-# libsystemd-dev (sd-daemon, sd-event), libxcb1-dev and libxcb-res0-dev (the x11 display source), libpulse-dev (the
-# sound-server rail) and pkg-config, through apt, only when missing.
+# libsystemd-dev (sd-daemon, sd-event), libxcb1-dev, libxcb-res0-dev and libxau-dev (the x11 display source and its
+# Xauthority cookie), libpulse-dev (the sound-server rail) and pkg-config, through apt, only when missing.
 deps:
 	@build-aux/apt-need "the daemon's system libraries" pkg-config=pkg-config pc:libsystemd=libsystemd-dev pc:xcb=libxcb1-dev \
-		pc:xcb-res=libxcb-res0-dev pc:libpulse=libpulse-dev
+		pc:xcb-res=libxcb-res0-dev pc:xau=libxau-dev pc:libpulse=libpulse-dev
 
 build: deps
 	$(SWIFT) build
 
 # The display tests' headless sway and its terminal (foot), and their X server (Xvfb), window manager (openbox),
-# driver (xdotool, xprop from x11-utils) and windows (xterm, xlogo from x11-apps), and strace (which counts what the
-# daemon asks of sway).
+# driver (xdotool, xprop from x11-utils), windows (xterm, xlogo from x11-apps) and cookies (xauth), and strace (which
+# counts what the daemon asks of sway).
 # The D-Bus tests' private bus (dbus-daemon), their second client (gdbus, libglib2.0-bin) and busctl (systemd);
 # their polkit checks' polkitd and its authentication agent (pkttyagent), both in polkitd.
 # The audio tests' sound server (pulseaudio) and player (pacat, pulseaudio-utils).
 test-deps:
 	@build-aux/apt-need "the display, D-Bus and audio tests" sway=sway foot=foot Xvfb=xvfb openbox=openbox \
-		xdotool=xdotool xprop=x11-utils xterm=xterm xlogo=x11-apps strace=strace dbus-daemon=dbus-daemon \
+		xdotool=xdotool xprop=x11-utils xterm=xterm xlogo=x11-apps xauth=xauth strace=strace dbus-daemon=dbus-daemon \
 		gdbus=libglib2.0-bin busctl=systemd /usr/lib/polkit-1/polkitd=polkitd pkttyagent=polkitd \
 		pulseaudio=pulseaudio pacat=pulseaudio-utils
 

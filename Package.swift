@@ -20,8 +20,8 @@ let package = Package(
         .systemLibrary(name: "CPulse"),
         // Tiny C shims for what Swift's Glibc module lacks (_GNU_SOURCE calls) and for the spawn path.
         .target(name: "CSupport"),
-        // libxcb and its X-Resource extension, for the x11 display source.
-        .systemLibrary(name: "CXCB", pkgConfig: "xcb-res", providers: [.apt(["libxcb1-dev", "libxcb-res0-dev"])]),
+        // libxcb and its X-Resource extension, for the x11 display source, and libXau for its Xauthority cookie.
+        .systemLibrary(name: "CXCB", pkgConfig: "xcb-res", providers: [.apt(["libxcb1-dev", "libxcb-res0-dev", "libxau-dev"])]),
         // The D-Bus API's sd-bus vtables, whose macros do not import into Swift; linked with libsystemd through CSystemd.
         .target(name: "CBus"),
         // Supervision: event loop, processes, cgroups, sockets, config.

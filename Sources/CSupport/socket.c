@@ -2,6 +2,7 @@
 #include "csupport_socket.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -13,6 +14,17 @@ static int fill_address(struct sockaddr_un *address, const char *path) {
     memset(address, 0, sizeof(*address));
     address->sun_family = AF_UNIX;
     memcpy(address->sun_path, path, length + 1);
+    return 0;
+}
+
+/* An abstract name: a NUL, then the name's bytes without a terminating NUL, which the address length bounds. */
+static int fill_abstract_address(struct sockaddr_un *address, const char *name, socklen_t *size) {
+    size_t length = strlen(name);
+    if (length + 1 > sizeof(address->sun_path)) return -ENAMETOOLONG;
+    memset(address, 0, sizeof(*address));
+    address->sun_family = AF_UNIX;
+    memcpy(address->sun_path + 1, name, length);
+    *size = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + length);
     return 0;
 }
 
@@ -31,13 +43,11 @@ int cs_unix_listen(const char *path, int backlog) {
     return fd;
 }
 
-static int unix_connect(const char *path, int flags) {
-    struct sockaddr_un address;
-    int r = fill_address(&address, path);
-    if (r < 0) return r;
+static int connect_address(const struct sockaddr_un *address, socklen_t size, int flags) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
     if (fd < 0) return -errno;
-    while (connect(fd, (struct sockaddr *) &address, sizeof(address)) < 0) {
+    int r;
+    while (connect(fd, (const struct sockaddr *) address, size) < 0) {
         if (errno == EINTR) continue;
         r = -errno;
         close(fd);
@@ -46,7 +56,22 @@ static int unix_connect(const char *path, int flags) {
     return fd;
 }
 
+static int unix_connect(const char *path, int flags) {
+    struct sockaddr_un address;
+    int r = fill_address(&address, path);
+    if (r < 0) return r;
+    return connect_address(&address, sizeof(address), flags);
+}
+
 int cs_unix_connect_nonblocking(const char *path) { return unix_connect(path, SOCK_NONBLOCK); }
+
+int cs_unix_connect_abstract_nonblocking(const char *name) {
+    struct sockaddr_un address;
+    socklen_t size;
+    int r = fill_abstract_address(&address, name, &size);
+    if (r < 0) return r;
+    return connect_address(&address, size, SOCK_NONBLOCK);
+}
 
 int cs_unix_connect(const char *path) { return unix_connect(path, 0); }
 

@@ -34,12 +34,7 @@ final class FakeUserSession {
             FileManager.default.fileExists(atPath: $0 + "/cgroup.controllers")
         }) else { throw HarnessError("no cgroup2 hierarchy is mounted") }
         self.mount = mount
-        if getpwnam(HeadlessSway.user) == nil {
-            try HeadlessSway.run("/usr/sbin/useradd", ["-r", "-M", "-s", "/usr/sbin/nologin", HeadlessSway.user])
-        }
-        guard let entry = getpwnam(HeadlessSway.user) else { throw HarnessError("no user \(HeadlessSway.user)") }
-        uid = entry.pointee.pw_uid
-        gid = entry.pointee.pw_gid
+        (uid, gid) = try HeadlessSway.testUser()
         base = "lifecycled-it-\(tag).slice"
         appSlice = "\(base)/user-\(uid).slice/user@\(uid).service/app.slice"
         try FileManager.default.createDirectory(atPath: mount + "/" + appSlice, withIntermediateDirectories: true)

@@ -39,14 +39,18 @@ final class HeadlessSway {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// The unprivileged user the tests run processes as (made when missing): its uid and gid.
+    static func testUser() throws -> (uid: uid_t, gid: gid_t) {
+        if getpwnam(user) == nil {
+            try run("/usr/sbin/useradd", ["-r", "-M", "-s", "/usr/sbin/nologin", user])
+        }
+        guard let entry = getpwnam(user) else { throw HarnessError("no user \(user)") }
+        return (entry.pointee.pw_uid, entry.pointee.pw_gid)
+    }
+
     init(tag: String) throws {
         try Self.installIfMissing()
-        if getpwnam(Self.user) == nil {
-            try Self.run("/usr/sbin/useradd", ["-r", "-M", "-s", "/usr/sbin/nologin", Self.user])
-        }
-        guard let entry = getpwnam(Self.user) else { throw HarnessError("no user \(Self.user)") }
-        uid = entry.pointee.pw_uid
-        gid = entry.pointee.pw_gid
+        (uid, gid) = try Self.testUser()
         runtimeDirectory = "/tmp/lifecycled-sway-\(tag)"
         configFile = runtimeDirectory + ".conf"
         mkdir(runtimeDirectory, 0o700)

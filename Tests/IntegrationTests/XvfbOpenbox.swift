@@ -6,12 +6,15 @@ import Glibc
 /// and bring a new one on the same number. Windows come from the apps lifecycled launches (xterm, xlogo); the
 /// tests drive them with xdotool and ask back with xprop.
 final class XvfbOpenbox {
-    static let tools = ["/usr/bin/Xvfb", "/usr/bin/openbox", "/usr/bin/xdotool", "/usr/bin/xprop", "/usr/bin/xterm", "/usr/bin/xlogo"]
+    static let tools = ["/usr/bin/Xvfb", "/usr/bin/openbox", "/usr/bin/xdotool", "/usr/bin/xprop", "/usr/bin/xterm", "/usr/bin/xlogo",
+                        "/usr/bin/xauth"]
     /// The display number Xvfb took at the first start (`-displayfd`: it picks a free one itself, so suites that
     /// run side by side never share a server); a restart takes the same one.
     private(set) var number = 0
     var display: String { ":\(number)" }
     let configFile: String
+    /// With `authority`: the Xauthority file the server takes its cookie from (`-auth`), which its clients need.
+    let authorityFile: String?
     private var server: Process?
     private var manager: Process?
 
@@ -19,12 +22,22 @@ final class XvfbOpenbox {
     static func installIfMissing() throws {
         guard tools.contains(where: { access($0, X_OK) != 0 }) else { return }
         try HeadlessSway.run("/bin/sh", ["-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-            + "xvfb openbox xdotool x11-utils xterm x11-apps >/dev/null"])
+            + "xvfb openbox xdotool x11-utils xterm x11-apps xauth >/dev/null"])
     }
 
-    init(tag: String) throws {
+    /// `authority`: the server lets in only clients that send its cookie (MIT-MAGIC-COOKIE-1), as a display manager's
+    /// does; the cookie is in `authorityFile`, for any display number, and `environment` names it.
+    init(tag: String, authority: Bool = false) throws {
         try Self.installIfMissing()
         configFile = "/tmp/lifecycled-openbox-\(tag).xml"
+        authorityFile = authority ? "/tmp/lifecycled-xauth-\(tag)" : nil
+        if let authorityFile {
+            let hex = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+            // xauth's nlist form: family FamilyWild (ffff), no address, no display number, then the name
+            // (MIT-MAGIC-COOKIE-1 in hex) and the data.
+            try HeadlessSway.run("/bin/sh", ["-c", "echo 'ffff 0000  0000  0012 4d49542d4d414749432d434f4f4b49452d31 0010 \(hex)' "
+                + "| xauth -q -f \(authorityFile) nmerge -"])
+        }
         // Two desktops, and new windows take the focus (openbox's default, said so the tests do not depend on it).
         try """
         <?xml version="1.0" encoding="UTF-8"?>
@@ -41,13 +54,16 @@ final class XvfbOpenbox {
         }
     }
 
-    var environment: [String: String] { ["DISPLAY": display, "PATH": "/usr/bin:/bin", "HOME": "/tmp"] }
+    var environment: [String: String] {
+        ["DISPLAY": display, "PATH": "/usr/bin:/bin", "HOME": "/tmp"].merging(authorityFile.map { ["XAUTHORITY": $0] } ?? [:]) { $1 }
+    }
 
     func start() throws {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
         let chosen = Pipe()
         server.arguments = (number == 0 ? ["-displayfd", "1"] : [display]) + ["-screen", "0", "1024x768x24", "-nolisten", "tcp"]
+            + (authorityFile.map { ["-auth", $0] } ?? [])
         server.standardOutput = number == 0 ? chosen : FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
@@ -92,6 +108,7 @@ final class XvfbOpenbox {
     func stop() {
         try? kill()
         unlink(configFile)
+        if let authorityFile { unlink(authorityFile) }
     }
 
     @discardableResult

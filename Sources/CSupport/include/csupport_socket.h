@@ -11,6 +11,9 @@ int cs_unix_connect(const char *path);
 /// The same without ever waiting: a listener whose backlog is full gives -EAGAIN at once. The socket stays
 /// non-blocking.
 int cs_unix_connect_nonblocking(const char *path);
+/// The same for an abstract socket (Linux): `name` without its leading NUL, e.g. "/tmp/.X11-unix/X0" for
+/// "@/tmp/.X11-unix/X0". Nothing on the file system guards an abstract name: any user may bind a free one.
+int cs_unix_connect_abstract_nonblocking(const char *name);
 
 /* The kernel's view of Unix sockets (NETLINK_SOCK_DIAG), to tell which process holds a connection to a server. */
 

@@ -45,6 +45,16 @@ final class DisplayFollower {
         return (["/run/user/\(uid)"], uid)
     }
 
+    /// Whose X server the daemon follows, checked against the listener's credentials at every connect: root's (a
+    /// system X server), the daemon's own user's, and `[Adopt] User=`'s (a user's Xorg or Xvfb). Anyone may bind the
+    /// display's abstract socket name while its server is away; the kernel says who did.
+    private func x11Owners() -> [uid_t] {
+        var owners: [uid_t] = [0]
+        if getuid() != 0 { owners.append(getuid()) }
+        if let user = adoptConfig().user, let uid = ConfigLoader.systemUserID(user), !owners.contains(uid) { owners.append(uid) }
+        return owners
+    }
+
     /// Start following the display server `config` names (`auto` resolved against `environment`).
     func start(_ config: DisplayConfig, environment: [String: String]) {
         let (choice, address) = config.resolved(environment: environment,
@@ -84,7 +94,14 @@ final class DisplayFollower {
                 unavailable = "x11 (no display: set X11Display= or DISPLAY)"
                 return Log.warning("display: Source=x11 but no X display is given or found; focus follows lifectl alone")
             }
-            let source = X11Source(loop: loop, display: address)
+            let name: X11DisplayName
+            do {
+                name = try X11DisplayName(address)
+            } catch {
+                unavailable = "x11 (\(address) is not a local display)"
+                return Log.error("display: Source=x11: \(error); focus follows lifectl alone")
+            }
+            let source = X11Source(loop: loop, display: address, name: name, owners: x11Owners())
             self.source = source
             Log.info("display: Source=\(config.source.rawValue): following the X server \(address)")
             source.start { [unowned self] picture in self.reported(picture) }

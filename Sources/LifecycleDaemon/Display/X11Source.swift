@@ -39,15 +39,25 @@ final class X11Source: DisplaySource {
         [unowned self] in self.connect()
     }
     private var stopped = false
+    private let displayName: X11DisplayName
+    private let connector: X11Connector
+    /// The listener last refused for its uid, whose refusal is not logged again.
+    private var refusedPeer: (uid: uid_t, pid: pid_t)?
+    /// How long the connection setup may take before the peer is taken for one that never answers.
+    static let setupTimeout: Duration = .seconds(5)
 
     private enum Pending {
         case reply(UInt32, (UnsafeMutableRawPointer?) -> Void)
         case step(() -> Void)
     }
 
-    init(loop: EventLoop, display: String) {
+    /// `display`: as configured, for the log and the status; `name`: as parsed from it. `owners`: the uids whose X
+    /// server the daemon follows (DisplayFollower).
+    init(loop: EventLoop, display: String, name: X11DisplayName, owners: [uid_t]) {
         self.loop = loop
         self.address = display
+        self.displayName = name
+        self.connector = X11Connector(loop: loop, name: name, owners: owners, timeout: Self.setupTimeout)
     }
 
     func start(report: @escaping (WindowPicture) -> Void) {
@@ -58,6 +68,7 @@ final class X11Source: DisplaySource {
     func stop() {
         stopped = true
         reconnection?.cancel()
+        connector.cancel()
         disconnect()
     }
 
@@ -87,17 +98,29 @@ final class X11Source: DisplaySource {
 
     private func connect() {
         guard !stopped else { return }
-        var screen: Int32 = 0
-        guard let connection = xcb_connect(address, &screen) else { return lost("Failed to connect to the X server \(address)") }
-        if xcb_connection_has_error(connection) != 0 {
-            xcb_disconnect(connection)
-            return lost("Failed to connect to the X server \(address)")
+        connector.start { [unowned self] result in
+            switch result {
+            case .success(let connection): self.established(connection)
+            case .failure(let failure): self.failed(failure)
+            }
         }
+    }
+
+    /// A listener of another uid is logged once, however often it is met again, until a connection succeeds.
+    private func failed(_ failure: X11ConnectFailure) {
+        guard case .unexpectedOwner(_, let uid, let pid, _) = failure else { return lost(failure.description) }
+        let new = refusedPeer?.uid != uid || refusedPeer?.pid != pid
+        refusedPeer = (uid, pid)
+        lost(failure.description, logged: new)
+    }
+
+    /// The setup is done: ask for the atoms and the X-Resource extension, then the whole picture.
+    private func established(_ connection: OpaquePointer) {
         var roots = xcb_setup_roots_iterator(xcb_get_setup(connection))
-        for _ in 0..<max(0, Int(screen)) where roots.rem > 1 { xcb_screen_next(&roots) }
+        for _ in 0..<max(0, Int(displayName.screen)) where roots.rem > 1 { xcb_screen_next(&roots) }
         guard let data = roots.data else {
             xcb_disconnect(connection)
-            return lost("The X server \(address) has no screen \(screen)")
+            return lost("The X server \(address) has no screen \(displayName.screen)")
         }
         root = data.pointee.root
         do {
@@ -144,11 +167,12 @@ final class X11Source: DisplaySource {
 
     /// Close, log, and try again after a delay that doubles up to its cap: no polling while the server is away.
     /// Every loss of an open connection is logged; of the failed attempts while the server is away, only the first.
-    private func lost(_ reason: String) {
+    /// `logged`: whether to log this one, in place of that rule.
+    private func lost(_ reason: String, logged: Bool? = nil) {
         let wasOpen = connection != nil
         disconnect()
         guard !stopped else { return }
-        if wasOpen || reconnection?.isFirstFailure != false {
+        if logged ?? (wasOpen || reconnection?.isFirstFailure != false) {
             Log.warning("display: \(reason); the apps keep their states, reconnecting")
         }
         guard let reconnection else {
@@ -300,6 +324,7 @@ final class X11Source: DisplaySource {
             self.following = true
             if !self.connected {
                 self.connected = true
+                self.refusedPeer = nil
                 self.reconnection?.succeeded()
                 Log.info("display: following the X server \(self.address)")
             }
