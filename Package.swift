@@ -29,7 +29,9 @@ let package = Package(
         // The library Swift apps import to adopt the protocol.
         .target(name: "LifecycleClient", dependencies: ["LifecycleProtocol", "CSupport"]),
         .executableTarget(name: "lifecycled", dependencies: ["LifecycleDaemon"]),
-        .executableTarget(name: "lifectl", dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport"]),
+        // lifectl's command line as a value (no I/O), so that its parser has unit tests.
+        .target(name: "LifectlCommand", dependencies: ["LifecycleModel", "LifecycleProtocol"]),
+        .executableTarget(name: "lifectl", dependencies: ["LifecycleModel", "LifecycleProtocol", "LifectlCommand", "CSupport"]),
         .executableTarget(name: "notes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Notes"),
         .executableTarget(name: "scenes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Scenes"),
         // What the test targets share: the seeded generator of their random tests.
@@ -37,6 +39,7 @@ let package = Package(
         .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel", "TestSupport"]),
         .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol", "LifecycleClient", "TestSupport"]),
         .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport", "TestSupport"]),
+        .testTarget(name: "LifectlCommandTests", dependencies: ["LifectlCommand", "LifecycleModel", "LifecycleProtocol"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport", "lifecycled", "lifectl", "notes-example", "scenes-example"]),
         // Fuzzing (docs/RELIABILITY.md): the per-input checks, shared by the two fuzzers and their regression tests.

@@ -1,41 +1,7 @@
 import LifecycleModel
 import LifecycleProtocol
 
-// lifectl's scene verbs: `scene open|focus|background|close|discard APP [SCENE]` and `scenes [APP]`.
-
-let sceneUsage = """
-    Scenes (apps with [Scenes]; changes as for lifecycle verbs):
-      scene open APP [--role ROLE] [--config NAME]
-                                    a new scene session, connected and focused (prints its id)
-      scene focus APP SCENE         focus that scene (reconnecting it); focus moves between scenes and apps
-      scene background APP SCENE    that scene to the background (the app follows when it was the last one)
-      scene close APP SCENE         disconnect the scene, keep its session and saved state
-      scene discard APP SCENE       disconnect it and forget the session (didDiscardSceneSessions)
-      scenes [APP]                  the scene sessions and their states (anyone)
-    """
-
-/// The control request of `scene SUBVERB APP [SCENE]` (the words after `scene`).
-func sceneRequest(_ words: [String], role: String?, configuration: String?) -> ControlRequest {
-    let subverbs = ["open", "focus", "background", "close", "discard"]
-    guard let subverb = words.first else {
-        fail("scene needs a subverb: \(subverbs.joined(separator: ", "))\n\n\(sceneUsage)", status: ExitStatus.usage)
-    }
-    guard subverbs.contains(subverb) else {
-        fail("unknown scene subverb '\(subverb)' (expected one of: \(subverbs.joined(separator: ", ")))", status: ExitStatus.usage)
-    }
-    guard words.count >= 2 else { fail("scene \(subverb) needs an app name", status: ExitStatus.usage) }
-    let app = words[1]
-    if subverb == "open" {
-        guard words.count == 2 else { fail("scene open takes an app, not a scene (it makes a new one)", status: ExitStatus.usage) }
-        return ControlRequest(verb: "scene-open", app: app, role: role, configuration: configuration)
-    }
-    guard role == nil, configuration == nil else { fail("--role and --config go with scene open only", status: ExitStatus.usage) }
-    guard words.count == 3 else {
-        fail(words.count < 3 ? "scene \(subverb) needs an app and a scene (lifectl scenes \(app) lists them)"
-             : "too many arguments: \(words.dropFirst(3).joined(separator: " "))", status: ExitStatus.usage)
-    }
-    return ControlRequest(verb: "scene-\(subverb)", app: app, scene: words[2])
-}
+// What lifectl prints for `scenes [APP]`; the scene verbs themselves are parsed in LifectlCommand.
 
 /// One session of one app, as `scenes --json` prints it.
 struct SceneRow: Encodable {

@@ -1,5 +1,6 @@
 import Glibc
 import LifecycleProtocol
+import LifectlCommand
 
 // lifectl watch [APP] [--json]: the daemon's `watch` stream (docs/CONTROL.md), as human lines or as its own JSON
 // lines, until interrupted or until the daemon ends it.
