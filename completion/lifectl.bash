@@ -99,7 +99,9 @@ _lifectl() {
     fi
     ((arguments == 0)) || return
     case $verb in
-        status|launch|focus|deactivate|background|suspend|resume|terminate|logs|scenes|watch)
+        resume)
+            mapfile -t COMPREPLY < <(compgen -W "--all $(_lifectl_apps)" -- "$cur") ;;
+        status|launch|focus|deactivate|background|suspend|terminate|logs|scenes|watch)
             mapfile -t COMPREPLY < <(compgen -W "$(_lifectl_apps)" -- "$cur") ;;
         post)
             mapfile -t COMPREPLY < <(compgen -W "$(_lifectl_notification_types)" -- "$cur") ;;
