@@ -64,6 +64,13 @@ final class Persistence {
         }
     }
 
+    /// What the current callback changes is written once it returns, with every held app: a control request's
+    /// answer and the files agree, as a person who acts on that answer expects after a crash. Only clients' bursts
+    /// wait for `writeInterval`.
+    func writeAfterThisCallback() {
+        loop.afterCallback { [unowned self] in self.saveDirty() }
+    }
+
     /// Saves every app in `apps` now (the daemon hands its apps over).
     func saveNow(_ apps: some Sequence<AppRuntime>) {
         for app in apps { _ = flag(app) }
