@@ -159,6 +159,9 @@ public enum Note: Sendable, Equatable {
     case unknownSceneConfiguration(scene: String, asked: String, used: String)
     /// Sessions forgotten (discarded); the app is told when it next runs, if it is not running.
     case scenesDiscarded([String])
+    /// A new session took the app to its `MaxSceneSessions=`: `scene`, the least recently used disconnected one, is
+    /// discarded to make room.
+    case sceneSessionReclaimed(scene: String, limit: Int)
     /// A new scene session (lifectl scene open, a client's request, or a focus with no session to reuse).
     case sceneSessionCreated(scene: String, role: String)
     /// The state an ack of sceneDidEnterBackground carried is over `SceneSession.savedStateLimit`: the one saved

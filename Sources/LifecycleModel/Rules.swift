@@ -42,6 +42,30 @@ public enum LifecycleRules {
         }
     }
 
+    /// What a new scene session does to an app that already has `maxSessions` of them (`[Scenes] MaxSceneSessions=`).
+    public enum SessionBound: Sendable, Equatable {
+        /// Below the bound: the session is added.
+        case room
+        /// At the bound: the least recently used disconnected session is discarded first, as UIKit discards
+        /// sessions the system reclaims (the app hears `didDiscardSceneSessions`).
+        case discard(String)
+        /// At the bound with every session connected: nothing may be reclaimed without taking a scene from the
+        /// person using it, so the request is refused.
+        case refuse
+    }
+
+    /// The session rule: `sessions` in creation order with their projected state (nil: disconnected) and the order
+    /// of their last activation (0: never active). The least recently used is the one activated longest ago, and
+    /// among those never activated the oldest.
+    public static func sessionBound(_ sessions: [(id: String, connected: Bool, lastActivation: Int)],
+                                    maxSessions: Int) -> SessionBound {
+        guard sessions.count >= max(1, maxSessions) else { return .room }
+        let disconnected = sessions.enumerated().filter { !$0.element.connected }
+        guard let oldest = disconnected.min(by: { ($0.element.lastActivation, $0.offset) < ($1.element.lastActivation, $1.offset) })
+        else { return .refuse }
+        return .discard(oldest.element.id)
+    }
+
     /// One thing a request asks for. The Supervisor carries each out for the kind of app at hand: an app with
     /// scenes moves its scenes, and its own callbacks follow them.
     public enum Action: Sendable, Equatable {

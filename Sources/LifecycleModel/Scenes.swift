@@ -48,10 +48,20 @@ public struct ScenePolicy: Sendable, Equatable {
     public var supportsMultipleScenes = false
     /// The configurations, in config order; the first one of a role is that role's default.
     public var configurations: [SceneConfiguration] = []
+    /// `MaxSceneSessions=`: the most sessions the app keeps. Each session is kept in the app's state file with up to
+    /// `SavedStateLimit` of saved state, and every change rewrites that file: the bound keeps both in proportion to
+    /// what a person can use, whatever the app asks for.
+    public var maxSessions = ScenePolicy.defaultMaxSessions
 
-    public init(supportsMultipleScenes: Bool = false, configurations: [SceneConfiguration] = []) {
+    /// More windows of one app than a person can tell apart, and a state file of at most about 1.5 MiB of saved
+    /// states at the bound.
+    public static let defaultMaxSessions = 32
+
+    public init(supportsMultipleScenes: Bool = false, configurations: [SceneConfiguration] = [],
+                maxSessions: Int = ScenePolicy.defaultMaxSessions) {
         self.supportsMultipleScenes = supportsMultipleScenes
         self.configurations = configurations
+        self.maxSessions = max(1, maxSessions)
     }
 
     /// The role a scene gets when nobody names one: UIKit's application window role.

@@ -57,7 +57,20 @@ extension Supervisor {
             if !scenes.supportsMultipleScenes, let only = app.sessions.first {
                 throw refuse("it supports one scene (SupportsMultipleScenes=no) and has \(only.id); focus that one, or discard it first")
             }
+            // The bound on sessions (MaxSceneSessions=) is judged before anything changes: a refusal leaves all as it was.
+            let states = app.projectedSceneStates
+            let live = app.sessions.indices.filter { !app.pendingDiscards.contains(app.sessions[$0].id) }
+            let bound = LifecycleRules.sessionBound(
+                live.map { (id: app.sessions[$0].id, connected: states[$0] != nil, lastActivation: app.sessions[$0].lastActivation) },
+                maxSessions: scenes.maxSessions)
+            if bound == .refuse {
+                throw refuse("it has \(live.count) scene sessions, all connected, and MaxSceneSessions=\(scenes.maxSessions) allows no more; close or discard one of them first")
+            }
             let wake = try wakeActions()
+            if case .discard(let oldest) = bound {
+                emit(.note(app: name, .sceneSessionReclaimed(scene: oldest, limit: scenes.maxSessions)))
+                discardDisconnected(name, oldest, projected: projected)
+            }
             let scene = newSession(name, role: role, configuration: configuration, origin: origin, options: options)
             emit(.sceneOpened(app: name, scene: scene))
             for action in wake { perform(action, for: name, origin: origin) }
@@ -87,17 +100,32 @@ extension Supervisor {
         case .discardScene(let scene):
             let index = try session(scene)
             let connected = app.projectedSceneStates[index] != nil
-            if !projected.isRunning || (!connected && projected == .suspended) {
-                // Nobody to tell now (UIKit tells the app shortly after its next launch).
-                table[name].sessions.remove(at: index)
-                table[name].discardedUntold.append(scene)
-                emit(.note(app: name, .scenesDiscarded([scene])))
+            guard connected else {
+                discardDisconnected(name, scene, projected: projected)
+                break
+            }
+            if !projected.isRunning {
+                discardDisconnected(name, scene, projected: projected)
                 break
             }
             guard projected != .suspended else {
                 throw refuse("resume it first: scene \(scene) must hear sceneDidDisconnect, and a stopped process hears nothing")
             }
-            if connected { moveScene(name, scene, from: app.projectedSceneStates[index], to: nil) }
+            moveScene(name, scene, from: app.projectedSceneStates[index], to: nil)
+            append(name, .discardSessions([scene]))
+        }
+    }
+
+    /// Discards a session no scene is connected to (or one of an app that does not run): a running app hears
+    /// didDiscardSceneSessions in turn; a stopped or absent one hears it after its next resume or launch, as UIKit
+    /// tells an app shortly after it next launches.
+    mutating func discardDisconnected(_ name: String, _ scene: String, projected: AppState) {
+        guard let index = table[name].sessionIndex(scene) else { return }
+        if !projected.isRunning || projected == .suspended {
+            table[name].sessions.remove(at: index)
+            table[name].discardedUntold.append(scene)
+            emit(.note(app: name, .scenesDiscarded([scene])))
+        } else {
             append(name, .discardSessions([scene]))
         }
     }

@@ -162,4 +162,92 @@ struct AdoptWindowTests {
             try harness.waitForState("org.example.Late", "active")
         }
     }
+
+    /// An adopted window whose process tree holds processes that leave it while stopped: foot runs a shell whose
+    /// subshell starts two `setsid sleep`s (their own sessions, so no hangup or orphaned-group SIGCONT reaches them).
+    /// Returns the view, the subshell and the two sleeps.
+    static func windowWithDetachedChildren(_ sway: HeadlessSway, appID: String) throws -> (HeadlessSway.View, pid_t, [pid_t]) {
+        try sway.msg("exec foot --app-id \(appID) sh -c '(setsid sleep 100001 & setsid sleep 100002 & wait) & exec sleep 100000'")
+        let view = try sway.waitForView(appID)
+        var subshell: pid_t?, sleeps: [pid_t] = []
+        for _ in 0..<200 where sleeps.count < 2 {
+            for shell in Kernel.children(of: view.pid) {
+                for middle in Kernel.children(of: shell) {
+                    subshell = middle
+                    sleeps = Kernel.children(of: middle)
+                }
+            }
+            if sleeps.count < 2 { usleep(50_000) }
+        }
+        guard let subshell, sleeps.count == 2 else { throw HarnessError("foot's tree did not come up") }
+        return (view, subshell, sleeps.sorted())
+    }
+
+    static func daemonConfig(_ sway: HeadlessSway) -> String {
+        "[Display]\nSource=sway\nSwaySocket=\(sway.socketLink)\n\n[Adopt]\nWindows=yes\nUser=\(HeadlessSway.user)\nBackgroundTimeSec=1\n"
+    }
+
+    /// The window of `windowWithDetachedChildren`, adopted and suspended (hidden on workspace 1) by a running daemon;
+    /// everything is ended after `body`, even on failure.
+    static func withSuspendedTree(_ body: (DaemonHarness, HeadlessSway.View, pid_t, [pid_t]) throws -> Void) throws {
+        let harness = try DaemonHarness()
+        let sway = try HeadlessSway(tag: harness.tag)
+        var cleanup: [pid_t] = []
+        defer {
+            harness.stop()
+            for pid in cleanup { kill(pid, SIGCONT); kill(pid, SIGKILL) }
+            sway.stop()
+        }
+        let appID = "tree-\(harness.tag)"
+        let (view, subshell, sleeps) = try windowWithDetachedChildren(sway, appID: appID)
+        cleanup = [view.pid, subshell] + sleeps
+        try sway.msg("workspace 2")
+        try harness.daemonConfig(daemonConfig(sway))
+        try harness.start()
+        try harness.waitUntil("the window is adopted") { try harness.list().contains { $0.name == appID } }
+        try harness.waitForState(appID, "suspended")
+        for pid in sleeps { #expect(Kernel.stops(pid), "the detached sleeps are stopped with the app") }
+        try body(harness, view, subshell, sleeps)
+    }
+
+    @Test("processes stopped for an adopted window are continued by the next daemon after a crash and the leader's death; one whose recorded start time is not its own (a recycled pid) is left alone")
+    func stoppedDescendantsAreContinuedAfterACrashAndTheLeadersDeath() throws {
+        try Self.withSuspendedTree { harness, view, _, sleeps in
+            try harness.crash()
+            kill(view.pid, SIGKILL)
+            let ledger = harness.runtimeDirectory.appendingPathComponent("state/stopped")
+            // A recycled pid, simulated: the first sleep's line is given a start time that is not its own, as a new
+            // process under the same pid number would have. That process must not be continued.
+            let text = try String(contentsOf: ledger, encoding: .utf8)
+            let lines = text.split(separator: "\n").map { line -> String in
+                let words = line.split(separator: " ")
+                guard words.count == 3, words[1] == "\(sleeps[0])" else { return String(line) }
+                return "\(words[0]) \(words[1]) \((UInt64(words[2]) ?? 0) + 12345)"
+            }
+            #expect(lines.contains { $0.contains(" \(sleeps[1]) ") }, "the ledger names the second sleep: \(text)")
+            try (lines.joined(separator: "\n") + "\n").write(to: ledger, atomically: true, encoding: .utf8)
+            try harness.waitUntil("the leader is gone") { Kernel.state(view.pid) == nil }
+
+            try harness.daemonConfig("[Adopt]\nWindows=no\n")
+            try harness.start(keepLog: true)
+            try harness.waitUntil("the second sleep runs") { Kernel.state(sleeps[1]) != "T" }
+            #expect(!FileManager.default.fileExists(atPath: ledger.path), "the ledger is done with once read")
+            #expect(Kernel.state(sleeps[0]) == "T", "the entry whose start time does not match is not signalled")
+        }
+    }
+
+    @Test("lifectl resume --all continues a process stopped for an adopted window that has left the window's tree (its parent died)")
+    func resumeAllReachesStoppedProcessesOutsideTheTree() throws {
+        try Self.withSuspendedTree { harness, _, subshell, sleeps in
+            // The subshell dies: the sleeps are reparented, out of the window's tree, still stopped; the app lives on.
+            kill(subshell, SIGKILL)
+            // Its parent is stopped and does not reap it: dead is a zombie or gone.
+            try harness.waitUntil("the sleeps left the tree") { Kernel.state(subshell) == nil || Kernel.state(subshell) == "Z" }
+            #expect(Kernel.state(sleeps[0]) == "T" && Kernel.state(sleeps[1]) == "T")
+
+            let resumed = try harness.lifectl("resume", "--all")
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            try harness.waitUntil("both sleeps run") { sleeps.allSatisfy { Kernel.state($0) != "T" } }
+        }
+    }
 }

@@ -25,16 +25,27 @@ struct LifectlEscapeTests {
                 sock.sendall(json.dumps(task).encode() + b"\n")
         """#
 
+    /// A daemon running the client above, its background task open. The caller stops the harness.
+    static func launchedWithTask() throws -> DaemonHarness {
+        let harness = try DaemonHarness()
+        do {
+            let script = harness.root.appendingPathComponent("evil.py")
+            try client.write(to: script, atomically: true, encoding: .utf8)
+            try harness.app("evil", "[App]\nExec=/usr/bin/python3 \(script.path)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n")
+            try harness.start()
+            try harness.control("launch", "evil")
+            try harness.waitUntil("the background task") { try harness.status("evil").backgroundTasks.map(\.name) == [evil] }
+        } catch {
+            harness.stop()
+            throw error
+        }
+        return harness
+    }
+
     @Test("status, list and status --json of an app whose background task is named with an OSC escape")
     func statusEscapesABackgroundTaskName() throws {
-        let harness = try DaemonHarness()
+        let harness = try Self.launchedWithTask()
         defer { harness.stop() }
-        let script = harness.root.appendingPathComponent("evil.py")
-        try Self.client.write(to: script, atomically: true, encoding: .utf8)
-        try harness.app("evil", "[App]\nExec=/usr/bin/python3 \(script.path)\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n")
-        try harness.start()
-        try harness.control("launch", "evil")
-        try harness.waitUntil("the background task") { try harness.status("evil").backgroundTasks.map(\.name) == [Self.evil] }
 
         let status = try harness.lifectl("status", "evil")
         #expect(status.status == 0)
@@ -44,5 +55,18 @@ struct LifectlEscapeTests {
         }
         let json = try harness.lifectl("status", "evil", "--json").stdout
         #expect(json.contains(#""name":"upload\u001b]0;pwned\u0007""#), "JSON output stays JSON: \(json)")
+    }
+
+    @Test("the daemon's log shows an app's background-task name with its control characters escaped")
+    func daemonLogEscapesABackgroundTaskName() throws {
+        let harness = try Self.launchedWithTask()
+        defer { harness.stop() }
+
+        // A suspension with the task still open logs the task's name ("suspended with background tasks open").
+        try harness.control("suspend", "evil")
+        try harness.waitUntil("the line naming the abandoned task") { harness.log.contains("background tasks open") }
+        let log = harness.log
+        #expect(log.contains("suspended with background tasks open: upload\\x1b]0;pwned\\x07"), "\(log)")
+        #expect(!log.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(log.debugDescription)")
     }
 }

@@ -221,4 +221,105 @@ struct SceneIntegrationTests {
             #expect(connects[3].state == ["shown": 1], "the inspector came back with its count")
         }
     }
+
+    /// A client that asks for new scenes without end: after its launch it sends `BURST` requestSceneActivation lines
+    /// in one write, acks every message at once, and records what it receives (with requestFailed's message).
+    static let sceneHoarder = #"""
+        import json, os, socket, sys, time
+        burst = int(sys.argv[1])
+        record = os.open(os.environ["LIFECYCLE_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        sock = socket.socket(fileno=int(os.environ.pop("LIFECYCLE_FD")))
+        sock.setblocking(True)
+        sock.sendall(b'{"type":"hello","protocol":1}\n')
+        for line in sock.makefile("rb"):
+            message = json.loads(line)
+            entry = {"app": "w", "type": message["type"], "t": time.monotonic_ns(), "id": message.get("id"),
+                     "scene": message.get("scene"), "scenes": message.get("scenes"), "message": message.get("message")}
+            os.write(record, (json.dumps(entry) + "\n").encode())
+            if "id" in message and "deadlineMs" in message:
+                sock.sendall(json.dumps({"type": "ack", "id": message["id"]}).encode() + b"\n")
+            if message.get("type") == "didFinishLaunching":
+                sock.sendall(b'{"type":"requestSceneActivation"}\n' * burst)
+        """#
+
+    /// Counts the kernel's reports of writes of `name` in `directory` (Tests/Fixtures/count_writes.py).
+    final class WriteCounter {
+        let process = Process()
+        let output = Pipe()
+        init(directory: String, name: String) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = [DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/count_writes.py").path, directory, name]
+            process.standardOutput = output
+            try process.run()
+            // Only the counter writes to the pipe, so that its end is seen once it exits.
+            try output.fileHandleForWriting.close()
+            let ready = output.fileHandleForReading.readData(ofLength: 6)
+            guard String(decoding: ready, as: UTF8.self) == "ready\n" else { throw HarnessError("count_writes.py did not start") }
+        }
+        deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+        /// Stops counting; the number of writes seen.
+        func finish() throws -> Int {
+            kill(process.processIdentifier, SIGTERM)
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            guard let count = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw HarnessError("count_writes.py: \(text)") }
+            return count
+        }
+    }
+
+    @Test("a client asking for 300 scenes against MaxSceneSessions=16: 16 connect, the rest are refused naming the bound, the state file stays bounded and is written far less often than the app changes, lifectl keeps answering; at the bound a closed session is discarded for a new one")
+    func sessionsPastTheBoundAreRefusedAndTheStateFileStaysSmall() throws {
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let script = harness.root.appendingPathComponent("hoarder.py")
+        try Self.sceneHoarder.write(to: script, atomically: true, encoding: .utf8)
+        try harness.app("w", "[App]\nExec=/usr/bin/python3 \(script.path) 300\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n\n[Scenes]\nSupportsMultipleScenes=yes\nMaxSceneSessions=16\n")
+        try harness.start()
+        let stateDirectory = harness.runtimeDirectory.appendingPathComponent("state").path
+        let counter = try WriteCounter(directory: stateDirectory, name: "w.json.tmp")
+
+        try harness.control("launch", "w")
+        // The launch brings s1 forward; the client's requests make s2 to s16, and the other 285 are refused.
+        try harness.waitUntil("300 answers: 15 more sessions in focus in turn, 285 refusals") {
+            try scenes(harness, "w").count == 16 && harness.records("w").filter { $0.type == "requestFailed" }.count == 285
+                && scenes(harness, "w")["s16"] == "foregroundActive"
+        }
+        let writes = try counter.finish()
+        // Every lifecycle message the app acknowledged changed what its state file holds.
+        let messages = harness.records("w").filter { $0.id != nil }.count
+
+        let refusals = harness.records("w").filter { $0.type == "requestFailed" }.compactMap(\.message)
+        #expect(refusals.count == 285 && refusals.allSatisfy { $0.contains("'w'") && $0.contains("MaxSceneSessions=16") },
+                "each refusal names the app and the bound: \(Set(refusals))")
+        #expect(messages >= 64, "16 scenes connected, each through several acknowledged messages: \(messages)")
+        #expect(writes >= 1, "the counter sees the daemon's writes")
+        #expect(writes * 4 <= messages, "\(writes) writes of the state file for \(messages) changes: they are coalesced")
+
+        // lifectl answers, and the file holds the 16 sessions and no more.
+        #expect(try harness.lifectl("list").status == 0)
+        let stateFile = harness.runtimeDirectory.appendingPathComponent("state/w.json")
+        try harness.waitUntil("the file holds the last sessions") {
+            let file = try JSONSerialization.jsonObject(with: Data(contentsOf: stateFile)) as? [String: Any]
+            let sessions = (file?["snapshot"] as? [String: Any])?["sessions"] as? [Any]
+            return sessions?.count == 16
+        }
+
+        // Past the bound from lifectl too: refused with every session connected, and once two are closed, the
+        // least recently used of them (s1, active before s2) is discarded for the new one.
+        let refused = try harness.lifectl("scene", "open", "w")
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("MaxSceneSessions=16") && refused.stderr.contains("w"), "\(refused.stderr)")
+        try harness.control("scene", "close", "w", "s2")
+        try harness.control("scene", "close", "w", "s1")
+        let start = harness.records("w").count
+        let opened = try harness.lifectl("scene", "open", "w")
+        #expect(opened.status == 0, "\(opened.stderr)")
+        try harness.waitUntil("the discard is told") { harness.records("w").dropFirst(start).contains { $0.type == "didDiscardSceneSessions" } }
+        #expect(harness.records("w").dropFirst(start).first { $0.type == "didDiscardSceneSessions" }?.scenes == ["s1"])
+        #expect(try scenes(harness, "w").count == 16)
+        #expect(try scenes(harness, "w")["s1"] == nil && scenes(harness, "w")["s2"] == "disconnected")
+        #expect(harness.isDaemonRunning)
+    }
 }
+

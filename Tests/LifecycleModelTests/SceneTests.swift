@@ -337,6 +337,75 @@ struct SceneTests {
         #expect(sent(h, from: start).isEmpty)
         #expect(h.state("w") == .background && scene(h, "w", "s1")?.state == .background)
     }
+
+    // MARK: The bound on sessions (MaxSceneSessions=)
+
+    static func bounded(_ limit: Int) -> AppPolicy {
+        AppPolicy.with { $0.scenes = ScenePolicy(supportsMultipleScenes: true, maxSessions: limit) }
+    }
+
+    @Test("at MaxSceneSessions=, a new session discards the least recently used disconnected one, and the app hears didDiscardSceneSessions")
+    func newSessionAtTheBoundDiscardsTheLeastRecentlyUsedDisconnectedOne() throws {
+        var h = Harness(["w": Self.bounded(3)])
+        try h.cooperating { h throws in try h.request(.focus, "w") }
+        for _ in 0..<2 { try h.cooperating { h throws in try h.request(.openScene(role: nil, configuration: nil, options: [:]), "w") } }
+        // s1 was active first, then s2, then s3; s2 and s1 are closed (disconnected, kept).
+        try h.cooperating { h throws in try h.request(.closeScene("s2"), "w") }
+        try h.cooperating { h throws in try h.request(.closeScene("s1"), "w") }
+        let start = h.log.count
+
+        try h.cooperating { h throws in try h.request(.openScene(role: nil, configuration: nil, options: [:]), "w") }
+
+        #expect(h.model.app("w")?.sessions.map(\.id) == ["s2", "s3", "s4"])
+        #expect(sent(h, from: start).first == "w.didDiscardSceneSessions", "the app hears of the discard before the new scene connects")
+        #expect(h.log[start...].contains { effect in
+            if case .send("w", let delivery) = effect { delivery.message == .didDiscardSceneSessions(["s1"]) } else { false }
+        })
+        #expect(h.log[start...].contains(.note(app: "w", .sceneSessionReclaimed(scene: "s1", limit: 3))))
+        #expect(scene(h, "w", "s4")?.state == .foregroundActive)
+    }
+
+    @Test("at MaxSceneSessions= with every session connected, a new session is refused, naming the app and the bound; nothing changes")
+    func newSessionAtTheBoundWithAllConnectedIsRefused() throws {
+        var h = Harness(["w": Self.bounded(2)])
+        try h.cooperating { h throws in try h.request(.focus, "w") }
+        try h.cooperating { h throws in try h.request(.openScene(role: nil, configuration: nil, options: [:]), "w") }
+        let start = h.log.count
+
+        do {
+            try h.request(.openScene(role: nil, configuration: nil, options: [:]), "w")
+            Issue.record("a third session was granted")
+        } catch {
+            #expect(error.app == "w")
+            #expect(error.reason == .notAllowed(hint: "it has 2 scene sessions, all connected, and MaxSceneSessions=2 allows no more; close or discard one of them first"))
+        }
+        #expect(h.log.count == start, "a refusal has no effect")
+        #expect(h.model.app("w")?.sessions.map(\.id) == ["s1", "s2"])
+    }
+
+    @Test("a burst of requests for new sessions, none of them acknowledged yet, stops at the bound: the queued connections count as connected")
+    func burstOfNewSessionsStopsAtTheBound() throws {
+        var h = Harness(["w": Self.bounded(4)])
+        try h.cooperating { h throws in try h.request(.focus, "w") }
+        var refused = 0
+        for _ in 0..<100 {
+            do { try h.request(.openScene(role: nil, configuration: nil, options: [:]), "w") } catch { refused += 1 }
+        }
+        #expect(refused == 97)
+        #expect(h.model.app("w")?.sessions.count == 4)
+    }
+
+    @Test("the session rule: below the bound there is room; at it the disconnected session activated longest ago goes, the oldest first among the never active; all connected is a refusal")
+    func sessionBoundRule() {
+        let sessions: [(id: String, connected: Bool, lastActivation: Int)] = [
+            (id: "s1", connected: true, lastActivation: 1), (id: "s2", connected: false, lastActivation: 0),
+            (id: "s3", connected: false, lastActivation: 0), (id: "s4", connected: false, lastActivation: 2),
+        ]
+        #expect(LifecycleRules.sessionBound(sessions, maxSessions: 5) == .room)
+        #expect(LifecycleRules.sessionBound(sessions, maxSessions: 4) == .discard("s2"))
+        #expect(LifecycleRules.sessionBound(Array(sessions.dropFirst(3)), maxSessions: 1) == .discard("s4"))
+        #expect(LifecycleRules.sessionBound(Array(sessions.prefix(1)), maxSessions: 1) == .refuse)
+    }
 }
 
 /// sceneWillConnect carries a session's saved state and options back in one protocol line: both are bounded.
@@ -372,3 +441,4 @@ struct ScenePayloadBoundTests {
         #expect(h.record(of: "w").sessions.count == 1)
     }
 }
+

@@ -32,6 +32,7 @@ final class Adoption {
     /// At start, before the configuration: what a previous daemon left frozen or stopped is thawed and continued.
     func recoverPreviousRun() {
         ledger.thawLeftovers()
+        daemon.stopLedger.continueLeftovers()
         originals.giveBackLeftovers()
     }
 
@@ -224,6 +225,12 @@ final class Adoption {
                 Log.warning("\(record.name): Failed to resume: \(refusal)")
             }
         }
+        // Processes stopped for an app the daemon no longer holds as suspended (let go, or ended with its leader
+        // while they were stopped elsewhere in the tree): never left stopped either.
+        let continued = daemon.stopLedger.continueEverything()
+        if !continued.isEmpty {
+            Log.notice("Continued \(continued.map(String.init).joined(separator: ", ")), stopped by lifecycled and no longer in a suspended app")
+        }
     }
 
     // MARK: Letting go
@@ -240,6 +247,7 @@ final class Adoption {
         Log.notice("\(name): its last process exited; forgotten")
         // Processes it left behind, stopped by this daemon, are never left stopped.
         for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
+        daemon.stopLedger.continueAll(of: name)
         originals.giveBack(name)
         daemon.handle(.event(.exited(app: name, .unknown)))
         drop(name)
@@ -254,6 +262,7 @@ final class Adoption {
         for pid in members where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
         for timer in app.timers.values { timer.cancel() }
         for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
+        daemon.stopLedger.continueAll(of: name)
         originals.giveBack(name)
         daemon.handle(.release(app: name))
         Log.notice("\(name): let go (\(reason)); thawed, continued, and its priorities given back")

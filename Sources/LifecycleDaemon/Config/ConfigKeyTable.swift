@@ -213,6 +213,13 @@ extension ConfigLoader {
                 target.policy.scenes = scenes
             },
             current: { target in (target.policy.scenes?.supportsMultipleScenes ?? false) ? "yes" : "no" }),
+        Key(section: "Scenes", name: "MaxSceneSessions",
+            apply: { value, target, baseline throws(ConfigSyntaxError) in
+                var scenes = target.policy.scenes ?? ScenePolicy()
+                scenes.maxSessions = value.isEmpty ? ScenePolicy.defaultMaxSessions : try parsePositiveCount(value)
+                target.policy.scenes = scenes
+            },
+            current: { target in String(target.policy.scenes?.maxSessions ?? ScenePolicy.defaultMaxSessions) }),
         // Repeatable, like Environment=: each line adds configurations; an empty value clears the list.
         Key(section: "Scenes", name: "Configuration",
             apply: { value, target, baseline throws(ConfigSyntaxError) in

@@ -234,6 +234,7 @@ final class ControlServer {
             case .allowed:
                 break
             }
+            daemon.persistence.writeAfterThisCallback()
             if request.verb == "simulate-memory-pressure" {
                 // For machines whose kernel takes no PSI trigger, and for tests: the same path a trigger takes.
                 Log.notice("Memory pressure simulated by uid \(client.uid) (pid \(client.pid))")

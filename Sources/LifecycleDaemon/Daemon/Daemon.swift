@@ -61,7 +61,9 @@ public final class Daemon {
     let fdStore: FDStore
     private let retired: RetiredSources
     private let stateStore: StateStore
-    private(set) lazy var suspension = Suspension(loop: loop, host: self)
+    /// The processes stopped for adopted apps, for the next daemon and `resume --all` (`StopLedger`).
+    private(set) lazy var stopLedger = StopLedger(stateDirectory: stateStore.directory)
+    private(set) lazy var suspension = Suspension(loop: loop, host: self, ledger: stopLedger)
     private(set) lazy var processes = ProcessSupervisor(loop: loop, host: self, suspension: suspension,
                                                         fdStore: fdStore, retired: retired, environment: options.environment)
     private(set) lazy var sessions = ClientSessions(loop: loop, host: self, fdStore: fdStore, coder: coder)

@@ -1,8 +1,13 @@
 import Glibc
+import LifecycleProtocol
 import Synchronization
 
 /// The daemon's log: one line per event, in systemd's words ("Failed to …: reason"), to the journal with its
 /// structured fields where journald listens, else to stderr. Only the programs log; library code returns errors.
+///
+/// Messages carry strings apps wrote (background-task names, scene ids, notification types, reasons): every message
+/// goes out through `TerminalText`, so that no app can put an escape sequence on the terminal of whoever reads the
+/// log. The structured fields stay as given: the journal stores them as data, and no terminal shows them raw.
 public enum Log {
     public enum Level: Int, Comparable, Sendable {
         case debug = 7, info = 6, notice = 5, warning = 4, error = 3
@@ -47,7 +52,7 @@ public enum Log {
                              _ fields: @autoclosure () -> [(String, String)]) {
         guard level >= threshold else { return }
         if toJournal {
-            Journal.send([("MESSAGE", message()), ("PRIORITY", String(level.rawValue)), ("SYSLOG_IDENTIFIER", "lifecycled"),
+            Journal.send([("MESSAGE", TerminalText.escaped(message())), ("PRIORITY", String(level.rawValue)), ("SYSLOG_IDENTIFIER", "lifecycled"),
                           ("MESSAGE_ID", event.messageID), ("LIFECYCLE_EVENT", event.rawValue)] + fields())
         } else {
             writeToStderr(level, message())
@@ -57,7 +62,7 @@ public enum Log {
     static func write(_ level: Level, _ message: String) {
         guard level >= threshold else { return }
         if toJournal {
-            Journal.send([("MESSAGE", message), ("PRIORITY", String(level.rawValue)), ("SYSLOG_IDENTIFIER", "lifecycled")])
+            Journal.send([("MESSAGE", TerminalText.escaped(message)), ("PRIORITY", String(level.rawValue)), ("SYSLOG_IDENTIFIER", "lifecycled")])
         } else {
             writeToStderr(level, message)
         }
@@ -82,6 +87,7 @@ public enum Log {
     }
 
     private static func writeToStderr(_ level: Level, _ message: String) {
+        let message = TerminalText.escaped(message)
         var line = levelPrefixes ? level.prefix + message : message
         line += "\n"
         // One write(2) per line: lines from the daemon and its apps never interleave mid-line.

@@ -82,6 +82,9 @@ enum LogLines {
                            message: "\(name)/\(scene): configurationForConnecting answered '\(asked)', which its [Scenes] does not declare for the role; using '\(used)'")
         case .scenesDiscarded(let scenes):
             return LogLine(level: .info, message: "\(name): discarded scene session\(scenes.count == 1 ? "" : "s") \(scenes.joined(separator: ", "))")
+        case .sceneSessionReclaimed(let scene, let limit):
+            return LogLine(level: .notice,
+                           message: "\(name)/\(scene): discarding this least recently used disconnected scene session to make room for a new one (MaxSceneSessions=\(limit))")
         case .sceneSessionCreated(let scene, let role):
             return LogLine(level: .info, message: "\(name)/\(scene): new scene session (role \(role))")
         case .savedStateTooLarge(let scene, let size, let limit):

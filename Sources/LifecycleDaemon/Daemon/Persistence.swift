@@ -17,6 +17,26 @@ final class Persistence {
     /// The apps whose state file is to be saved when the callback returns, each once (`AppRuntime.dirty`).
     private var dirty: [AppRuntime] = []
     private var saveScheduled = false
+    /// Apps whose file was written less than `writeInterval` ago and changed since only in what the model keeps
+    /// (sessions, queues): written once the interval is over, with every change made meanwhile.
+    private var held: [AppRuntime] = []
+    /// Each app's last write: when, and what of it a next daemon needs at once to find and continue its process.
+    private var lastWrite: [String: (at: Duration, identity: ProcessIdentityKey)] = [:]
+    private var heldTimer: LoopTimer?
+
+    /// The shortest time between two writes of one app's file for changes of the model's state alone. A client that
+    /// keeps its app busy (a burst of scene requests and acks) changes it at every message; the file is written
+    /// again at most this often, while a change of the process (a launch, an exit, a suspension) is written at once.
+    static let writeInterval: Duration = .milliseconds(250)
+
+    /// What of an app's file must never wait: its process, how it is stopped, its client's token, and whether it
+    /// runs. A next daemon that reads an older one of these could signal the wrong process or leave one stopped.
+    struct ProcessIdentityKey: Equatable {
+        var pid: pid_t?
+        var suspendedWith: SuspendMechanism?
+        var token: String?
+        var state: AppState?
+    }
 
     init(loop: EventLoop, host: any DaemonHost, store: StateStore, placement: any ProcessPlacement,
          processes: ProcessSupervisor, externalApps: ExternalApps, fdStore: FDStore, retired: RetiredSources) {
@@ -33,14 +53,22 @@ final class Persistence {
     // MARK: Saving
 
     /// The save runs once the current callback returns (`EventLoop.afterCallback`): every change one event made,
-    /// one file per app, before the loop waits again.
+    /// one file per app, before the loop waits again; or, for an app written less than `writeInterval` ago whose
+    /// process did not change, once that interval is over.
     func markDirty(_ app: AppRuntime) {
         guard flag(app), !saveScheduled else { return }
         saveScheduled = true
         loop.afterCallback { [unowned self] in
             self.saveScheduled = false
-            self.saveDirty()
+            self.writeChanged()
         }
+    }
+
+    /// What the current callback changes is written once it returns, with every held app: a control request's
+    /// answer and the files agree, as a person who acts on that answer expects after a crash. Only clients' bursts
+    /// wait for `writeInterval`.
+    func writeAfterThisCallback() {
+        loop.afterCallback { [unowned self] in self.saveDirty() }
     }
 
     /// Saves every app in `apps` now (the daemon hands its apps over).
@@ -53,6 +81,8 @@ final class Persistence {
     func forget(_ app: AppRuntime) {
         app.dirty = false
         dirty.removeAll { $0 === app }
+        held.removeAll { $0 === app }
+        lastWrite[app.name] = nil
         store.remove(app.name)
     }
 
@@ -79,11 +109,39 @@ final class Persistence {
         return true
     }
 
+    /// Saves every app that changed, those held back included (the daemon stops or hands over).
     func saveDirty() {
+        let waiting = held
+        held = []
+        heldTimer?.cancel()
+        for app in waiting where !app.dirty {
+            app.dirty = true
+            dirty.append(app)
+        }
+        writeDirty(holding: false)
+    }
+
+    /// After an event: each changed app's file is written, unless it was written less than `writeInterval` ago and
+    /// its process is as that write left it; then it waits for the interval's end (`writeHeld`).
+    private func writeChanged() { writeDirty(holding: true) }
+
+    private func writeDirty(holding: Bool) {
         let saving = dirty
         dirty = []
         for app in saving { app.dirty = false }
-        for app in saving.count > 1 ? saving.sorted(by: { $0.name < $1.name }) : saving {
+        let now = loop.now
+        var writing: [(AppRuntime, ProcessIdentityKey)] = []
+        for app in saving {
+            let identity = identityKey(app)
+            if holding, let last = lastWrite[app.name], last.identity == identity, now - last.at < Self.writeInterval {
+                if !held.contains(where: { $0 === app }) { held.append(app) }
+            } else {
+                held.removeAll { $0 === app }
+                writing.append((app, identity))
+            }
+        }
+        armHeldTimer()
+        for (app, identity) in writing.count > 1 ? writing.sorted(by: { $0.0.name < $1.0.name }) : writing {
             let name = app.name
             guard let snapshot = host.snapshot(of: name) else { continue }
             // The start time is read once per process (it never changes), not at every save.
@@ -93,11 +151,40 @@ final class Persistence {
                 suspendedWith: app.suspension.mechanism.map { $0 == .signal ? "signal" : "freezer" },
                 token: app.pid == nil ? nil : app.token, snapshot: snapshot)
             do {
-                try store.save(persisted)
+                if try store.save(persisted) { lastWrite[name] = (at: now, identity: identity) }
             } catch {
                 Log.warning("\(name): Failed to save its state: \(error); a restart of lifecycled may not take it back")
             }
         }
+    }
+
+    private func identityKey(_ app: AppRuntime) -> ProcessIdentityKey {
+        ProcessIdentityKey(pid: app.pid, suspendedWith: app.suspension.mechanism, token: app.pid == nil ? nil : app.token,
+                           state: host.record(app.name)?.state)
+    }
+
+    /// One timer for every held app, at the end of the earliest one's interval.
+    private func armHeldTimer() {
+        let due = held.compactMap { lastWrite[$0.name].map { $0.at + Self.writeInterval } }.min()
+        guard let due else { heldTimer?.cancel(); return }
+        if heldTimer == nil { heldTimer = try? LoopTimer(loop: loop) { [unowned self] in self.writeHeld() } }
+        guard let heldTimer else {
+            // Without a timer nothing may wait: the held apps are written now.
+            return saveDirty()
+        }
+        heldTimer.arm(at: due)
+    }
+
+    /// The interval of some held apps is over: they are written, with every change they had meanwhile.
+    private func writeHeld() {
+        let now = loop.now
+        let due = held.filter { app in lastWrite[app.name].map { now - $0.at >= Self.writeInterval } ?? true }
+        held.removeAll { app in due.contains { $0 === app } }
+        for app in due where !app.dirty {
+            app.dirty = true
+            dirty.append(app)
+        }
+        writeDirty(holding: true)
     }
 
     // MARK: Taking back a previous run

@@ -21,14 +21,17 @@ enum SuspendMechanism: Equatable {
 final class Suspension {
     private let loop: EventLoop
     private unowned let host: any DaemonHost
+    /// Where each process stopped for an adopted app is written before its SIGSTOP.
+    private let ledger: StopLedger?
     /// A stop is given this long to take before the daemon says some processes still run.
     static let confirmationLimit: Duration = .seconds(2)
     /// The longest wait between two checks of a stop.
     static let recheckLimit: Duration = .milliseconds(32)
 
-    init(loop: EventLoop, host: any DaemonHost) {
+    init(loop: EventLoop, host: any DaemonHost, ledger: StopLedger? = nil) {
         self.loop = loop
         self.host = host
+        self.ledger = ledger
     }
 
     func suspend(_ app: AppRuntime) {
@@ -50,6 +53,9 @@ final class Suspension {
         // The members as the priority of the transition read them, in this same callback.
         let members = app.members(iteration: loop.iteration)
         if mechanism == .signal {
+            // An adopted app's processes are not the daemon's children and may leave its tree while stopped: each is
+            // written down first, in one write, so that a next daemon or `resume --all` continues it.
+            if app.config.policy.adopted { ledger?.record(name, pids: [pid] + members) }
             kill(-pid, SIGSTOP)
             // A child that left the group (setsid) is still in the app's cgroup: it is stopped too.
             for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGSTOP) }
@@ -79,7 +85,7 @@ final class Suspension {
         switch mechanism {
         case .signal where app.place.reachesBeyondProcessGroup(app):
             members = app.place.members(of: app)
-            confirmed = stopNewcomers(members, leader: pid, leaderStopped: leaderStopped)
+            confirmed = stopNewcomers(app, members, leader: pid, leaderStopped: leaderStopped)
         case .signal:
             confirmed = leaderStopped ? ProcessTable.noneRunning(members.filter { $0 != pid }) : ProcessTable.allStopped(members)
         case .freezer:
@@ -112,6 +118,8 @@ final class Suspension {
             kill(-pid, SIGCONT)
             for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGCONT) }
         }
+        // What was stopped and has left the app's tree since (its parent died) is reached through the ledger.
+        ledger?.continueAll(of: name)
         app.suspension = .running
     }
 
@@ -142,9 +150,10 @@ final class Suspension {
     /// outside the process group (setsid) forked meanwhile is stopped too, and the stop is confirmed only once no
     /// process in the cgroup runs. A process outside any cgroup of the app is beyond reach: the process group
     /// placement's limit (docs/RELIABILITY.md).
-    private func stopNewcomers(_ members: [pid_t], leader pid: pid_t, leaderStopped: Bool) -> Bool {
+    private func stopNewcomers(_ app: AppRuntime, _ members: [pid_t], leader pid: pid_t, leaderStopped: Bool) -> Bool {
         let others = leaderStopped ? members.filter { $0 != pid } : members
         let running = others.filter { !ProcessTable.stoppedOrStopping($0) }
+        if app.config.policy.adopted, !running.isEmpty { ledger?.record(app.name, pids: running) }
         for member in running { kill(member, SIGSTOP) }
         return running.isEmpty && (leaderStopped || members.contains { ProcessTable.state(of: $0) == "T" })
     }
