@@ -19,7 +19,10 @@ struct AdoptWorkerTests {
         let app = Process()
         app.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         app.currentDirectoryURL = URL(fileURLWithPath: "/")
-        app.arguments = ["--reuid=\(session.uid)", "--regid=\(session.gid)", "--clear-groups", "--", Self.fixture]
+        // The user may not reach the checkout (a CI clone can sit in a 0700 folder): its program text is passed on.
+        let program = try String(contentsOfFile: Self.fixture, encoding: .utf8)
+        app.arguments = ["--reuid=\(session.uid)", "--regid=\(session.gid)", "--clear-groups", "--",
+                         "/usr/bin/python3", "-c", program]
         let output = Pipe()
         app.standardOutput = output
         try app.run()

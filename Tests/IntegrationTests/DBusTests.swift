@@ -386,9 +386,11 @@ struct DBusTests {
             let caller = Process()
             caller.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             caller.currentDirectoryURL = URL(fileURLWithPath: "/")
+            // The user may not reach the checkout (a CI clone can sit in a 0700 folder): its program text is passed on.
+            let program = try String(contentsOf: DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/lingering_caller.py"),
+                                     encoding: .utf8)
             caller.arguments = ["--reuid=\(Self.authAdminUser)", "--regid=\(Self.authAdminUser)", "--clear-groups", "/usr/bin/python3",
-                                DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/lingering_caller.py").path,
-                                bus.socketPath, Self.name, Self.manager, Self.managerInterface, "Focus", "a"]
+                                "-c", program, bus.socketPath, Self.name, Self.manager, Self.managerInterface, "Focus", "a"]
             let go = Pipe()
             caller.standardInput = go
             caller.standardOutput = try FileHandle(forWritingTo: answers)
