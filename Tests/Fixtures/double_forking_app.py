@@ -3,8 +3,9 @@
 Launched as sway's `exec` launches one: a child starts a session, forks the app and exits at once, so the app leads
 neither its session nor its process group (a signal to "its" group reaches nothing). The app then forks a child that
 forks the worker and exits at once: the worker is reparented away (no descendant of the app any more) and keeps the
-session. The app prints "APP WORKER" on one line once both run, then sleeps; the worker sleeps too. Both are named
-(comm) worker-app.
+session. Between the session's first process and the app stands an elder that starts the app and waits, as a
+launcher's `sh -c` does: older than the app and its parent, it is not the app's. The app prints "APP WORKER ELDER" on
+one line once they run, then sleeps; the worker sleeps too. All are named (comm) worker-app.
 
 usage: double_forking_app.py
 """
@@ -22,6 +23,10 @@ if launcher:
 os.setsid()
 if os.fork():
     os._exit(0)
+elder = os.getpid()
+if os.fork():
+    while True:
+        time.sleep(3600)
 # The app.
 read_end, write_end = os.pipe()
 middle = os.fork()
@@ -34,6 +39,6 @@ if middle == 0:
     os._exit(0)
 os.waitpid(middle, 0)
 worker = int(os.read(read_end, 64))
-os.write(1, f"{os.getpid()} {worker}\n".encode())
+os.write(1, f"{os.getpid()} {worker} {elder}\n".encode())
 while True:
     time.sleep(3600)

@@ -12,7 +12,7 @@ struct AdoptWorkerTests {
     static let fixture = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/double_forking_app.py").path
     let api = DBusTests()
 
-    @Test("a double-forked worker in the adopted app's session is stopped with the app (state T) and continued with it, and after a crash by the next daemon")
+    @Test("a double-forked worker in the adopted app's session is stopped with the app (state T) and continued with it, and after a crash by the next daemon; an older process of the session is left alone")
     func doubleForkedWorkerIsStoppedAndContinuedWithTheApp() throws {
         let session = try FakeUserSession(tag: "worker-\(getpid())")
         defer { session.stop() }
@@ -38,8 +38,9 @@ struct AdoptWorkerTests {
             line += String(decoding: data, as: UTF8.self)
         }
         pids = line.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { pid_t($0) }
-        try #require(pids.count == 2, "the fixture printed \(line)")
-        let (main, worker) = (pids[0], pids[1])
+        try #require(pids.count == 3, "the fixture printed \(line)")
+        let (main, worker, elder) = (pids[0], pids[1], pids[2])
+        #expect(getsid(elder) == getsid(main), "the elder shares the app's session")
         #expect(!Kernel.children(of: main).contains(worker), "the worker is no descendant of the app")
         #expect(getsid(worker) == getsid(main), "the worker keeps the app's session")
         #expect(getpgid(main) != main && getsid(main) != main, "the app leads neither its group nor its session")
@@ -60,6 +61,7 @@ struct AdoptWorkerTests {
             try daemon.waitForState(name, "suspended")
             #expect(Kernel.stops(main))
             #expect(Kernel.stops(worker), "the double-forked worker is stopped with the app")
+            #expect(Kernel.state(elder) != "T", "a process of the session older than the app is not the app's")
 
             // Shown again: both run.
             _ = try api.mustCall(bus, "SetDisplayPids", "auu", "1", String(main), String(main))

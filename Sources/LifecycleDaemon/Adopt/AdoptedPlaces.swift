@@ -89,11 +89,12 @@ final class AdoptedProcessTree: AppPlace {
 
     /// The processes of `pid`'s user in its launch session that `known` does not hold, started no earlier than
     /// `pid` (what the app forked; a session whose leader exited may hold older processes that are not the app's),
-    /// and never the daemon's own line: a scan of every process, as a process group's members are found.
+    /// and never `pid`'s ancestors (a launcher's `sh -c` that waits for it) nor the daemon's own line: a scan of
+    /// every process, as a process group's members are found.
     static func restOfLaunchSession(of pid: pid_t, besides known: [pid_t]) -> [pid_t] {
         guard let session = launchSession(of: pid), let uid = ProcessIdentity.realUID(of: pid),
               let started = ProcessTable.startTime(of: pid) else { return [] }
-        let excluded = Set(known).union(AdoptRails.ownLine())
+        let excluded = Set(known).union(AdoptRails.ownLine()).union(ProcessTree.ancestors(of: pid))
         return ProcessTable.members(ofSession: session).filter {
             !excluded.contains($0) && ProcessIdentity.realUID(of: $0) == uid && (ProcessTable.startTime(of: $0) ?? 0) >= started
         }
