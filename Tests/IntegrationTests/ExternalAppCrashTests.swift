@@ -42,6 +42,12 @@ struct ExternalAppCrashTests {
         try harness.control("background", "x")
         try harness.control("suspend", "x")
         try harness.waitUntil("x is stopped") { Kernel.state(pid) == "T" }
+        // The file is written once the loop's callback returns, after lifectl's answer: a crash before that write
+        // is the kernel-wins case (DaemonCrashTests), not this one.
+        let file = harness.runtimeDirectory.appendingPathComponent("state/x.json")
+        try harness.waitUntil("the state file says suspended") {
+            (try? String(contentsOf: file, encoding: .utf8))?.contains(#""state":"suspended""#) == true
+        }
 
         try harness.crash()
         #expect(Kernel.state(pid) == "T", "suspended while no daemon runs")

@@ -59,6 +59,8 @@ struct SceneIntegrationTests {
             try daemon.control("launch", "p", "--background")
             start = daemon.records().count
             try daemon.control("focus", "p")
+            // A client writes its record of a message as it handles it: the last one may land after lifectl's answer.
+            try daemon.waitUntil("w's record of didEnterBackground") { received(daemon, "w", from: start).last == "didEnterBackground" }
             #expect(received(daemon, "w", from: start) == ["sceneWillResignActive s1", "willResignActive",
                                                            "sceneDidEnterBackground s1", "sceneDidEnterBackground s2",
                                                            "didEnterBackground"])
