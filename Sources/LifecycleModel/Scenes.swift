@@ -53,8 +53,8 @@ public struct ScenePolicy: Sendable, Equatable {
     /// what a person can use, whatever the app asks for.
     public var maxSessions = ScenePolicy.defaultMaxSessions
 
-    /// More windows of one app than a person can tell apart, and a state file of at most about 1.5 MiB of saved
-    /// states at the bound.
+    /// More windows of one app than a person can tell apart, while the saved states at the bound keep the state
+    /// file small (docs/CONFIG.md gives its size).
     public static let defaultMaxSessions = 32
 
     public init(supportsMultipleScenes: Bool = false, configurations: [SceneConfiguration] = [],
