@@ -73,9 +73,11 @@ final class AdoptedScope: AppPlace {
 final class AdoptedProcessTree: AppPlace {
     /// Where what the processes had is kept, to be given back.
     private let originals: OriginalPriorities?
+    private let sessions: LaunchSessions
 
-    init(originals: OriginalPriorities? = nil) {
+    init(originals: OriginalPriorities? = nil, sessions: LaunchSessions = LaunchSessions()) {
         self.originals = originals
+        self.sessions = sessions
     }
 
     func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
@@ -83,28 +85,15 @@ final class AdoptedProcessTree: AppPlace {
     func members(of app: AppRuntime) -> [pid_t] {
         guard let pid = app.pid else { return [] }
         let tree = ProcessTree.descendants(of: pid)
-        let others = Self.restOfLaunchSession(of: pid, besides: tree)
+        let others = sessions.rest(of: pid, besides: tree)
         return others.isEmpty ? tree : (tree + others).sorted()
-    }
-
-    /// The processes of `pid`'s user in its launch session that `known` does not hold, started no earlier than
-    /// `pid` (what the app forked; a session whose leader exited may hold older processes that are not the app's),
-    /// and never `pid`'s ancestors (a launcher's `sh -c` that waits for it) nor the daemon's own line: a scan of
-    /// every process, as a process group's members are found.
-    static func restOfLaunchSession(of pid: pid_t, besides known: [pid_t]) -> [pid_t] {
-        guard let session = launchSession(of: pid), let uid = ProcessIdentity.realUID(of: pid),
-              let started = ProcessTable.startTime(of: pid) else { return [] }
-        let excluded = Set(known).union(AdoptRails.ownLine()).union(ProcessTree.ancestors(of: pid))
-        return ProcessTable.members(ofSession: session).filter {
-            !excluded.contains($0) && ProcessIdentity.realUID(of: $0) == uid && (ProcessTable.startTime(of: $0) ?? 0) >= started
-        }
     }
 
     /// The session whose processes all came from the launch of `pid`: one it leads, or one whose leader has exited
     /// (a launcher's fork, setsid() and fork leave an app so). A session another live process leads (a terminal's
     /// shell) holds processes that are not the app's: nil then.
-    static func launchSession(of pid: pid_t) -> pid_t? {
-        guard let session = ProcessOwners.stat(of: pid)?.session, session > 1 else { return nil }
+    static func launchSession(of pid: pid_t, procRoot: String = "/proc") -> pid_t? {
+        guard let session = ProcessOwners.stat(of: pid, procRoot: procRoot)?.session, session > 1 else { return nil }
         if session == pid { return session }
         return kill(session, 0) != 0 && errno == ESRCH ? session : nil
     }
