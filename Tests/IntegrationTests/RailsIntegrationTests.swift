@@ -180,6 +180,26 @@ struct RailsIntegrationTests {
         }
     }
 
+    @Test("a daemon without a user's environment (a system service) waits for the system-wide sound server's socket, woken by nothing")
+    func noUserEnvironmentWaitsForTheSystemServer() throws {
+        let systemSocket = "/run/pulse/native"
+        try #require(access(systemSocket, F_OK) != 0, "this machine runs a system-wide PulseAudio")
+        let daemon = try DaemonHarness()
+        defer { daemon.stop() }
+        try daemon.daemonConfig("[Sources]\nAudio=yes\n")
+        // Empty is unset for the daemon, as for libpulse.
+        try daemon.start(extraEnvironment: ["XDG_RUNTIME_DIR": "", "PULSE_SERVER": "", "PULSE_RUNTIME_PATH": ""])
+        try daemon.waitUntil("status says there is no sound server") {
+            try daemon.lifectl("status").stdout.contains("audio: off, no sound server")
+        }
+        #expect(try daemon.lifectl("status").stdout.contains("waiting for \(systemSocket) to appear"))
+        let pid = try #require(daemon.daemonPID)
+        usleep(200_000)
+        let before = runs(pid)
+        sleep(4)
+        #expect(runs(pid) == before, "the daemon woke while no sound server was there")
+    }
+
     @Test("Audio=no: status says the rule is off")
     func audioOff() throws {
         try DaemonHarness.running([:], daemonConfig: "[Sources]\nAudio=no\n") { daemon in

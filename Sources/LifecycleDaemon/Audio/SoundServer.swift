@@ -228,13 +228,17 @@ final class SoundServer {
     }
 
     /// The socket libpulse is to connect to, when the server string is a path: `server`, else `$PULSE_SERVER`,
-    /// else the user's server in `$PULSE_RUNTIME_PATH` or `$XDG_RUNTIME_DIR/pulse`.
+    /// else the user's server in `$PULSE_RUNTIME_PATH` or `$XDG_RUNTIME_DIR/pulse`, else the system-wide server's
+    /// (libpulse's last default, PulseAudio's system mode), which a system service without a user's environment
+    /// waits for.
+    static let systemSocket = "/run/pulse/native"
+
     private var expectedSocket: String? {
         if let server { return ServerPeers.socketPath(inServerString: server) }
         let environment = { (name: String) in getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
         if let server = environment("PULSE_SERVER") { return ServerPeers.socketPath(inServerString: server) }
         if let runtime = environment("PULSE_RUNTIME_PATH") { return runtime + "/native" }
-        return environment("XDG_RUNTIME_DIR").map { $0 + "/pulse/native" }
+        return environment("XDG_RUNTIME_DIR").map { $0 + "/pulse/native" } ?? Self.systemSocket
     }
 
     /// Waits for `path` to appear, without a timer: inotify on its directory, or on the nearest ancestor that exists
