@@ -73,11 +73,11 @@ final class AdoptedScope: AppPlace {
 final class AdoptedProcessTree: AppPlace {
     /// Where what the processes had is kept, to be given back.
     private let originals: OriginalPriorities?
-    private let sessions: LaunchSessions
+    private let orphans: Orphans
 
-    init(originals: OriginalPriorities? = nil, sessions: LaunchSessions = LaunchSessions()) {
+    init(originals: OriginalPriorities? = nil, orphans: Orphans = Orphans()) {
         self.originals = originals
-        self.sessions = sessions
+        self.orphans = orphans
     }
 
     func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
@@ -85,7 +85,7 @@ final class AdoptedProcessTree: AppPlace {
     func members(of app: AppRuntime) -> [pid_t] {
         guard let pid = app.pid else { return [] }
         let tree = ProcessTree.descendants(of: pid)
-        let others = sessions.rest(of: pid, besides: tree)
+        let others = orphans.rest(of: pid, besides: tree)
         return others.isEmpty ? tree : (tree + others).sorted()
     }
 

@@ -15,8 +15,8 @@ final class Adoption {
     private let ledger: AdoptionLedger
     /// What adopted apps had before the daemon weighed them, given back when they are let go.
     private let originals: OriginalPriorities
-    /// The launch sessions of adopted process trees, shared so that each process is read once.
-    private let sessions = LaunchSessions()
+    /// What adopted process trees' launches left orphaned, shared so that each process is read once.
+    private let orphans = Orphans()
     /// Refusals already logged, by what was refused: each is logged once.
     private var refusalsLogged: Set<String> = []
     /// What each adopted app is, for the ledger and status.
@@ -181,7 +181,7 @@ final class Adoption {
         guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
         let (policy, method) = settings(for: appID)
         let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy),
-                             place: AdoptedProcessTree(originals: originals, sessions: sessions))
+                             place: AdoptedProcessTree(originals: originals, orphans: orphans))
         appIDs[name] = appID
         adopt(app, leader: pid, pidfd: pidfd, place: .process(pid, startTime: startTime), what: what)
         return name

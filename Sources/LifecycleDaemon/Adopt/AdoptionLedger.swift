@@ -55,7 +55,7 @@ struct AdoptionLedger {
         let entries = read()
         guard !entries.isEmpty else { return }
         var tree: ProcessTree?
-        let sessions = LaunchSessions()
+        let orphans = Orphans()
         for entry in entries {
             switch entry {
             case .scope(let scope):
@@ -72,7 +72,7 @@ struct AdoptionLedger {
                 if tree == nil { tree = ProcessTree.read() }
                 var pids = tree?.subtree(of: pid) ?? [pid]
                 // The rest of its launch session, as the app held it (`AdoptedProcessTree`): a double-forked worker.
-                pids += sessions.rest(of: pid, besides: pids)
+                pids += orphans.rest(of: pid, besides: pids)
                 let stopped = pids.filter { ProcessTable.state(of: $0) == "T" }
                 for member in pids { kill(member, SIGCONT) }
                 if !stopped.isEmpty {

@@ -78,9 +78,12 @@ protocol ProcessPlacement: AppPlace {
 final class ProcessGroupPlacement: ProcessPlacement {
     /// The `oom_score_adj` files of the apps' processes, kept open between transitions.
     let kept: KeptKernelFiles
+    /// A group's members outside the leader's tree (a double-forked worker), found without reading every process.
+    private let orphans: Orphans
 
-    init(kept: KeptKernelFiles = KeptKernelFiles()) {
+    init(kept: KeptKernelFiles = KeptKernelFiles(), orphans: Orphans = Orphans()) {
         self.kept = kept
+        self.orphans = orphans
     }
 
     func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
@@ -100,7 +103,7 @@ final class ProcessGroupPlacement: ProcessPlacement {
 
     func members(of app: AppRuntime) -> [pid_t] {
         guard let pid = app.pid else { return [] }
-        return ProcessTable.members(ofProcessGroup: pid)
+        return orphans.processGroup(of: pid)
     }
 
     func processGroup(of app: AppRuntime) -> [pid_t] { members(of: app) }
@@ -120,10 +123,11 @@ final class ProcessGroupPlacement: ProcessPlacement {
         return priority
     }
 
+    /// The group's kept files go with the next sweep of the gone processes' files (`forgetProcesses`): finding the
+    /// group's members would read every process on the machine at each exit.
     func killAll(_ app: AppRuntime, leader: pid_t) {
-        let members = ProcessTable.members(ofProcessGroup: leader)
         kill(-leader, SIGKILL)
-        kept.forgetProcesses([leader] + members)
+        kept.forgetProcesses([leader])
     }
     func remove(_ app: AppRuntime) {}
     func displayPath(of app: AppRuntime) -> String? { nil }

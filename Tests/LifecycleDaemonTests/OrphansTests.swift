@@ -3,10 +3,10 @@ import Glibc
 import Testing
 @testable import LifecycleDaemon
 
-/// The rest of a launch session, read from a /proc written by the test: a real one cannot show that a process is read
-/// once, nor hold a session whose leader is known to be gone (the double-forked worker with real processes is in
-/// `AdoptWorkerTests`).
-@Suite struct LaunchSessionsTests {
+/// What an app's launch left outside its tree. The launch session's rest is read from a /proc written by the test: a
+/// real one cannot show that a process is read once, nor hold a session whose leader is known to be gone (the
+/// double-forked worker with real processes is in `AdoptWorkerTests`). A process group's members are real processes.
+@Suite struct OrphansTests {
     /// 3,999,999 is above any pid_max, so the session's leader is gone.
     private let session: pid_t = 3_999_999
 
@@ -41,17 +41,17 @@ import Testing
         try #require(ProcessTree.hasChildrenFiles)
         let root = world("sessions")
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let sessions = LaunchSessions(procRoot: root, ownLine: [])
+        let sessions = Orphans(procRoot: root, ownLine: [])
         #expect(sessions.rest(of: 100, besides: [100]) == [200, 201])
         #expect(sessions.rest(of: 100, besides: [100, 201]) == [200], "what the app's tree holds is not repeated")
-        #expect(LaunchSessions(procRoot: root, ownLine: [200]).rest(of: 100, besides: [100]) == [], "never the daemon's line")
+        #expect(Orphans(procRoot: root, ownLine: [200]).rest(of: 100, besides: [100]) == [], "never the daemon's line")
     }
 
     @Test func aListedChildIsReadOnceAndANewOneIsRead() throws {
         try #require(ProcessTree.hasChildrenFiles)
         let root = world("sessions-once")
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let sessions = LaunchSessions(procRoot: root, ownLine: [])
+        let sessions = Orphans(procRoot: root, ownLine: [])
         #expect(sessions.rest(of: 100, besides: [100]) == [200, 201])
         // Were 400 read again, it would now count: it is not, while init's children file lists it.
         write(root, 400, parent: 1, session: session, started: 70)
@@ -72,6 +72,46 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: root) }
         // The app in the session of a live process (the test runner: a terminal's shell, say).
         write(root, 100, parent: 1, session: getpid(), started: 50)
-        #expect(LaunchSessions(procRoot: root, ownLine: []).rest(of: 100, besides: [100]) == [])
+        #expect(Orphans(procRoot: root, ownLine: []).rest(of: 100, besides: [100]) == [])
+    }
+
+    @Test func aProcessGroupHoldsItsDoubleForkedWorkerAndNotAMemberThatLeftTheGroup() throws {
+        let script = """
+        import os, sys, time
+        # Foundation's Process may have made it a group leader already, which setsid() refuses.
+        if os.getpgid(0) != os.getpid():
+            os.setsid()
+        if os.fork() == 0:
+            if os.fork() == 0:
+                time.sleep(100)
+            os._exit(0)
+        os.wait()
+        if os.fork() == 0:
+            time.sleep(100)
+        if os.fork() == 0:
+            os.setpgid(0, 0)
+            time.sleep(100)
+        print("ready", flush=True)
+        time.sleep(100)
+        """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", script]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let leader = process.processIdentifier
+        #expect(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("ready"))
+        let tree = ProcessTree.descendants(of: leader)
+        defer {
+            kill(-leader, SIGKILL)
+            for pid in tree { kill(pid, SIGKILL) }
+            process.waitUntilExit()
+        }
+        let scanned = ProcessTable.members(ofProcessGroup: leader)
+        #expect(scanned.count == 3, "the leader, its child and the orphaned worker")
+        #expect(Orphans().processGroup(of: leader) == scanned.sorted())
+        #expect(Set(scanned).subtracting(ProcessTree.descendants(of: leader)).count == 1,
+                "the worker is orphaned: no descendant of the leader")
     }
 }
