@@ -44,19 +44,17 @@ extension Supervisor {
     /// redraw), the app losing focus resigns, the one gaining it comes forward, visible apps stand inactive and
     /// apps whose windows are all hidden or closed go to the background.
     mutating func displayChanged(_ reported: DisplayFacts) -> [Effect] {
-        // Names only: a copy of every record per picture costs more than the rest of the pass.
-        var running: Set<String> = []
-        running.reserveCapacity(table.records.count)
-        for index in table.records.indices where table[index].state.isRunning && !table[index].run.termination.isUnderway {
-            running.insert(table[index].name)
+        // Only the apps the picture or the last one names are looked at, each without a copy of its record.
+        func running(_ name: String) -> Bool {
+            table.with(name) { $0.state.isRunning && !$0.run.termination.isUnderway } ?? false
         }
-        let focused = reported.focused.flatMap { running.contains($0) ? $0 : nil }
-        let facts = DisplayFacts(visible: reported.visible.intersection(running),
-                                 windowed: reported.windowed.intersection(running), focused: focused)
+        let focused = reported.focused.flatMap { running($0) ? $0 : nil }
+        let facts = DisplayFacts(visible: reported.visible.filter(running), windowed: reported.windowed.filter(running),
+                                 focused: focused)
         display.facts = facts
         for name in facts.windowed { display.shownInLaunch[name] = table[name].launches }
-        let shown = Set(display.shownInLaunch.filter { running.contains($0.key) && table[$0.key].launches == $0.value }.keys)
-        display.shownInLaunch = display.shownInLaunch.filter { shown.contains($0.key) }
+        display.shownInLaunch = display.shownInLaunch.filter { running($0.key) && table[$0.key].launches == $0.value }
+        let shown = Set(display.shownInLaunch.keys)
 
         var moved: [String] = []
         for name in facts.visible.sorted() where table[name].projectedState == .suspended {

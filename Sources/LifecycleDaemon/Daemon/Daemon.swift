@@ -177,6 +177,7 @@ public final class Daemon {
         startBus()
         display.adoptWindows = { [unowned self] picture, ownership in self.adoption.adoptWindows(picture, ownership: ownership) }
         display.unanswered = { [unowned self] name in if let app = self.runtime(name) { self.requests.settled(app) } }
+        observers.add(display)
         display.adoptConfig = { [unowned self] in self.configuration.config.daemon.adopt }
         display.start(configuration.config.daemon.display, environment: options.environment)
         do {

@@ -22,6 +22,9 @@ final class DisplayFollower {
     private var answerTimers: [String: LoopTimer] = [:]
     /// The owner of each window's process, kept while the apps stay the same.
     private let owners = ProcessOwners()
+    /// The running apps as the rule sees them, read again only once an app was added, removed, launched or ended,
+    /// or the configuration reloaded: a picture is not worth a read of every app.
+    private var ownershipApps: [WindowOwnership.App]?
     /// How long a request asked of the display server waits for it to report the change.
     static let answerTimeout: Duration = .seconds(3)
 
@@ -129,6 +132,7 @@ final class DisplayFollower {
     /// A reload: a changed `[Display]` stops the source in force and starts the new one, whose first picture
     /// reconciles the apps; meanwhile they keep their states. An unchanged one is left alone, connection and all.
     func apply(_ config: DisplayConfig, environment: [String: String]) {
+        ownershipApps = nil
         guard config != running else { return }
         Log.info("display: [Display] changed; leaving \(description)")
         source?.stop()
@@ -169,11 +173,15 @@ final class DisplayFollower {
 
     /// The rule, with the owner of each window's process as `owners` finds it once per process.
     func ownership() -> WindowOwnership {
-        owners.update(from: host)
-        var apps: [WindowOwnership.App] = []
-        for name in owners.names {
-            apps.append(WindowOwnership.App(name: name, appID: host.runtime(name)?.config.appID, holds: { _ in false }))
+        if ownershipApps == nil {
+            owners.update(from: host)
+            var apps: [WindowOwnership.App] = []
+            for name in owners.names {
+                apps.append(WindowOwnership.App(name: name, appID: host.runtime(name)?.config.appID, holds: { _ in false }))
+            }
+            ownershipApps = apps
         }
+        let apps = ownershipApps ?? []
         let owners = owners
         return WindowOwnership(apps: apps, processOwner: { owners.owner(of: $0) })
     }
@@ -204,5 +212,17 @@ final class DisplayFollower {
             answerTimers[name] = try? LoopTimer(loop: loop) { [unowned self] in self.unanswered(name) }
         }
         answerTimers[name]?.arm(after: Self.answerTimeout)
+    }
+}
+
+extension DisplayFollower: AppObserver {
+    /// The apps the rule sees change when one is added or removed, or its process begins or ends (each leaves or
+    /// enters notRunning).
+    func appChanged(_ change: AppChange) {
+        switch change {
+        case .added, .removed: ownershipApps = nil
+        case .transition(_, let from, let to, _) where from == .notRunning || to == .notRunning: ownershipApps = nil
+        default: break
+        }
     }
 }
