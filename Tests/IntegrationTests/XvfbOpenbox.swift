@@ -105,7 +105,24 @@ final class XvfbOpenbox {
         unlink("/tmp/.X\(number)-lock")
     }
 
+    /// SIGSTOP the X server: it keeps its clients' connections and reads nothing from them until `resume()`.
+    func pause() {
+        if let server, server.isRunning { Glibc.kill(server.processIdentifier, SIGSTOP) }
+    }
+
+    func resume() {
+        if let server, server.isRunning { Glibc.kill(server.processIdentifier, SIGCONT) }
+    }
+
+    /// How many windows openbox manages (the root's `_NET_CLIENT_LIST`).
+    func clientCount() throws -> Int {
+        let text = try xprop("-root", "_NET_CLIENT_LIST")
+        guard let list = text.split(separator: "#", maxSplits: 1).dropFirst().first else { return 0 }
+        return list.split(separator: ",").count
+    }
+
     func stop() {
+        resume()
         try? kill()
         unlink(configFile)
         if let authorityFile { unlink(authorityFile) }
