@@ -89,7 +89,7 @@ final class AdoptedProcessTree: AppPlace {
         let tree = ProcessTree.descendants(of: pid)
         let others = sessions.rest(of: pid, besides: tree)
         let members = others.isEmpty ? tree : (tree + others).sorted()
-        guard let scope = scope(of: app) else { return members }
+        guard let scope = self.scope(of: app) else { return members }
         return Set(members).union(scope.pids()).sorted()
     }
 
@@ -118,7 +118,7 @@ final class AdoptedProcessTree: AppPlace {
     func contains(_ pid: pid_t, in app: AppRuntime) -> Bool { members(of: app).contains(pid) }
     func freezer(of app: AppRuntime) -> FreezerKind? { scope(of: app)?.freezer }
     func freeze(_ app: AppRuntime) throws(SystemError) {
-        guard let scope = scope(of: app) else {
+        guard let scope = self.scope(of: app) else {
             throw SystemError(operation: "freeze \(app.name) (a process tree has no freezer)", errno: EOPNOTSUPP)
         }
         try scope.freeze()
@@ -150,7 +150,7 @@ final class AdoptedProcessTree: AppPlace {
     }
 
     func killAll(_ app: AppRuntime, leader: pid_t) {
-        let scope = scope(of: app)
+        let scope = self.scope(of: app)
         for pid in members(of: app) { kill(pid, SIGKILL) }
         _ = scope?.killAll()
     }

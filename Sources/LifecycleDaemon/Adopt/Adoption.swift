@@ -200,8 +200,8 @@ final class Adoption {
                              place: AdoptedProcessTree(originals: originals, sessions: sessions))
         app.cgroup = scope?.cgroup
         appIDs[name] = appID
-        let place: AdoptionLedger.Entry = scope.flatMap { scope in scope.cgroup.unifiedPath.map { .processScope(pid, startTime: startTime, scope: $0) } }
-            ?? .process(pid, startTime: startTime)
+        let place = scope?.cgroup.unifiedPath.map { AdoptionLedger.Entry.processScope(pid, startTime: startTime, scope: $0) }
+            ?? AdoptionLedger.Entry.process(pid, startTime: startTime)
         adopt(app, leader: pid, pidfd: pidfd, place: place, what: what + (scope.map { " into the scope \($0.unit)" } ?? ""))
         return name
     }
