@@ -76,6 +76,8 @@ final class AdoptedProcessTree: AppPlace {
     /// Where what the processes had is kept, to be given back.
     private let originals: OriginalPriorities?
     private let sessions: LaunchSessions
+    /// The freezer of its scope, once it has one, is an adopted scope's.
+    private let asScope = AdoptedScope()
 
     init(originals: OriginalPriorities? = nil, sessions: LaunchSessions = LaunchSessions()) {
         self.originals = originals
@@ -123,13 +125,10 @@ final class AdoptedProcessTree: AppPlace {
         }
         try scope.freeze()
     }
-    /// Through the scope whether or not its process is still there: what was frozen is thawed.
-    func thaw(_ app: AppRuntime) throws(SystemError) { try app.cgroup?.thaw() }
-    func thawIfFrozen(_ app: AppRuntime) {
-        guard let scope = app.cgroup, scope.isFreezing() else { return }
-        do { try scope.thaw() } catch { Log.warning("\(app.name): Failed to thaw its scope: \(error)") }
-    }
-    func isFrozen(_ app: AppRuntime) -> Bool { app.cgroup?.isFrozen() ?? false }
+    /// Through the scope whether or not its process is still there, as an adopted scope: what was frozen is thawed.
+    func thaw(_ app: AppRuntime) throws(SystemError) { try asScope.thaw(app) }
+    func thawIfFrozen(_ app: AppRuntime) { asScope.thawIfFrozen(app) }
+    func isFrozen(_ app: AppRuntime) -> Bool { asScope.isFrozen(app) }
 
     func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
         originals?.record(app.name, pids: members)
