@@ -3,7 +3,8 @@
 # service, from systemd/user/lifecycled.service installed where `make install` puts it, with no --config: it reads
 # ~/.config/lifecycled, finds the session's app.slice from its own cgroup and adopts a `systemd-run --user --scope`
 # program that follows the desktop conventions' unit name. Focus comes from GNOME's marks: the test writes
-# `user.xdg.inactive-since` on the scope's cgroup as the user, as mutter does, since there is no mutter here.
+# `user.xdg.inactive-since` on the scope's cgroup as the user, as mutter does, since there is no mutter here. Then
+# the daemon starts again with `[Adopt] ScopeTrees=yes` (tree_scope_case).
 #
 # Expects: /check/user-lifecycled.service (the repository's user unit), /usr/local/bin/lifecycled and lifectl.
 # Prints SKIP (with the reason) where the container has no user manager or gives the user no cgroup2 subtree of
@@ -212,6 +213,90 @@ CONF
         || fail "user session: the stop terminated the app the daemon launched" "pid ${sleeper:-none}"
     ujournal >>"$D" 2>&1
     as_user systemctl --user stop "$unit" >>"$D" 2>&1
+    tree_scope_case
+}
+
+# `[Adopt] ScopeTrees=yes`: a window's process, started as the user outside the user's manager (here in this check's
+# own service, as a session's launcher leaves an app in the session's scope), goes with its tree into a scope of its
+# own that the user's manager makes. A worker the app double-forks afterwards, and that calls setsid(), is in that
+# scope by cgroup membership, and frozen with it. Called from user_session_case, whose variables it uses; the window
+# is named over the user's bus (`[Display] Source=dbus`, SetDisplayPids), as a homescreen names it.
+tree_scope_case() {
+    log "user session: a window's process tree in a scope of its own"
+    cat >"$home/.config/lifecycled/lifecycled.conf" <<'CONF'
+[Adopt]
+Windows=yes
+ScopeTrees=yes
+BackgroundTimeSec=1
+
+[Display]
+Source=dbus
+CONF
+    rm -f "$home/.config/lifecycled/apps/sleeper.conf"
+    local out=/out/worker-app.out main worker elder late= sdir= line name=worker-app
+    : >"$out"
+    as_user python3 /check/double_forking_app.py --setsid-worker-on-usr1 >"$out" 2>>"$D" &
+    wait_for '[ -n "$(head -1 "$out")" ]'
+    read -r main worker elder <"$out"
+    [ -n "${elder:-}" ] || { fail "user session: the double-forking app runs" "$(cat "$out")"; return; }
+    if ! as_user timeout 30 systemctl --user start lifecycled >>"$D" 2>&1; then
+        fail "user session: systemctl --user start lifecycled (ScopeTrees=yes)" "$(ujournal | tail -3 | tr '\n' ';')"; return
+    fi
+    display() { as_user busctl --user call org.lifecycled.Lifecycle1 /org/lifecycled/Lifecycle1 org.lifecycled.Lifecycle1.Manager \
+        SetDisplayPids auu "$@" >>"$D" 2>&1; }
+    tstate() { as_user lifectl list 2>/dev/null | awk -v a="$name" '$1 == a { print $2 }'; }
+    in_scope() { [ -n "$sdir" ] && grep -qx "$1" "$sdir/cgroup.procs" 2>/dev/null; }
+    tfrozen() { grep -qx 'frozen 1' "$sdir/cgroup.events" 2>/dev/null; }
+    wait_for "display 1 $main $main" && wait_for '[ "$(tstate)" = active ]'
+    wait_for 'sdir=$(ls -d "$base$mcg"/lifecycled.slice/lifecycled-adopted-*.scope 2>/dev/null | head -1); in_scope "$main"'
+    line=$(as_user lifectl list 2>/dev/null | grep "^$name ")
+    if in_scope "$main" && in_scope "$worker" && ! in_scope "$elder" && echo "$line" | grep -q "adopted: process $main in lifecycled-adopted-"; then
+        pass "user session: an adopted window's tree is moved into a scope of its own (ScopeTrees=yes)" \
+            "${sdir#$base}: app $main and its first worker $worker, not the older $elder; $(echo "$line" | tr -s ' ')"
+    else
+        fail "user session: an adopted window's tree is moved into a scope of its own" \
+            "state $(tstate); ${sdir:-no scope}: $(tr '\n' ' ' <"$sdir/cgroup.procs" 2>&1); $(ujournal | grep -m2 -E 'scope|ScopeTrees' | tr '\n' ';')"
+        return
+    fi
+    kill -USR1 "$main"
+    wait_for 'late=$(awk "/^LATE/ { print \$2 }" "$out"); [ -n "$late" ]'
+    if [ -n "$late" ] && [ "$(awk '{ print $6 }' "/proc/$late/stat")" = "$late" ] && in_scope "$late"; then
+        pass "user session: a worker double-forked later that calls setsid() is in the scope" "pid $late leads session $late"
+    else
+        fail "user session: a worker double-forked later that calls setsid() is in the scope" "pid ${late:-none}: $(grep '^0::' "/proc/$late/cgroup" 2>&1)"
+    fi
+    if display 0 0 && wait_for '[ "$(tstate)" = suspended ]' && wait_for tfrozen && in_scope "$late"; then
+        pass "user session: hidden, the app is suspended: its scope frozen, the setsid() worker with it" \
+            "cgroup.events frozen 1; $(tr '\n' ' ' <"$sdir/cgroup.procs")"
+    else
+        fail "user session: hidden, the app is suspended with its scope frozen" "state $(tstate), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
+    fi
+    as_user lifectl status >>"$D" 2>&1
+
+    # A crash with the scope frozen: systemd starts the daemon again (Restart=on-failure), which thaws it first.
+    local before
+    before=$(as_user systemctl --user show -P MainPID lifecycled)
+    as_user systemctl --user kill --signal=KILL lifecycled >>"$D" 2>&1
+    if wait_for '! tfrozen' && wait_for '[ "$(as_user systemctl --user show -P MainPID lifecycled)" != "$before" ]' \
+            && ujournal | grep -qF "adopt: thawed $sdir, which a previous lifecycled left frozen"; then
+        pass "user session: after kill -9 the next daemon thaws the tree's scope" "cgroup.events frozen 0, $(ujournal | grep -m1 '^adopt: thawed ')"
+    else
+        fail "user session: after kill -9 the next daemon thaws the tree's scope" "$(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1); $(ujournal | grep -m1 '^adopt: ')"
+    fi
+
+    # Adopted again (its process is in its scope already, which it keeps), suspended, then the daemon stops: thawed,
+    # the processes run on, and stay in the scope, which is the one change the daemon cannot give back.
+    wait_for "display 1 $main $main" && wait_for '[ "$(tstate)" = active ]'
+    display 0 0; wait_for '[ "$(tstate)" = suspended ]' && wait_for tfrozen
+    if tfrozen && as_user timeout 100 systemctl --user stop lifecycled >>"$D" 2>&1 && wait_for '! tfrozen' \
+            && [ "$(awk '{ print $3 }' "/proc/$late/stat")" != T ] && in_scope "$main" && in_scope "$late"; then
+        pass "user session: the stop thaws the tree's scope and lets it go; its processes stay in the scope" \
+            "cgroup.events frozen 0, $(ujournal | grep -m1 "^$name: let go" | cut -c1-160)"
+    else
+        fail "user session: the stop thaws the tree's scope and lets it go" "$(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1); $(ujournal | grep "^$name: " | tail -2 | tr '\n' ';')"
+    fi
+    ujournal | tail -40 >>"$D" 2>&1
+    kill -KILL "$main" "$worker" "$elder" ${late:+"$late"} 2>/dev/null
 }
 
 user_session_case

@@ -13,7 +13,8 @@
 #   4. the check unit waits for the boot to finish, then drives `systemctl start/status/reload/restart/stop`, `lifectl`,
 #      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory; then the
 #      user-session case (systemd/container-user-session.sh): a user's `systemctl --user` lifecycled adopts,
-#      freezes and thaws a `systemd-run --user --scope` program; and powers the container off;
+#      freezes and thaws a `systemd-run --user --scope` program, then a window's process tree moved into a scope
+#      of its own (`[Adopt] ScopeTrees=yes`) with a worker that calls setsid(); and powers the container off;
 #   5. the package case: `make deb` twice from the same binaries (DEB_BUILD=1 and 2, lintian on the first), then
 #      one more boot of the tree with nothing of lifecycled in it, where systemd/container-package.sh installs the
 #      first build with apt, upgrades to the second, removes and purges (docs/PACKAGING.md);
@@ -84,16 +85,17 @@ for b in lifecycled lifectl; do [ -x "$BIN/$b" ] || die "$BIN/$b missing"; done
 # --- 2. the tree, built once ------------------------------------------------------------------------------------
 if [ "${LIFECYCLED_NSPAWN_REBUILD:-0}" = 1 ]; then rm -rf "$ROOT"; fi
 # The daemon links libxcb for its x11 display source and libpulse for the sound-server rail; the user-session case
-# needs pam_systemd (it gives the user's manager its XDG_RUNTIME_DIR) and the user's bus, as a desktop has them. A
-# tree cached before any of those is built again.
+# needs pam_systemd (it gives the user's manager its XDG_RUNTIME_DIR) and the user's bus, as a desktop has them, and
+# python3 for the double-forking app (Tests/Fixtures/double_forking_app.py). A tree cached before any of those is
+# built again.
 if ! ls "$ROOT"/usr/lib/*/libxcb-res.so.0 "$ROOT"/usr/lib/*/libpulse.so.0 "$ROOT"/usr/lib/*/security/pam_systemd.so \
-        "$ROOT"/usr/lib/systemd/user/dbus.socket >/dev/null 2>&1; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
+        "$ROOT"/usr/lib/systemd/user/dbus.socket "$ROOT"/usr/bin/python3 >/dev/null 2>&1; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
 if [ ! -e "$ROOT/.lifecycled-tree-complete" ]; then
     command -v debootstrap >/dev/null || die "debootstrap missing: apt-get install debootstrap"
     rm -rf "$ROOT"
     t=$(now)
     echo "== debootstrap --variant=minbase bookworm $ROOT (once; cached afterwards)"
-    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0,libpulse0,libpam-systemd,dbus-user-session \
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0,libpulse0,libpam-systemd,dbus-user-session,python3 \
         bookworm "$ROOT" "$MIRROR" \
         >"$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed ($WORK/debootstrap.log)"; }
     # The container boots with no login prompt to wait on; an empty machine-id is filled at each boot.
@@ -336,7 +338,7 @@ echo DONE >>"$R"
 EOF
 # The user-session case and the user unit it installs, beside the check script.
 cp "$here/systemd/container-user-session.sh" "$CHECK/user-session.sh" && cp "$here/systemd/user/lifecycled.service" "$CHECK/user-lifecycled.service" \
-    || die "copying the user-session case to $CHECK failed"
+    && cp "$here/Tests/Fixtures/double_forking_app.py" "$CHECK/double_forking_app.py" || die "copying the user-session case to $CHECK failed"
 
 # --- 4. boot, once per cgroup mode -------------------------------------------------------------------------------
 # boot NAME CHECK-UNIT [ENV=VALUE…] -- [systemd-nspawn options…]: boots the tree with the check unit pulled in,

@@ -7,9 +7,12 @@ session. Between the session's first process and the app stands an elder that st
 launcher's `sh -c` does: older than the app and its parent, it is not the app's. The app prints "APP WORKER ELDER" on
 one line once they run, then sleeps; the worker sleeps too. All are named (comm) worker-app.
 
-usage: double_forking_app.py
+With --setsid-worker-on-usr1, each SIGUSR1 makes the app double-fork one more worker that calls setsid() (it leaves
+the launch session, so only a cgroup follows it); the app prints "LATE WORKER" once it runs.
+
+usage: double_forking_app.py [--setsid-worker-on-usr1]
 """
-import ctypes, os, time
+import ctypes, os, signal, sys, time
 
 # Named as a desktop app's process is, not after the interpreter: the adopted app takes this name.
 ctypes.CDLL(None).prctl(15, b"worker-app", 0, 0, 0)  # PR_SET_NAME
@@ -39,6 +42,24 @@ if middle == 0:
     os._exit(0)
 os.waitpid(middle, 0)
 worker = int(os.read(read_end, 64))
+
+
+def late_worker(signum, frame):
+    middle = os.fork()
+    if middle == 0:
+        worker = os.fork()
+        if worker == 0:
+            os.setsid()
+            while True:
+                time.sleep(3600)
+        os.write(write_end, str(worker).encode())
+        os._exit(0)
+    os.waitpid(middle, 0)
+    os.write(1, f"LATE {int(os.read(read_end, 64))}\n".encode())
+
+
+if "--setsid-worker-on-usr1" in sys.argv:
+    signal.signal(signal.SIGUSR1, late_worker)
 os.write(1, f"{os.getpid()} {worker} {elder}\n".encode())
 while True:
     time.sleep(3600)

@@ -133,6 +133,87 @@ struct X11TrustTests {
         }
     }
 
+    /// An X client with `count` plain windows, through libxcb from Python's ctypes (no toolkit).
+    static let manyWindows = """
+        import ctypes, sys, time
+        xcb = ctypes.CDLL("libxcb.so.1")
+        class Iterator(ctypes.Structure):
+            _fields_ = [("data", ctypes.POINTER(ctypes.c_uint32)), ("rem", ctypes.c_int), ("index", ctypes.c_int)]
+        xcb.xcb_connect.restype = ctypes.c_void_p
+        xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+        xcb.xcb_get_setup.restype = ctypes.c_void_p
+        xcb.xcb_get_setup.argtypes = [ctypes.c_void_p]
+        xcb.xcb_setup_roots_iterator.restype = Iterator
+        xcb.xcb_setup_roots_iterator.argtypes = [ctypes.c_void_p]
+        xcb.xcb_generate_id.restype = ctypes.c_uint32
+        xcb.xcb_generate_id.argtypes = [ctypes.c_void_p]
+        u8, u16, u32 = ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32
+        xcb.xcb_create_window.argtypes = [ctypes.c_void_p, u8, u32, u32, ctypes.c_int16, ctypes.c_int16, u16, u16, u16, u16,
+                                          u32, u32, ctypes.c_void_p]
+        xcb.xcb_map_window.argtypes = [ctypes.c_void_p, u32]
+        xcb.xcb_flush.argtypes = [ctypes.c_void_p]
+        connection = xcb.xcb_connect(None, None)
+        root = xcb.xcb_setup_roots_iterator(xcb.xcb_get_setup(connection)).data[0]
+        for _ in range(int(sys.argv[1])):
+            window = xcb.xcb_generate_id(connection)
+            xcb.xcb_create_window(connection, 0, window, root, 0, 0, 40, 40, 0, 1, 0, 0, None)
+            xcb.xcb_map_window(connection, window)
+        xcb.xcb_flush(connection)
+        while True:
+            time.sleep(3600)
+        """
+
+    @Test("a stopped X server never holds the loop: hiding hundreds of windows while it reads nothing, lifectl is answered; once it runs again the daemon follows it",
+          .timeLimit(.minutes(5)))
+    func aStoppedXServerNeverBlocksTheLoop() throws {
+        let harness = try DaemonHarness()
+        let x = try XvfbOpenbox(tag: harness.tag)
+        let program = "/tmp/lifecycled-many-windows-\(harness.tag).py"
+        defer {
+            x.resume()
+            harness.stop()
+            x.stop()
+            unlink(program)
+        }
+        // More hides than a Unix socket's send buffer holds while nobody reads (a few hundred small writes).
+        let count = 600
+        try Self.manyWindows.write(toFile: program, atomically: true, encoding: .utf8)
+        try harness.app("many", "[App]\nEnvironment=DISPLAY=\(x.display)\nExec=/usr/bin/python3 \(program) \(count)\nProtocol=none\n\n"
+            + "[Lifecycle]\nBackgroundTimeSec=infinity\nTimeoutStopSec=3\n")
+        try harness.app("logo", "[App]\nEnvironment=DISPLAY=\(x.display)\nExec=/usr/bin/xlogo -title logo-\(harness.tag)\nProtocol=none\n\n"
+            + "[Lifecycle]\nBackgroundTimeSec=infinity\nTimeoutStopSec=3\n")
+        try harness.daemonConfig("[Display]\nSource=x11\nX11Display=\(x.display)\n")
+        try harness.start()
+        try harness.waitUntil("the daemon follows the X server") { harness.log.contains("display: following the X server \(x.display)") }
+        try harness.control("launch", "many")
+        try x.waitUntil("openbox manages every window", timeout: 60) { (try? x.clientCount()) == count }
+        // A window that comes after all of them and takes the focus: once its app is active, the daemon's picture
+        // holds every window of the first app, shown and without the focus.
+        try harness.control("launch", "logo")
+        _ = try x.waitForWindow("logo-\(harness.tag)")
+        try harness.waitForState("logo", "active")
+        try harness.waitForState("many", "inactive")
+
+        x.pause()
+        let background = try harness.startLifectl("background", "many")
+        defer { if background.isRunning { kill(background.processIdentifier, SIGKILL) } }
+        // The request may reach the daemon after the first of these: each must be answered.
+        for verb in ["status", "list", "status"] {
+            let answer = try harness.lifectl("--timeout", "20", verb)
+            #expect(answer.status == 0, "lifectl \(verb) must be answered while the X server reads nothing: \(answer.stderr)")
+        }
+
+        // Running again, the server takes the hides and the daemon follows: every window minimized, the app in the
+        // background.
+        x.resume()
+        try harness.waitForState("many", "background", timeout: 60)
+        try harness.waitUntil("the daemon is answered by the X server again") {
+            (try? harness.lifectl("--timeout", "20", "status").stdout.contains("x11 at \(x.display), connected")) == true
+        }
+        try harness.control("focus", "many")
+        try harness.waitForState("many", "active")
+    }
+
     @Test("a root daemon follows an Xvfb that asks for a cookie, with the one $XAUTHORITY names", .timeLimit(.minutes(5)))
     func theCookieOfXauthorityOpensTheServer() throws {
         let harness = try DaemonHarness()

@@ -39,10 +39,13 @@ final class XvfbOpenbox {
                 + "| xauth -q -f \(authorityFile) nmerge -"])
         }
         // Two desktops, and new windows take the focus (openbox's default, said so the tests do not depend on it).
+        // New windows go under the pointer: openbox's smart placement takes quadratic time, and a test opens
+        // hundreds of windows.
         try """
         <?xml version="1.0" encoding="UTF-8"?>
         <openbox_config xmlns="http://openbox.org/3.4/rc">
           <focus><focusNew>yes</focusNew><followMouse>no</followMouse></focus>
+          <placement><policy>UnderMouse</policy></placement>
           <desktops><number>2</number><firstdesk>1</firstdesk></desktops>
         </openbox_config>
         """.write(toFile: configFile, atomically: true, encoding: .utf8)
@@ -105,7 +108,24 @@ final class XvfbOpenbox {
         unlink("/tmp/.X\(number)-lock")
     }
 
+    /// SIGSTOP the X server: it keeps its clients' connections and reads nothing from them until `resume()`.
+    func pause() {
+        if let server, server.isRunning { Glibc.kill(server.processIdentifier, SIGSTOP) }
+    }
+
+    func resume() {
+        if let server, server.isRunning { Glibc.kill(server.processIdentifier, SIGCONT) }
+    }
+
+    /// How many windows openbox manages (the root's `_NET_CLIENT_LIST`).
+    func clientCount() throws -> Int {
+        let text = try xprop("-root", "_NET_CLIENT_LIST")
+        guard let list = text.split(separator: "#", maxSplits: 1).dropFirst().first else { return 0 }
+        return list.split(separator: ",").count
+    }
+
     func stop() {
+        resume()
         try? kill()
         unlink(configFile)
         if let authorityFile { unlink(authorityFile) }

@@ -12,6 +12,7 @@ import Testing
             [Adopt]
             Scopes=yes
             Windows=on
+            ScopeTrees=yes
             User=alice
             AppSlice=/user.slice/user-1000.slice/user@1000.service/app.slice/
             Exclude=org.example.Chat "My Player"
@@ -19,7 +20,7 @@ import Testing
             """
         let (daemon, diagnostics) = ConfigLoader.parseDaemon(text: text, file: "lifecycled.conf")
         #expect(diagnostics == [])
-        #expect(daemon.adopt.scopes && daemon.adopt.windows)
+        #expect(daemon.adopt.scopes && daemon.adopt.windows && daemon.adopt.scopeTrees)
         #expect(daemon.adopt.user == "alice")
         #expect(daemon.adopt.appSlice == "user.slice/user-1000.slice/user@1000.service/app.slice")
         #expect(daemon.adopt.exclude == ["org.example.Chat", "My Player"])
@@ -28,7 +29,7 @@ import Testing
 
     @Test func adoptionIsOffByDefaultWithAThirtySecondGrace() {
         let (daemon, _) = ConfigLoader.parseDaemon(text: "", file: "lifecycled.conf")
-        #expect(!daemon.adopt.enabled)
+        #expect(!daemon.adopt.enabled && !daemon.adopt.scopeTrees)
         #expect(daemon.adopt.backgroundTime == .seconds(30))
     }
 
@@ -137,6 +138,15 @@ import Testing
     @Test func theLedgerReadsWhatItWrites() {
         let entries = AdoptionLedger.parse("scope /sys/fs/cgroup/unified/a/app-x-1.scope\npid 42 123456\nnonsense\npid x 1\n")
         #expect(entries == [.scope("/sys/fs/cgroup/unified/a/app-x-1.scope"), .process(42, startTime: 123456)])
+        let tree = AdoptionLedger.Entry.processScope(7, startTime: 99, scope: "/sys/fs/cgroup/u/lifecycled.slice/lifecycled-adopted-a\\x2db-7.scope")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(getpid())").path
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let ledger = AdoptionLedger(stateDirectory: dir)
+        ledger.write([tree, .process(8, startTime: 1)])
+        #expect(ledger.read() == [tree, .process(8, startTime: 1)])
+        #expect(tree.pid == 7 && tree.scopePath?.hasSuffix("a\\x2db-7.scope") == true)
+        #expect(AdoptionLedger.parse("treescope 7 99\ntreescope x 1 /a\n") == [])
     }
 }
 

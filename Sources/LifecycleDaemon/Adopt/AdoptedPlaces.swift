@@ -70,10 +70,14 @@ final class AdoptedScope: AppPlace {
 /// launch made (`launchSession`), stopped by signals to each, weighed by nice on each (never on a process group: the
 /// group of an adopted process may hold processes that are not the app's). A worker the app double-forks is no
 /// descendant once its parent exits, but keeps the session unless it calls setsid(); one that does is not followed.
+/// With a scope of its own (`TreeScopes`, in `AppRuntime.cgroup`), once its process is there: the scope's processes
+/// as well, frozen through the scope's `cgroup.freeze`, so that a worker that left the session is followed too.
 final class AdoptedProcessTree: AppPlace {
     /// Where what the processes had is kept, to be given back.
     private let originals: OriginalPriorities?
     private let orphans: Orphans
+    /// The freezer of its scope, once it has one, is an adopted scope's.
+    private let asScope = AdoptedScope()
 
     init(originals: OriginalPriorities? = nil, orphans: Orphans = Orphans()) {
         self.originals = originals
@@ -86,7 +90,16 @@ final class AdoptedProcessTree: AppPlace {
         guard let pid = app.pid else { return [] }
         let tree = ProcessTree.descendants(of: pid)
         let others = orphans.rest(of: pid, besides: tree)
-        return others.isEmpty ? tree : (tree + others).sorted()
+        let members = others.isEmpty ? tree : (tree + others).sorted()
+        guard let scope = self.scope(of: app) else { return members }
+        return Set(members).union(scope.pids()).sorted()
+    }
+
+    /// The scope the tree was moved into, once its process is there: systemd moves the processes after it answers,
+    /// and a scope it could not make leaves the tree as it was.
+    private func scope(of app: AppRuntime) -> AppCgroup? {
+        guard let scope = app.cgroup, let pid = app.pid, scope.pids().contains(pid) else { return nil }
+        return scope
     }
 
     /// The session whose processes all came from the launch of `pid`: one it leads, or one whose leader has exited
@@ -105,13 +118,17 @@ final class AdoptedProcessTree: AppPlace {
 
     func reachesBeyondProcessGroup(_ app: AppRuntime) -> Bool { true }
     func contains(_ pid: pid_t, in app: AppRuntime) -> Bool { members(of: app).contains(pid) }
-    func freezer(of app: AppRuntime) -> FreezerKind? { nil }
+    func freezer(of app: AppRuntime) -> FreezerKind? { scope(of: app)?.freezer }
     func freeze(_ app: AppRuntime) throws(SystemError) {
-        throw SystemError(operation: "freeze \(app.name) (a process tree has no freezer)", errno: EOPNOTSUPP)
+        guard let scope = self.scope(of: app) else {
+            throw SystemError(operation: "freeze \(app.name) (a process tree has no freezer)", errno: EOPNOTSUPP)
+        }
+        try scope.freeze()
     }
-    func thaw(_ app: AppRuntime) throws(SystemError) {}
-    func thawIfFrozen(_ app: AppRuntime) {}
-    func isFrozen(_ app: AppRuntime) -> Bool { false }
+    /// Through the scope whether or not its process is still there, as an adopted scope: what was frozen is thawed.
+    func thaw(_ app: AppRuntime) throws(SystemError) { try asScope.thaw(app) }
+    func thawIfFrozen(_ app: AppRuntime) { asScope.thawIfFrozen(app) }
+    func isFrozen(_ app: AppRuntime) -> Bool { asScope.isFrozen(app) }
 
     func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
         originals?.record(app.name, pids: members)
@@ -132,11 +149,14 @@ final class AdoptedProcessTree: AppPlace {
     }
 
     func killAll(_ app: AppRuntime, leader: pid_t) {
+        let scope = self.scope(of: app)
         for pid in members(of: app) { kill(pid, SIGKILL) }
+        _ = scope?.killAll()
     }
 
-    func remove(_ app: AppRuntime) {}
-    func displayPath(of app: AppRuntime) -> String? { nil }
+    /// The scope is systemd's, collected once empty: the daemon cannot move its processes back.
+    func remove(_ app: AppRuntime) { app.cgroup = nil }
+    func displayPath(of app: AppRuntime) -> String? { scope(of: app)?.displayPath }
 }
 
 /// Every process's parent, read once from /proc: the descendants of a process, and its ancestors. The static

@@ -12,6 +12,9 @@ final class Adoption {
     private(set) var config = AdoptConfig()
     private lazy var scopes = ScopeAdoption(adoption: self, watcher: watcher)
     private lazy var windows = WindowAdoption(adoption: self, loop: daemon.loop)
+    /// `ScopeTrees=`: the scopes adopted windows' process trees go into.
+    private lazy var treeScopes = TreeScopes(loop: daemon.loop, environment: daemon.options.environment,
+                                             shared: (daemon.placement as? ScopePlacement)?.bus)
     private let ledger: AdoptionLedger
     /// What adopted apps had before the daemon weighed them, given back when they are let go.
     private let originals: OriginalPriorities
@@ -48,8 +51,10 @@ final class Adoption {
             scopes.stop()
         }
         if !new.windows && old.windows {
-            releaseAll(where: { place in if case .process = place { true } else { false } }, reason: "Windows= is off now")
+            releaseAll(where: { place in place.isProcess }, reason: "Windows= is off now")
         }
+        // Trees already in a scope keep it: the daemon cannot move them back.
+        treeScopes.apply(enabled: new.windows && new.scopeTrees)
         if new.exclude != old.exclude || new.user != old.user {
             refusalsLogged = []
             windows.reconsider()
@@ -91,8 +96,14 @@ final class Adoption {
         var parts: [String] = []
         if config.scopes { parts.append("scopes " + (scopes.slice.map { "in \($0.path)" } ?? "(no app slice found)")) }
         // What an adopted window's app holds, and the worker it cannot follow (`AdoptedProcessTree`).
-        if config.windows { parts.append("windows (members: process tree and launch session; a worker that leaves the session is not followed)") }
+        if config.windows {
+            let scopes = treeScopes.unavailable.map { "no scopes: \($0)" } ?? "each in a scope of its own (ScopeTrees=yes)"
+            parts.append("windows (members: process tree and launch session; a worker that leaves the session is not followed"
+                + " in a process tree; \(scopes))")
+        }
+        let trees = places.values.filter { if case .process = $0 { true } else { false } }.count
         return parts.joined(separator: "; ") + ", \(places.count) adopted"
+            + (trees == 0 ? "" : "; \(trees) in process trees: a worker that calls setsid() and double-forks is not followed")
     }
 
     /// The adoption of each adopted app as status shows it, nil for a configured app.
@@ -100,6 +111,7 @@ final class Adoption {
         switch places[name] {
         case .scope(let path)?: "scope " + (path.split(separator: "/").last.map(String.init) ?? path)
         case .process(let pid, _)?: "process \(pid)"
+        case .processScope(let pid, _, let scope)?: "process \(pid) in " + (scope.split(separator: "/").last.map(String.init) ?? scope)
         case nil: nil
         }
     }
@@ -154,7 +166,7 @@ final class Adoption {
         // A window's process adopted before its launcher moved it here is the unit's now: adopted apart, it would
         // keep the window from the unit's app.
         for (name, place) in places.sorted(by: { $0.key < $1.key }) {
-            if case .process(let pid, _) = place, pids.contains(pid) { release(name, reason: "its process is in \(unit.unit) now") }
+            if let pid = place.pid, pids.contains(pid) { release(name, reason: "its process is in \(unit.unit) now") }
         }
         guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
         let (policy, _) = settings(for: unit.appID)
@@ -180,10 +192,17 @@ final class Adoption {
     func adoptWindowProcess(appID: String, pid: pid_t, pidfd: FileDescriptor, startTime: UInt64, what: String) -> String? {
         guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
         let (policy, method) = settings(for: appID)
-        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy),
+        let tree = ProcessTree.descendants(of: pid)
+        let scope = treeScopes.scope(for: name, leader: pid, members: (tree + orphans.rest(of: pid, besides: tree)).sorted())
+        // In a scope, frozen as a launcher's scope is, unless its own file says otherwise.
+        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? (scope == nil ? .signal : .freezer),
+                                                           policy: policy),
                              place: AdoptedProcessTree(originals: originals, orphans: orphans))
+        app.cgroup = scope?.cgroup
         appIDs[name] = appID
-        adopt(app, leader: pid, pidfd: pidfd, place: .process(pid, startTime: startTime), what: what)
+        let place = scope?.cgroup.unifiedPath.map { AdoptionLedger.Entry.processScope(pid, startTime: startTime, scope: $0) }
+            ?? AdoptionLedger.Entry.process(pid, startTime: startTime)
+        adopt(app, leader: pid, pidfd: pidfd, place: place, what: what + (scope.map { " into the scope \($0.unit)" } ?? ""))
         return name
     }
 
@@ -247,6 +266,8 @@ final class Adoption {
     func ended(_ name: String) {
         guard let app = daemon.runtime(name), places[name] != nil else { return }
         Log.notice("\(name): its last process exited; forgotten")
+        // A scope's processes outlive the tree's leader: never left frozen.
+        app.place.thawIfFrozen(app)
         // Processes it left behind, stopped by this daemon, are never left stopped.
         for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
         daemon.stopLedger.continueAll(of: name)
@@ -267,7 +288,11 @@ final class Adoption {
         daemon.stopLedger.continueAll(of: name)
         originals.giveBack(name)
         daemon.handle(.release(app: name))
-        Log.notice("\(name): let go (\(reason)); thawed, continued, and its priorities given back")
+        var stays = ""
+        if case .processScope(_, _, let scope)? = places[name] {
+            stays = "; its processes stay in \(scope.split(separator: "/").last.map(String.init) ?? scope), which systemd cannot move back"
+        }
+        Log.notice("\(name): let go (\(reason)); thawed, continued, and its priorities given back\(stays)")
         drop(name)
         daemon.forget(name)
     }

@@ -2,11 +2,31 @@ import Glibc
 
 /// RUNTIME_DIR/state/adopted: what this daemon has adopted, rewritten at every adoption and release, so that the
 /// next daemon, after a crash, thaws and continues whatever this one may have left frozen or stopped. One line per
-/// app: `scope PATH`, or `pid PID STARTTIME` (the start time tells the same process from one that reused its pid).
+/// app: `scope PATH`, `pid PID STARTTIME` (the start time tells the same process from one that reused its pid), or
+/// `treescope PID STARTTIME PATH` for a process tree moved into a scope of its own (`TreeScopes`).
 struct AdoptionLedger {
     enum Entry: Equatable {
         case scope(String)
         case process(pid_t, startTime: UInt64)
+        case processScope(pid_t, startTime: UInt64, scope: String)
+
+        /// The window's process of an adopted process tree, in a scope of its own or not.
+        var pid: pid_t? {
+            switch self {
+            case .scope: nil
+            case .process(let pid, _), .processScope(let pid, _, _): pid
+            }
+        }
+
+        var isProcess: Bool { pid != nil }
+
+        /// The cgroup of a scope, a launcher's or a tree's own.
+        var scopePath: String? {
+            switch self {
+            case .scope(let path), .processScope(_, _, let path): path
+            case .process: nil
+            }
+        }
     }
 
     let path: String
@@ -20,6 +40,7 @@ struct AdoptionLedger {
             switch entry {
             case .scope(let path): "scope \(path)\n"
             case .process(let pid, let startTime): "pid \(pid) \(startTime)\n"
+            case .processScope(let pid, let startTime, let scope): "treescope \(pid) \(startTime) \(scope)\n"
             }
         }.joined()
         let temporary = path + ".tmp"
@@ -44,6 +65,10 @@ struct AdoptionLedger {
             case ("pid", 3):
                 guard let pid = pid_t(words[1]), let start = UInt64(words[2]) else { return nil }
                 return .process(pid, startTime: start)
+            case ("treescope", 3):
+                let rest = words[2].split(separator: " ", maxSplits: 1)
+                guard rest.count == 2, let pid = pid_t(words[1]), let start = UInt64(rest[0]) else { return nil }
+                return .processScope(pid, startTime: start, scope: String(rest[1]))
             default: return nil
             }
         }
@@ -57,17 +82,10 @@ struct AdoptionLedger {
         var tree: ProcessTree?
         let orphans = Orphans()
         for entry in entries {
+            if let scope = entry.scopePath { Self.thaw(scope) }
             switch entry {
-            case .scope(let scope):
-                let freeze = scope + "/cgroup.freeze"
-                guard ((try? readKernelFile(freeze)) ?? "").hasPrefix("1") else { continue }
-                do {
-                    try writeKernelFile(freeze, "0")
-                    Log.notice("adopt: thawed \(scope), which a previous lifecycled left frozen")
-                } catch {
-                    Log.warning("adopt: Failed to thaw \(scope), left by a previous lifecycled: \(error)")
-                }
-            case .process(let pid, let startTime):
+            case .scope: continue
+            case .process(let pid, let startTime), .processScope(let pid, let startTime, _):
                 guard ProcessTable.startTime(of: pid) == startTime else { continue }
                 if tree == nil { tree = ProcessTree.read() }
                 var pids = tree?.subtree(of: pid) ?? [pid]
@@ -81,5 +99,17 @@ struct AdoptionLedger {
             }
         }
         unlink(path)
+    }
+
+    /// Thaws a scope a previous daemon may have left frozen.
+    private static func thaw(_ scope: String) {
+        let freeze = scope + "/cgroup.freeze"
+        guard ((try? readKernelFile(freeze)) ?? "").hasPrefix("1") else { return }
+        do {
+            try writeKernelFile(freeze, "0")
+            Log.notice("adopt: thawed \(scope), which a previous lifecycled left frozen")
+        } catch {
+            Log.warning("adopt: Failed to thaw \(scope), left by a previous lifecycled: \(error)")
+        }
     }
 }

@@ -7,6 +7,9 @@ public struct AdoptConfig: Sendable, Equatable {
     public var scopes = false
     /// `Windows=`: the process behind a window that no configured or adopted app owns.
     public var windows = false
+    /// `ScopeTrees=`: an adopted window's process tree goes into a scope of its own (`TreeScopes`), a change the
+    /// daemon cannot give back, so only when asked.
+    public var scopeTrees = false
     /// `User=`: whose session a daemon running as root adopts from (a name or a uid).
     public var user: String?
     /// `AppSlice=`: the slice to watch, relative to the cgroup2 mount; overrides the search.
@@ -32,6 +35,7 @@ extension ConfigLoader {
     static let adoptKeys: [Key<DaemonConfig>] = [
         .value("Adopt", "Scopes", \.adopt.scopes, parseBoolean, shown: formatBoolean),
         .value("Adopt", "Windows", \.adopt.windows, parseBoolean, shown: formatBoolean),
+        .value("Adopt", "ScopeTrees", \.adopt.scopeTrees, parseBoolean, shown: formatBoolean),
         .value("Adopt", "User", \.adopt.user, { text throws(ConfigSyntaxError) in try parseUserOrGroup(text) },
                shown: { $0 ?? "" }),
         .value("Adopt", "AppSlice", \.adopt.appSlice, parseSlicePath, shown: { $0 ?? "" }),

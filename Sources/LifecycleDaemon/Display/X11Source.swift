@@ -6,6 +6,12 @@ import Glibc
 /// pid and map state; after any change it reads the whole picture again, every request sent at once and each reply
 /// taken as it arrives (never a blocking round trip). A lost connection is logged and made again after a doubling
 /// delay; the apps keep their states meanwhile, and the first picture after the reconnect reconciles them.
+///
+/// libxcb writes with a blocking wait: a request waits once its output buffer is full, and a flush until the server
+/// has read everything. A server that stops reading (a stopped Xvfb) would hold the loop there. So requests wait in
+/// `outbox` and go to libxcb `batch` at a time, far below its buffer; each batch is flushed only when the socket has
+/// room for it (POLLOUT), else the loop watches the socket for room. Nothing waits for a reply either: replies are
+/// polled (`lc_xcb_poll_reply`).
 final class X11Source: DisplaySource {
     let name = "x11"
     let address: String
@@ -51,6 +57,29 @@ final class X11Source: DisplaySource {
         case step(() -> Void)
     }
 
+    /// What waits to go to libxcb, in order: a request (issued on the connection, giving the reply it awaits, nil
+    /// for a request without one) or a step, which joins `pending` behind the requests before it.
+    private enum Outgoing {
+        case request((OpaquePointer) -> Pending?)
+        case step(() -> Void)
+    }
+
+    private var outbox: [Outgoing] = []
+    /// The first entry of `outbox` not yet sent.
+    private var outboxStart = 0
+    /// Requests handed to libxcb since its last flush.
+    private var unflushed = 0
+    /// The socket is watched for room to write.
+    private var awaitingRoom = false
+    /// Requests handed to libxcb between two flushes: none is longer than 64 bytes, so a batch stays far below
+    /// libxcb's 16 KiB output buffer (it never writes on its own) and below the room POLLOUT promises on a Unix
+    /// socket (a quarter of its send buffer free).
+    static let batch = 64
+    /// Focus and hide requests are dropped while this many requests wait for a server that reads nothing.
+    static let outboxLimit = 4096
+
+    private var waiting: Int { outbox.count - outboxStart }
+
     /// `display`: as configured, for the log and the status; `name`: as parsed from it. `owners`: the uids whose X
     /// server the daemon follows (DisplayFollower).
     init(loop: EventLoop, display: String, name: X11DisplayName, owners: [uid_t]) {
@@ -74,23 +103,31 @@ final class X11Source: DisplaySource {
 
     /// EWMH: a pager's request (source indication 2), after switching to the window's desktop when it is elsewhere.
     func focus(window: Int64) {
-        guard let connection, connected, let id = UInt32(exactly: window) else {
+        guard connection != nil, connected, let id = UInt32(exactly: window) else {
             return Log.warning("display: the X server is not connected; focus of window \(window) not sent")
         }
+        guard waiting < Self.outboxLimit else {
+            return Log.warning("display: the X server reads no requests; focus of window \(window) not sent")
+        }
+        let root = root, atoms = atoms
         if let desktop = clients[id]?.desktop, desktop != X11Client.allDesktops,
            let current = rootState.currentDesktop, desktop != current {
-            lc_xcb_client_message(connection, root, root, atoms.currentDesktop, desktop, 0, 0)
+            enqueue { connection in lc_xcb_client_message(connection, root, root, atoms.currentDesktop, desktop, 0, 0); return nil }
         }
-        lc_xcb_client_message(connection, root, id, atoms.activeWindow, 2, 0, 0)
+        enqueue { connection in lc_xcb_client_message(connection, root, id, atoms.activeWindow, 2, 0, 0); return nil }
         flush()
     }
 
     /// ICCCM: WM_CHANGE_STATE to IconicState.
     func hide(window: Int64) {
-        guard let connection, connected, let id = UInt32(exactly: window) else {
+        guard connection != nil, connected, let id = UInt32(exactly: window) else {
             return Log.warning("display: the X server is not connected; hiding window \(window) not sent")
         }
-        lc_xcb_client_message(connection, root, id, atoms.changeState, 3, 0, 0)
+        guard waiting < Self.outboxLimit else {
+            return Log.warning("display: the X server reads no requests; hiding window \(window) not sent")
+        }
+        let root = root, atoms = atoms
+        enqueue { connection in lc_xcb_client_message(connection, root, id, atoms.changeState, 3, 0, 0); return nil }
         flush()
     }
 
@@ -124,8 +161,8 @@ final class X11Source: DisplaySource {
         }
         root = data.pointee.root
         do {
-            watch = try loop.watch(fd: xcb_get_file_descriptor(connection), events: IOEvents.readable) { [unowned self] _ in
-                self.ready()
+            watch = try loop.watch(fd: xcb_get_file_descriptor(connection), events: IOEvents.readable) { [unowned self] events in
+                self.ready(events)
             }
         } catch {
             xcb_disconnect(connection)
@@ -133,23 +170,33 @@ final class X11Source: DisplaySource {
         }
         self.connection = connection
         pending = []
+        outbox = []
+        outboxStart = 0
+        unflushed = 0
+        awaitingRoom = false
         selected = []
         reading = true
         stale = false
-        lc_xcb_prefetch_res(connection)
+        // The extension's presence is asked first, so that its reply is in before the atoms' (the server answers in
+        // order) and reading it in the step below never waits.
+        enqueue { connection in lc_xcb_prefetch_res(connection); return nil }
         var byName: [String: UInt32] = [:]
         for atom in X11Atoms.names {
-            let cookie = xcb_intern_atom(connection, 0, UInt16(atom.utf8.count), atom)
-            pending.append(.reply(cookie.sequence) { reply in
-                if let reply { byName[atom] = reply.assumingMemoryBound(to: xcb_intern_atom_reply_t.self).pointee.atom }
-            })
+            enqueue { connection in
+                .reply(xcb_intern_atom(connection, 0, UInt16(atom.utf8.count), atom).sequence) { reply in
+                    if let reply { byName[atom] = reply.assumingMemoryBound(to: xcb_intern_atom_reply_t.self).pointee.atom }
+                }
+            }
         }
-        pending.append(.step { [unowned self] in
+        enqueue(step: { [unowned self] in
             self.atoms = X11Atoms(byName: byName)
             self.hasResource = lc_xcb_has_res(connection) != 0
-            let mask = XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_SUBSTRUCTURE_NOTIFY.rawValue
-            var values = [mask]
-            xcb_change_window_attributes(connection, self.root, XCB_CW_EVENT_MASK.rawValue, &values)
+            let root = self.root
+            self.enqueue { connection in
+                var values = [XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_SUBSTRUCTURE_NOTIFY.rawValue]
+                xcb_change_window_attributes(connection, root, XCB_CW_EVENT_MASK.rawValue, &values)
+                return nil
+            }
             self.readAll()
         })
         flush()
@@ -161,6 +208,10 @@ final class X11Source: DisplaySource {
         if let connection { xcb_disconnect(connection) }
         connection = nil
         pending = []
+        outbox = []
+        outboxStart = 0
+        unflushed = 0
+        awaitingRoom = false
         reading = false
         connected = false
     }
@@ -182,17 +233,85 @@ final class X11Source: DisplaySource {
     }
 
     private func flush() {
-        guard let connection else { return }
-        if xcb_flush(connection) <= 0 || xcb_connection_has_error(connection) != 0 {
-            return lost("The connection to the X server \(address) broke")
-        }
+        guard connection != nil else { return }
+        send()
         // Sending may have read what the server had sent, which the fd will not report again.
         drain()
     }
 
+    /// A request for the outbox, sent in its turn (`send`).
+    private func enqueue(_ request: @escaping (OpaquePointer) -> Pending?) {
+        outbox.append(.request(request))
+    }
+
+    /// A step for the outbox: it runs once every reply asked for before it is in.
+    private func enqueue(step: @escaping () -> Void) {
+        outbox.append(.step(step))
+    }
+
+    /// Hands the outbox to libxcb, a batch at a time, each batch flushed while the socket has room for it; when it
+    /// has none, the socket is watched for room and the rest waits. Returns whether anything joined `pending`.
+    @discardableResult
+    private func send() -> Bool {
+        guard let connection, !awaitingRoom else { return false }
+        var moved = false
+        while true {
+            while outboxStart < outbox.count, unflushed < Self.batch {
+                let next = outbox[outboxStart]
+                outbox[outboxStart] = .step({})
+                outboxStart += 1
+                moved = true
+                switch next {
+                case .request(let issue):
+                    if let reply = issue(connection) { pending.append(reply) }
+                    unflushed += 1
+                case .step(let step):
+                    pending.append(.step(step))
+                }
+            }
+            if outboxStart == outbox.count {
+                outbox = []
+                outboxStart = 0
+            } else if outboxStart > 1024 {
+                outbox.removeFirst(outboxStart)
+                outboxStart = 0
+            }
+            guard unflushed > 0 else { return moved }
+            guard Self.hasRoom(xcb_get_file_descriptor(connection)) else {
+                awaitingRoom = true
+                watch?.setEvents(IOEvents.readable | IOEvents.writable)
+                return moved
+            }
+            if xcb_flush(connection) <= 0 || xcb_connection_has_error(connection) != 0 {
+                lost("The connection to the X server \(address) broke")
+                return moved
+            }
+            unflushed = 0
+            guard outboxStart < outbox.count else { return moved }
+        }
+    }
+
+    /// Whether the socket takes a batch without waiting (POLLOUT), asked without waiting; a socket in error says
+    /// yes, so that the flush finds the error.
+    private static func hasRoom(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        while true {
+            let ready = poll(&entry, 1, 0)
+            if ready >= 0 { return ready > 0 && entry.revents & Int16(POLLOUT | POLLERR | POLLHUP) != 0 }
+            guard errno == EINTR else { return true }
+        }
+    }
+
     // MARK: Input
 
-    private func ready() { drain() }
+    private func ready(_ events: UInt32) {
+        if awaitingRoom && events & (IOEvents.writable | IOEvents.error | IOEvents.hangup) != 0 {
+            awaitingRoom = false
+            watch?.setEvents(IOEvents.readable)
+            send()
+        }
+        drain()
+    }
 
     /// Everything xcb has or can read without blocking, until nothing moves: events (each may mark the picture
     /// stale), then the replies in the order they are due, and the steps between them.
@@ -210,8 +329,7 @@ final class X11Source: DisplaySource {
             }
             if asked {
                 changeStarted = changeStarted ?? loop.now
-                pending.append(.step { [unowned self] in self.publish() })
-                flush()
+                enqueue(step: { [unowned self] in self.publish() })
                 progress = true
             }
             if xcb_connection_has_error(connection) != 0 { return lost("The X server \(address) closed the connection") }
@@ -231,9 +349,9 @@ final class X11Source: DisplaySource {
                 guard self.connection == connection else { return }
             }
             // A reply's handler may have asked for more (the new clients of a client list): send it.
-            if xcb_flush(connection) <= 0 || xcb_connection_has_error(connection) != 0 {
-                return lost("The X server \(address) closed the connection")
-            }
+            if send() { progress = true }
+            guard self.connection == connection else { return }
+            if xcb_connection_has_error(connection) != 0 { return lost("The X server \(address) closed the connection") }
             if stale && !reading {
                 refresh()
                 progress = true
@@ -318,7 +436,7 @@ final class X11Source: DisplaySource {
         readActive(connection)
         readCurrentDesktop(connection)
         // Appended once the client list's reply has asked for every client, so that it runs after their replies.
-        pending.append(.step { [unowned self] in self.pending.append(.step { [unowned self] in
+        enqueue(step: { [unowned self] in self.enqueue(step: { [unowned self] in
             self.reading = false
             if self.stale { return self.readAll() }
             self.following = true
@@ -343,7 +461,7 @@ final class X11Source: DisplaySource {
             self.selected.formIntersection(present)
             let new = list.filter { self.clients[$0] == nil }
             for window in new { self.readClient(window, connection) }
-            if self.following && !new.isEmpty { self.pending.append(.step { [unowned self] in self.publish() }) }
+            if self.following && !new.isEmpty { self.enqueue(step: { [unowned self] in self.publish() }) }
         }
     }
 
@@ -364,28 +482,34 @@ final class X11Source: DisplaySource {
     private func readClient(_ window: UInt32, _ connection: OpaquePointer) {
         clients[window] = X11Client(window: window, complete: false)
         if selected.insert(window).inserted {
-            let mask = [XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_STRUCTURE_NOTIFY.rawValue]
-            xcb_change_window_attributes(connection, window, XCB_CW_EVENT_MASK.rawValue, mask)
+            enqueue { connection in
+                let mask = [XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_STRUCTURE_NOTIFY.rawValue]
+                xcb_change_window_attributes(connection, window, XCB_CW_EVENT_MASK.rawValue, mask)
+                return nil
+            }
         }
         readMapState(of: window, connection)
         for atom in [atoms.wmPID, atoms.wmDesktop, atoms.wmState, X11Atoms.wmClass] { readProperty(atom, of: window, connection) }
         if hasResource {
-            pending.append(.reply(lc_xcb_res_query_pid(connection, window)) { [unowned self] reply in
-                guard let reply, self.clients[window] != nil else { return }
-                let pid = lc_xcb_res_pid(reply)
-                self.clients[window]?.serverPID = pid > 0 ? pid_t(truncatingIfNeeded: pid) : nil
-            })
+            enqueue { [unowned self] connection in
+                .reply(lc_xcb_res_query_pid(connection, window)) { [unowned self] reply in
+                    guard let reply, self.clients[window] != nil else { return }
+                    let pid = lc_xcb_res_pid(reply)
+                    self.clients[window]?.serverPID = pid > 0 ? pid_t(truncatingIfNeeded: pid) : nil
+                }
+            }
         }
-        pending.append(.step { [unowned self] in self.clients[window]?.complete = true })
+        enqueue(step: { [unowned self] in self.clients[window]?.complete = true })
     }
 
     private func readMapState(of window: UInt32, _ connection: OpaquePointer) {
-        let attributes = xcb_get_window_attributes(connection, window)
-        pending.append(.reply(attributes.sequence) { [unowned self] reply in
-            guard let reply, self.clients[window] != nil else { return }
-            let mapState = reply.assumingMemoryBound(to: xcb_get_window_attributes_reply_t.self).pointee.map_state
-            self.clients[window]?.viewable = UInt32(mapState) == XCB_MAP_STATE_VIEWABLE.rawValue
-        })
+        enqueue { [unowned self] connection in
+            .reply(xcb_get_window_attributes(connection, window).sequence) { [unowned self] reply in
+                guard let reply, self.clients[window] != nil else { return }
+                let mapState = reply.assumingMemoryBound(to: xcb_get_window_attributes_reply_t.self).pointee.map_state
+                self.clients[window]?.viewable = UInt32(mapState) == XCB_MAP_STATE_VIEWABLE.rawValue
+            }
+        }
     }
 
     /// One watched property of a client; ICCCM's WM_STATE changes with the map state, which is read instead.
@@ -434,13 +558,14 @@ final class X11Source: DisplaySource {
     /// A property that is not set (or was deleted) is handed over empty, so that a value read before is cleared.
     private func ask(_ connection: OpaquePointer, window: xcb_window_t, _ property: UInt32, length: UInt32,
                      _ handle: @escaping ([UInt8], UInt8) -> Void) {
-        let cookie = xcb_get_property(connection, 0, window, property, XCB_ATOM_ANY.rawValue, 0, length)
-        pending.append(.reply(cookie.sequence) { reply in
-            guard let reply else { return }
-            let property = reply.assumingMemoryBound(to: xcb_get_property_reply_t.self)
-            let count = Int(xcb_get_property_value_length(property))
-            guard count > 0, let value = xcb_get_property_value(property) else { return handle([], 0) }
-            handle(Array(UnsafeRawBufferPointer(start: value, count: count)), property.pointee.format)
-        })
+        enqueue { connection in
+            .reply(xcb_get_property(connection, 0, window, property, XCB_ATOM_ANY.rawValue, 0, length).sequence) { reply in
+                guard let reply else { return }
+                let property = reply.assumingMemoryBound(to: xcb_get_property_reply_t.self)
+                let count = Int(xcb_get_property_value_length(property))
+                guard count > 0, let value = xcb_get_property_value(property) else { return handle([], 0) }
+                handle(Array(UnsafeRawBufferPointer(start: value, count: count)), property.pointee.format)
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ import LifecycleModel
 /// forks before systemd has moved it is moved after it by `AttachProcessesToUnit` (`sweep`); a child that leaves
 /// the process group in that window is outside both and stays in the daemon's cgroup.
 final class ScopePlacement: ProcessPlacement {
-    private let bus: SystemdManagerBus
+    let bus: SystemdManagerBus
     private let loop: EventLoop
     /// Where the manager's units have their cgroups: the cgroup2 mount, then a user manager's own cgroup.
     private let mount: String
