@@ -36,7 +36,7 @@ let package = Package(
         .executableTarget(name: "scenes-example", dependencies: ["LifecycleClient", "LifecycleProtocol"], path: "Examples/Scenes"),
         // What the test targets share: the seeded generator of their random tests.
         .target(name: "TestSupport", path: "Tests/Support"),
-        .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel", "TestSupport"]),
+        .testTarget(name: "LifecycleModelTests", dependencies: ["LifecycleModel", "LifecycleProtocol", "TestSupport"]),
         .testTarget(name: "LifecycleProtocolTests", dependencies: ["LifecycleProtocol", "LifecycleClient", "TestSupport"]),
         .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport", "TestSupport"]),
         .testTarget(name: "LifectlCommandTests", dependencies: ["LifectlCommand", "LifecycleModel", "LifecycleProtocol"]),

@@ -7,7 +7,6 @@
 // gets it back when its session connects again, after a `lifectl scene close`, or after a relaunch.
 // Like the notes example it records each message it receives (LIFECYCLE_RECORD) for the tests and the tour.
 
-import FoundationEssentials
 import Glibc
 import LifecycleClient
 import LifecycleProtocol
@@ -15,7 +14,7 @@ import LifecycleProtocol
 /// One JSON line per message received, in the format of the Python example's recorder.
 @MainActor
 enum Recorder {
-    struct Entry: Encodable {
+    struct Entry: JSONWritable {
         var app: String
         var type: String
         var t: Int64
@@ -23,6 +22,18 @@ enum Recorder {
         var scene: String?
         var configuration: String?
         var state: JSONValue?
+
+        func writeJSON(into writer: inout JSONWriter) {
+            writer.beginObject()
+            writer.member("app", app)
+            writer.member("configuration", configuration)
+            writer.member("pid", pid)
+            writer.member("scene", scene)
+            writer.member("state", state)
+            writer.member("t", t)
+            writer.member("type", type)
+            writer.endObject()
+        }
     }
 
     static func record(_ type: String, scene: String? = nil, configuration: String? = nil, state: JSONValue? = nil) {
@@ -32,8 +43,7 @@ enum Recorder {
         let entry = Entry(app: ProcessEnvironment.get("LIFECYCLE_APP") ?? "scenes",
                           type: type, t: Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec), pid: getpid(),
                           scene: scene, configuration: configuration, state: state)
-        guard var line = try? JSONEncoder().encode(entry) else { return }
-        line.append(UInt8(ascii: "\n"))
+        let line = LineCoder().encode(entry)
         let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return }
         _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

@@ -1,4 +1,3 @@
-import Foundation
 import LifecycleModel
 import LifecycleProtocol
 
@@ -9,22 +8,16 @@ import LifecycleProtocol
 /// of both sockets. Crashes are what libFuzzer looks for; the checks below turn a wrong answer into one too:
 /// - the framer gives back exactly the input's lines, in order, none over its limit, and refuses only a line
 ///   that is over it;
-/// - `LineCoder.decode` (the hand readers of the hot messages, then JSONDecoder) answers what Foundation's
-///   JSONDecoder answers: the same value, or a failure. One difference is known and tolerated
-///   (`knownDifferences`): JSONDecoder refuses some valid JSON that the hand readers read (a number like `0e3`,
-///   RFC 8259's `int exp` with a zero); where JSONSerialization, Foundation's other parser, reads the line to the
-///   same JSON, the hand reader is right;
-/// - a decoded value encodes through `LineCoder.encode` to the bytes JSONEncoder writes, on one line, and decodes
-///   back to the same value;
-/// - a failure's message for the client is short and non-empty.
+/// - a line `LineCoder.decode` reads as a value encodes to one line, which reads back as the same value and
+///   encodes to the same bytes again;
+/// - a line it refuses gets a message for the client that is short and non-empty.
 public enum ProtocolFuzz {
     /// Bounds the work per input, so that a fuzzer's time goes to variety rather than to one huge input.
     static let maxLinesDecoded = 64
 
-    /// What one input showed: broken checks (`failures`, a bug), and tolerated differences from JSONDecoder.
+    /// What one input showed: broken checks (`failures`, a bug).
     public struct Findings: Sendable {
         public var failures: [String] = []
-        public var knownDifferences: [String] = []
     }
 
     /// The fuzzers' entry: a broken check crashes, so that libFuzzer keeps the input.
@@ -60,14 +53,12 @@ public enum ProtocolFuzz {
         }
         checkFraming(input: input, fed: fed, lines: lines, failed: failed, limit: limit, &findings)
         let coder = LineCoder()
-        // Each type through its own LineCoder overloads (the hand-written readers and writers of the hot messages),
-        // named here where the type is known.
         for line in lines.prefix(maxLinesDecoded) {
-            check(line, { try coder.decode(ClientMessage.self, from: $0) }, { coder.encode($0) }, &findings)
-            check(line, { try coder.decode(ServerMessage.self, from: $0) }, { coder.encode($0) }, &findings)
-            check(line, { try coder.decode(ControlRequest.self, from: $0) }, { coder.encode($0) }, &findings)
-            check(line, { try coder.decode(ControlReply.self, from: $0) }, { coder.encode($0) }, &findings)
-            check(line, { try coder.decode(JSONValue.self, from: $0) }, { coder.encode($0) }, &findings)
+            check(line, { (line) throws(ProtocolError) in try coder.decode(ClientMessage.self, from: line) }, { coder.encode($0) }, &findings)
+            check(line, { (line) throws(ProtocolError) in try coder.decode(ServerMessage.self, from: line) }, { coder.encode($0) }, &findings)
+            check(line, { (line) throws(ProtocolError) in try coder.decode(ControlRequest.self, from: line) }, { coder.encode($0) }, &findings)
+            check(line, { (line) throws(ProtocolError) in try coder.decode(ControlReply.self, from: line) }, { coder.encode($0) }, &findings)
+            check(line, { (line) throws(ProtocolError) in try coder.decode(JSONValue.self, from: line) }, { coder.encode($0) }, &findings)
         }
         return findings
     }
@@ -96,38 +87,24 @@ public enum ProtocolFuzz {
         }
     }
 
-    static func check<T: Codable & Equatable>(_ line: [UInt8], _ decode: ([UInt8]) throws -> T, _ encode: (T) -> [UInt8],
-                                              _ findings: inout Findings) {
+    static func check<T: JSONReadable & JSONWritable & Equatable>(_ line: [UInt8], _ decode: ([UInt8]) throws(ProtocolError) -> T,
+                                                                 _ encode: (T) -> [UInt8], _ findings: inout Findings) {
         let type = T.self
         func require(_ condition: Bool, _ message: @autoclosure () -> String) {
             if !condition { findings.failures.append(message()) }
         }
-        let reference: T?
+        let value: T
         do {
-            reference = try JSONDecoder().decode(type, from: Data(line))
+            value = try decode(line)
         } catch {
-            reference = nil
-            let message = ProtocolError(decoding: error, line: line).message
-            require(!message.isEmpty && message.utf8.count <= 1024, "an unusable error message: \(message.utf8.count) bytes")
-        }
-        let decoded = try? decode(line)
-        if let decoded, reference == nil, readsAsTheSameJSON(line, decoded) {
-            findings.knownDifferences.append("LineCoder reads valid JSON that JSONDecoder refuses, as \(type): \(preview(line))")
+            require(!error.message.isEmpty && error.message.utf8.count <= 1024, "an unusable error message: \(error.message.utf8.count) bytes")
             return
         }
-        require(decoded == reference,
-                "LineCoder decoded \(String(describing: decoded)) where JSONDecoder decoded \(String(describing: reference)) as \(type)")
-        guard let value = reference else { return }
-
         let encoded = encode(value)
-        let referenceEncoder = JSONEncoder()
-        referenceEncoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        if let foundation = try? referenceEncoder.encode(value) {
-            require(encoded == [UInt8](foundation) + [UInt8(ascii: "\n")], "LineCoder's bytes differ from JSONEncoder's for \(type)")
-        }
         require(encoded.last == UInt8(ascii: "\n") && !encoded.dropLast().contains(UInt8(ascii: "\n")), "an encoded message spans lines")
-        let again = try? JSONDecoder().decode(type, from: Data(encoded.dropLast()))
+        let again = try? decode(Array(encoded.dropLast()))
         require(again == value, "\(type) does not survive encoding: \(value) came back as \(String(describing: again))")
+        if let again { require(encode(again) == encoded, "\(type) is not written the same way twice: \(preview(encoded))") }
     }
 }
 
@@ -135,15 +112,4 @@ public enum ProtocolFuzz {
 func preview(_ line: [UInt8]) -> String {
     let text = String(decoding: line.prefix(80), as: UTF8.self)
     return line.count > 80 ? "'\(text)…'" : "'\(text)'"
-}
-
-/// Whether JSONSerialization reads `line` as the JSON that `value` encodes to: then `line` is valid JSON that
-/// means `value`, whatever JSONDecoder says.
-func readsAsTheSameJSON(_ line: [UInt8], _ value: some Encodable) -> Bool {
-    func normalized(_ json: Data) -> Data? {
-        guard let object = try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed]) else { return nil }
-        return try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed])
-    }
-    guard let encoded = try? JSONEncoder().encode(value), let read = normalized(Data(line)) else { return false }
-    return read == normalized(encoded)
 }

@@ -3,7 +3,7 @@
 /// UIKit's `UIApplication.State` has three foreground/background values; the full lifecycle of
 /// "App Programming Guide for iOS — The App Life Cycle" adds notRunning and suspended. lifecycled
 /// tracks all five, because on Linux the daemon, not the kernel, is the one that stops a process.
-public enum AppState: String, Sendable, Codable, CaseIterable {
+public enum AppState: String, Sendable, CaseIterable {
     case notRunning
     /// In the foreground but not receiving events: launching, or interrupted.
     case inactive
@@ -45,7 +45,7 @@ public enum PriorityClass: String, Sendable, Equatable {
 }
 
 /// The activation state of one scene (UIScene.ActivationState), for apps with several scenes.
-public enum SceneActivationState: String, Sendable, Codable, CaseIterable {
+public enum SceneActivationState: String, Sendable, CaseIterable {
     case unattached
     case foregroundInactive
     case foregroundActive

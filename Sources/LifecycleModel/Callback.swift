@@ -1,5 +1,5 @@
 /// The lifecycle callbacks the daemon sends to a client, named after `UIApplicationDelegate`.
-public enum LifecycleCallback: String, Sendable, Codable, CaseIterable {
+public enum LifecycleCallback: String, Sendable, CaseIterable {
     case didFinishLaunching
     case didBecomeActive
     case willResignActive
@@ -27,7 +27,7 @@ public enum LifecycleCallback: String, Sendable, Codable, CaseIterable {
 }
 
 /// Why and how the app was launched, handed to `didFinishLaunching` (UIKit's launch options).
-public struct LaunchOptions: Sendable, Codable, Equatable {
+public struct LaunchOptions: Sendable, Equatable {
     /// Who asked for the launch: `lifectl`, `autoLaunch`, `restart`, or a client name.
     public var launchedBy: String
     /// The app is launched straight into the background (`lifectl launch --background`).

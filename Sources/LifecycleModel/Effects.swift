@@ -176,7 +176,7 @@ public enum Note: Sendable, Equatable {
 }
 
 /// A background task as the client named it.
-public struct BackgroundTask: Sendable, Equatable, Codable {
+public struct BackgroundTask: Sendable, Equatable {
     public var id: Int
     public var name: String
     public init(id: Int, name: String) {

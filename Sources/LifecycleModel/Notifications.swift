@@ -1,6 +1,6 @@
 /// How posts of one notification type to an app that cannot receive them now are folded together.
 /// A property of the type, declared with it (`NotificationCatalog`).
-public enum Coalescing: String, Sendable, Equatable, CaseIterable, Codable {
+public enum Coalescing: String, Sendable, Equatable, CaseIterable {
     /// Keep the last payload (orientation, battery level, locale, a preference).
     case latest
     /// One message saying how many posts there were.

@@ -4,7 +4,7 @@
 // carries out the scene requests.
 
 /// The callbacks the daemon sends to one scene of an app, named after `UISceneDelegate`.
-public enum SceneCallback: String, Sendable, Codable, CaseIterable {
+public enum SceneCallback: String, Sendable, CaseIterable {
     /// `scene(_:willConnectTo:options:)`: carries the session, its configuration, the connection options
     /// and the state the client saved at its last `sceneDidEnterBackground`.
     case sceneWillConnect
@@ -83,7 +83,7 @@ public struct ScenePolicy: Sendable, Equatable {
 
 /// A scene session, as `UISceneSession`: it outlives the scene's connection and the app's process,
 /// and is kept until discarded.
-public struct SceneSession: Sendable, Equatable, Codable {
+public struct SceneSession: Sendable, Equatable {
     /// sceneWillConnect carries the session's saved state and its connection options in one protocol line
     /// (65,536 bytes): the state kept is at most 32 KiB of JSON, the options of `scene open` at most 16 KiB.
     public static let savedStateLimit = 32 * 1024
@@ -103,6 +103,17 @@ public struct SceneSession: Sendable, Equatable, Codable {
     public internal(set) var connectionOptions: JSONValue = .object([:])
     /// Order of the last activation (higher: more recent); 0: never active.
     public internal(set) var lastActivation = 0
+
+    public init(id: String, role: String, configuration: String, state: SceneActivationState? = nil, savedState: JSONValue? = nil,
+                connectionOptions: JSONValue = .object([:]), lastActivation: Int = 0) {
+        self.id = id
+        self.role = role
+        self.configuration = configuration
+        self.state = state
+        self.savedState = savedState
+        self.connectionOptions = connectionOptions
+        self.lastActivation = lastActivation
+    }
 
     public var isConnected: Bool { state != nil }
 }

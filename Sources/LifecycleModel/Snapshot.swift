@@ -5,7 +5,7 @@
 // the app entered the background.
 
 /// One app's lasting state, as the daemon persists it.
-public struct AppSnapshot: Sendable, Equatable, Codable {
+public struct AppSnapshot: Sendable, Equatable {
     public var state: AppState
     public var launches: Int
     public var deadlineMisses: Int
@@ -26,13 +26,31 @@ public struct AppSnapshot: Sendable, Equatable, Codable {
     /// What its client heard, while the app moves on without it (before its first hello, after a hang-up, during
     /// a catch-up); absent when the client follows the app, and in files of older daemons.
     public var told: Told?
+
+    public init(state: AppState, launches: Int, deadlineMisses: Int, terminatedInBackground: Bool, memoryTerminations: Int,
+                observing: [String], queue: NotificationQueue, sessions: [SceneSession], nextSceneNumber: Int,
+                discardedUntold: [String], nextMessageID: Int? = nil, tasks: [BackgroundTask]? = nil,
+                enteredBackgroundAtMicroseconds: Int64? = nil, told: Told? = nil) {
+        self.state = state
+        self.launches = launches
+        self.deadlineMisses = deadlineMisses
+        self.terminatedInBackground = terminatedInBackground
+        self.memoryTerminations = memoryTerminations
+        self.observing = observing
+        self.queue = queue
+        self.sessions = sessions
+        self.nextSceneNumber = nextSceneNumber
+        self.discardedUntold = discardedUntold
+        self.nextMessageID = nextMessageID
+        self.tasks = tasks
+        self.enteredBackgroundAtMicroseconds = enteredBackgroundAtMicroseconds
+        self.told = told
+    }
 }
 
-extension NotificationQueue: Codable {
-    enum CodingKeys: String, CodingKey { case limit, entries }
-
-    /// One entry as the state file keeps it (the writer of the state file reads these too).
-    public struct StoredEntry: Codable, Sendable {
+extension NotificationQueue {
+    /// One entry as the state file keeps it (StateFileJSON.swift writes and reads these).
+    public struct StoredEntry: Sendable, Equatable {
         public var name: String
         public var coalescing: Coalescing
         public var payload: JSONValue?
@@ -40,6 +58,24 @@ extension NotificationQueue: Codable {
         public var payloads: [JSONValue]
         public var posts: Int
         public var dropped: Int
+
+        public init(name: String, coalescing: Coalescing, payload: JSONValue?, payloads: [JSONValue], posts: Int, dropped: Int) {
+            self.name = name
+            self.coalescing = coalescing
+            self.payload = payload
+            self.payloads = payloads
+            self.posts = posts
+            self.dropped = dropped
+        }
+    }
+
+    /// A queue as the state file kept it: each entry keeps at most `limit` of its newest payloads.
+    public init(limit: Int, stored: [StoredEntry]) {
+        self.init(limit: limit)
+        for entry in stored {
+            restore(Entry(name: entry.name, coalescing: entry.coalescing, payload: entry.payload,
+                          payloads: Array(entry.payloads.suffix(self.limit)), posts: entry.posts, dropped: entry.dropped))
+        }
     }
 
     /// The entries in first-post order, as the state file keeps them.
@@ -48,21 +84,6 @@ extension NotificationQueue: Codable {
             StoredEntry(name: $0.name, coalescing: $0.coalescing, payload: $0.payload,
                         payloads: $0.keptPayloads, posts: $0.posts, dropped: $0.dropped)
         }
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(limit: try container.decode(Int.self, forKey: .limit))
-        for stored in try container.decode([StoredEntry].self, forKey: .entries) {
-            restore(Entry(name: stored.name, coalescing: stored.coalescing, payload: stored.payload,
-                          payloads: Array(stored.payloads.suffix(limit)), posts: stored.posts, dropped: stored.dropped))
-        }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(limit, forKey: .limit)
-        try container.encode(stored, forKey: .entries)
     }
 }
 

@@ -6,7 +6,7 @@
 
 /// What a client has heard of its app, kept while the app may move on without it. The state file keeps it too, so
 /// that a daemon that takes the app back tells the client what it missed under the previous daemon.
-public struct Told: Sendable, Equatable, Codable {
+public struct Told: Sendable, Equatable {
     /// The app's state as the client knows it; notRunning: nothing yet, not even didFinishLaunching.
     public var state: AppState
     /// Each connected scene's state as the client knows it, by session id.

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import LifecycleModel
 
 // The app protocol: what flows over the socket inherited as LIFECYCLE_FD. See docs/PROTOCOL.md.
@@ -27,90 +26,80 @@ public enum ClientMessage: Sendable, Equatable {
     case requestSceneDestruction(scene: String)
 }
 
-extension ClientMessage: Codable {
-    enum CodingKeys: String, CodingKey {
-        case type, `protocol`, id, observe, names, name, payload, app, task, configuration, state, scene, role, options, token
-        case result
-    }
-
+extension ClientMessage: JSONReadable, JSONWritable {
     static let types = ["hello", "ack", "observe", "post", "beginBackgroundTask", "endBackgroundTask",
                         "requestSceneActivation", "requestSceneDestruction"]
 
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        let type = try container.decode(String.self, forKey: .type)
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        let type: String = try fields.required("type")
         switch type {
-        case "hello":
-            self = .hello(protocol: try container.decode(Int.self, forKey: .protocol),
-                          observe: try container.decodeIfPresent([String].self, forKey: .observe),
-                          app: try container.decodeIfPresent(String.self, forKey: .app),
-                          token: try container.decodeIfPresent(String.self, forKey: .token))
         case "ack":
-            self = .ack(id: try container.decode(Int.self, forKey: .id),
-                        configuration: try container.decodeIfPresent(String.self, forKey: .configuration),
-                        state: try container.decodeIfPresent(JSONValue.self, forKey: .state),
-                        result: try container.decodeIfPresent(String.self, forKey: .result))
-        case "observe": self = .observe(try container.decode([String].self, forKey: .names))
+            self = .ack(id: try fields.required("id"), configuration: try fields.optional("configuration"),
+                        state: try fields.optional("state"), result: try fields.optional("result"))
+        case "hello":
+            self = .hello(protocol: try fields.required("protocol"), observe: try fields.optional("observe"),
+                          app: try fields.optional("app"), token: try fields.optional("token"))
+        case "observe": self = .observe(try fields.required("names"))
         case "post":
-            self = .post(name: try container.decode(String.self, forKey: .name),
-                         payload: try container.decodeIfPresent(JSONValue.self, forKey: .payload),
-                         app: try container.decodeIfPresent(String.self, forKey: .app))
+            self = .post(name: try fields.required("name"), payload: try fields.optional("payload"),
+                         app: try fields.optional("app"))
         case "beginBackgroundTask":
-            self = .beginBackgroundTask(task: try container.decode(Int.self, forKey: .task),
-                                        name: try container.decodeIfPresent(String.self, forKey: .name) ?? "")
-        case "endBackgroundTask": self = .endBackgroundTask(task: try container.decode(Int.self, forKey: .task))
+            self = .beginBackgroundTask(task: try fields.required("task"), name: try fields.optional("name") ?? "")
+        case "endBackgroundTask": self = .endBackgroundTask(task: try fields.required("task"))
         case "requestSceneActivation":
-            self = .requestSceneActivation(scene: try container.decodeIfPresent(String.self, forKey: .scene),
-                                           role: try container.decodeIfPresent(String.self, forKey: .role),
-                                           configuration: try container.decodeIfPresent(String.self, forKey: .configuration),
-                                           options: try container.decodeIfPresent(JSONValue.self, forKey: .options))
+            self = .requestSceneActivation(scene: try fields.optional("scene"), role: try fields.optional("role"),
+                                           configuration: try fields.optional("configuration"),
+                                           options: try fields.optional("options"))
         case "requestSceneDestruction":
-            self = .requestSceneDestruction(scene: try container.decode(String.self, forKey: .scene))
+            self = .requestSceneDestruction(scene: try fields.required("scene"))
         default:
             throw ProtocolError("unknown message type '\(ProtocolError.clipped(type, to: 80))' (expected one of: \(Self.types.joined(separator: ", ")))")
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
+    /// Members in key order, as everything on the wire.
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
         switch self {
         case .hello(let version, let observe, let app, let token):
-            try container.encode("hello", forKey: .type)
-            try container.encode(version, forKey: .protocol)
-            try container.encodeIfPresent(observe, forKey: .observe)
-            try container.encodeIfPresent(app, forKey: .app)
-            try container.encodeIfPresent(token, forKey: .token)
+            writer.member("app", app)
+            writer.member("observe", observe)
+            writer.member("protocol", version)
+            writer.member("token", token)
+            writer.member("type", "hello")
         case .ack(let id, let configuration, let state, let result):
-            try container.encode("ack", forKey: .type)
-            try container.encode(id, forKey: .id)
-            try container.encodeIfPresent(configuration, forKey: .configuration)
-            try container.encodeIfPresent(state, forKey: .state)
-            try container.encodeIfPresent(result, forKey: .result)
+            writer.member("configuration", configuration)
+            writer.member("id", id)
+            writer.member("result", result)
+            writer.member("state", state)
+            writer.member("type", "ack")
         case .observe(let names):
-            try container.encode("observe", forKey: .type)
-            try container.encode(names, forKey: .names)
+            writer.member("names", names)
+            writer.member("type", "observe")
         case .post(let name, let payload, let app):
-            try container.encode("post", forKey: .type)
-            try container.encode(name, forKey: .name)
-            try container.encodeIfPresent(payload, forKey: .payload)
-            try container.encodeIfPresent(app, forKey: .app)
+            writer.member("app", app)
+            writer.member("name", name)
+            writer.member("payload", payload)
+            writer.member("type", "post")
         case .beginBackgroundTask(let task, let name):
-            try container.encode("beginBackgroundTask", forKey: .type)
-            try container.encode(task, forKey: .task)
-            try container.encode(name, forKey: .name)
+            writer.member("name", name)
+            writer.member("task", task)
+            writer.member("type", "beginBackgroundTask")
         case .endBackgroundTask(let task):
-            try container.encode("endBackgroundTask", forKey: .type)
-            try container.encode(task, forKey: .task)
+            writer.member("task", task)
+            writer.member("type", "endBackgroundTask")
         case .requestSceneActivation(let scene, let role, let configuration, let options):
-            try container.encode("requestSceneActivation", forKey: .type)
-            try container.encodeIfPresent(scene, forKey: .scene)
-            try container.encodeIfPresent(role, forKey: .role)
-            try container.encodeIfPresent(configuration, forKey: .configuration)
-            try container.encodeIfPresent(options, forKey: .options)
+            writer.member("configuration", configuration)
+            writer.member("options", options)
+            writer.member("role", role)
+            writer.member("scene", scene)
+            writer.member("type", "requestSceneActivation")
         case .requestSceneDestruction(let scene):
-            try container.encode("requestSceneDestruction", forKey: .type)
-            try container.encode(scene, forKey: .scene)
+            writer.member("scene", scene)
+            writer.member("type", "requestSceneDestruction")
         }
+        writer.endObject()
     }
 }
 
@@ -144,159 +133,169 @@ public enum ServerMessage: Sendable, Equatable {
     case performFetch(id: Int, deadlineMs: Int)
 }
 
-/// A background task on the wire: `{"task": 1, "name": "upload"}`.
-struct WireTask: Codable {
-    var task: Int
-    var name: String
-}
-
-extension ServerMessage: Codable {
-    enum CodingKeys: String, CodingKey {
-        case type, `protocol`, app, state, id, deadlineMs, launchOptions, message, token
-        case name, payload, payloads, posts, dropped, task, tasks, remainingMs
-        case scene, scenes, role, configuration, options, request
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        let type = try container.decode(String.self, forKey: .type)
+extension ServerMessage: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        let type: String = try fields.required("type")
         switch type {
         case "hello":
-            self = .welcome(protocol: try container.decode(Int.self, forKey: .protocol),
-                            app: try container.decode(String.self, forKey: .app),
-                            state: try container.decode(AppState.self, forKey: .state),
-                            token: try container.decodeIfPresent(String.self, forKey: .token))
+            self = .welcome(protocol: try fields.required("protocol"), app: try fields.required("app"),
+                            state: try fields.required("state"), token: try fields.optional("token"))
         case "error":
-            self = .error(try container.decode(String.self, forKey: .message))
+            self = .error(try fields.required("message"))
         case "notification":
             self = .notification(NotificationDelivery(
-                name: try container.decode(String.self, forKey: .name),
-                payload: try container.decodeIfPresent(JSONValue.self, forKey: .payload),
-                payloads: try container.decodeIfPresent([JSONValue].self, forKey: .payloads),
-                posts: try container.decode(Int.self, forKey: .posts),
-                dropped: try container.decodeIfPresent(Int.self, forKey: .dropped) ?? 0))
+                name: try fields.required("name"), payload: try fields.optional("payload"),
+                payloads: try fields.optional("payloads"), posts: try fields.required("posts"),
+                dropped: try fields.optional("dropped") ?? 0))
         case "backgroundTaskBegan":
-            self = .backgroundTaskBegan(task: try container.decode(Int.self, forKey: .task),
-                                        name: try container.decode(String.self, forKey: .name),
-                                        remainingMs: try container.decodeIfPresent(Int.self, forKey: .remainingMs))
+            self = .backgroundTaskBegan(task: try fields.required("task"), name: try fields.required("name"),
+                                        remainingMs: try fields.optional("remainingMs"))
         case "backgroundTimeWillExpire":
-            let tasks = try container.decode([WireTask].self, forKey: .tasks)
-            self = .backgroundTimeWillExpire(tasks: tasks.map { BackgroundTask(id: $0.task, name: $0.name) },
-                                             remainingMs: try container.decode(Int.self, forKey: .remainingMs))
+            self = .backgroundTimeWillExpire(tasks: try fields.required("tasks", as: [WireTask].self).map(\.task),
+                                             remainingMs: try fields.required("remainingMs"))
         case "postFailed":
-            self = .postFailed(name: try container.decode(String.self, forKey: .name),
-                               message: try container.decode(String.self, forKey: .message))
+            self = .postFailed(name: try fields.required("name"), message: try fields.required("message"))
         case "configurationForConnecting":
-            self = .configurationForConnecting(id: try container.decode(Int.self, forKey: .id),
-                                               deadlineMs: try container.decode(Int.self, forKey: .deadlineMs),
-                                               scene: try container.decode(String.self, forKey: .scene),
-                                               role: try container.decode(String.self, forKey: .role),
-                                               proposed: try container.decode(String.self, forKey: .configuration),
-                                               options: try container.decodeIfPresent(JSONValue.self, forKey: .options) ?? .object([:]))
+            self = .configurationForConnecting(id: try fields.required("id"), deadlineMs: try fields.required("deadlineMs"),
+                                               scene: try fields.required("scene"), role: try fields.required("role"),
+                                               proposed: try fields.required("configuration"),
+                                               options: try fields.optional("options") ?? .object([:]))
         case "didDiscardSceneSessions":
-            self = .didDiscardSceneSessions(id: try container.decode(Int.self, forKey: .id),
-                                            deadlineMs: try container.decode(Int.self, forKey: .deadlineMs),
-                                            scenes: try container.decode([String].self, forKey: .scenes))
+            self = .didDiscardSceneSessions(id: try fields.required("id"), deadlineMs: try fields.required("deadlineMs"),
+                                            scenes: try fields.required("scenes"))
         case "performFetch":
-            self = .performFetch(id: try container.decode(Int.self, forKey: .id),
-                                 deadlineMs: try container.decode(Int.self, forKey: .deadlineMs))
+            self = .performFetch(id: try fields.required("id"), deadlineMs: try fields.required("deadlineMs"))
         case "requestFailed":
-            self = .requestFailed(request: try container.decode(String.self, forKey: .request),
-                                  message: try container.decode(String.self, forKey: .message))
-        case _ where SceneCallback(rawValue: type) != nil:
-            let callback = SceneCallback(rawValue: type)!
-            var connection: SceneConnection?
-            if callback == .sceneWillConnect {
-                connection = SceneConnection(role: try container.decode(String.self, forKey: .role),
-                                             configuration: try container.decode(String.self, forKey: .configuration),
-                                             options: try container.decodeIfPresent(JSONValue.self, forKey: .options) ?? .object([:]),
-                                             savedState: try container.decodeIfPresent(JSONValue.self, forKey: .state))
-            }
-            self = .sceneCallback(callback, id: try container.decode(Int.self, forKey: .id),
-                                  deadlineMs: try container.decode(Int.self, forKey: .deadlineMs),
-                                  scene: try container.decode(String.self, forKey: .scene), connection: connection)
+            self = .requestFailed(request: try fields.required("request"), message: try fields.required("message"))
         default:
-            guard let callback = LifecycleCallback(rawValue: type) else {
+            if let callback = SceneCallback(rawValue: type) {
+                var connection: SceneConnection?
+                if callback == .sceneWillConnect {
+                    connection = SceneConnection(role: try fields.required("role"),
+                                                 configuration: try fields.required("configuration"),
+                                                 options: try fields.optional("options") ?? .object([:]),
+                                                 savedState: try fields.optional("state"))
+                }
+                self = .sceneCallback(callback, id: try fields.required("id"), deadlineMs: try fields.required("deadlineMs"),
+                                      scene: try fields.required("scene"), connection: connection)
+            } else if let callback = LifecycleCallback(rawValue: type) {
+                self = .callback(callback, id: try fields.required("id"), deadlineMs: try fields.required("deadlineMs"),
+                                 launchOptions: try fields.optional("launchOptions"))
+            } else {
                 throw ProtocolError("unknown message type '\(ProtocolError.clipped(type, to: 80))'")
             }
-            self = .callback(callback, id: try container.decode(Int.self, forKey: .id),
-                             deadlineMs: try container.decode(Int.self, forKey: .deadlineMs),
-                             launchOptions: try container.decodeIfPresent(LaunchOptions.self, forKey: .launchOptions))
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
+    /// Members in key order, as everything on the wire.
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
         switch self {
         case .welcome(let version, let app, let state, let token):
-            try container.encode("hello", forKey: .type)
-            try container.encode(version, forKey: .protocol)
-            try container.encode(app, forKey: .app)
-            try container.encode(state, forKey: .state)
-            try container.encodeIfPresent(token, forKey: .token)
+            writer.member("app", app)
+            writer.member("protocol", version)
+            writer.member("state", state)
+            writer.member("token", token)
+            writer.member("type", "hello")
         case .callback(let callback, let id, let deadlineMs, let options):
-            try container.encode(callback.rawValue, forKey: .type)
-            try container.encode(id, forKey: .id)
-            try container.encode(deadlineMs, forKey: .deadlineMs)
-            try container.encodeIfPresent(options, forKey: .launchOptions)
+            writer.member("deadlineMs", deadlineMs)
+            writer.member("id", id)
+            writer.member("launchOptions", options)
+            writer.member("type", callback)
         case .error(let message):
-            try container.encode("error", forKey: .type)
-            try container.encode(message, forKey: .message)
+            writer.member("message", message)
+            writer.member("type", "error")
         case .notification(let delivery):
-            try container.encode("notification", forKey: .type)
-            try container.encode(delivery.name, forKey: .name)
-            try container.encodeIfPresent(delivery.payload, forKey: .payload)
-            try container.encodeIfPresent(delivery.payloads, forKey: .payloads)
-            try container.encode(delivery.posts, forKey: .posts)
-            try container.encode(delivery.dropped, forKey: .dropped)
+            writer.member("dropped", delivery.dropped)
+            writer.member("name", delivery.name)
+            writer.member("payload", delivery.payload)
+            writer.member("payloads", delivery.payloads)
+            writer.member("posts", delivery.posts)
+            writer.member("type", "notification")
         case .backgroundTaskBegan(let task, let name, let remainingMs):
-            try container.encode("backgroundTaskBegan", forKey: .type)
-            try container.encode(task, forKey: .task)
-            try container.encode(name, forKey: .name)
+            writer.member("name", name)
             // null in the foreground: the time has not started.
-            try container.encode(remainingMs, forKey: .remainingMs)
+            writer.key("remainingMs")
+            if let remainingMs { writer.integer(Int64(remainingMs)) } else { writer.null() }
+            writer.member("task", task)
+            writer.member("type", "backgroundTaskBegan")
         case .backgroundTimeWillExpire(let tasks, let remainingMs):
-            try container.encode("backgroundTimeWillExpire", forKey: .type)
-            try container.encode(tasks.map { WireTask(task: $0.id, name: $0.name) }, forKey: .tasks)
-            try container.encode(remainingMs, forKey: .remainingMs)
+            writer.member("remainingMs", remainingMs)
+            writer.member("tasks", tasks.map(WireTask.init))
+            writer.member("type", "backgroundTimeWillExpire")
         case .postFailed(let name, let message):
-            try container.encode("postFailed", forKey: .type)
-            try container.encode(name, forKey: .name)
-            try container.encode(message, forKey: .message)
+            writer.member("message", message)
+            writer.member("name", name)
+            writer.member("type", "postFailed")
         case .sceneCallback(let callback, let id, let deadlineMs, let scene, let connection):
-            try container.encode(callback.rawValue, forKey: .type)
-            try container.encode(id, forKey: .id)
-            try container.encode(deadlineMs, forKey: .deadlineMs)
-            try container.encode(scene, forKey: .scene)
-            if let connection {
-                try container.encode(connection.role, forKey: .role)
-                try container.encode(connection.configuration, forKey: .configuration)
-                try container.encode(connection.options, forKey: .options)
-                // null when nothing was saved: the key is always there, so clients need not guess.
-                try container.encode(connection.savedState ?? .null, forKey: .state)
-            }
+            writer.member("configuration", connection?.configuration)
+            writer.member("deadlineMs", deadlineMs)
+            writer.member("id", id)
+            writer.member("options", connection?.options)
+            writer.member("role", connection?.role)
+            writer.member("scene", scene)
+            // null when nothing was saved: the key is always there, so clients need not guess.
+            writer.member("state", connection.map { $0.savedState ?? .null })
+            writer.member("type", callback)
         case .configurationForConnecting(let id, let deadlineMs, let scene, let role, let proposed, let options):
-            try container.encode("configurationForConnecting", forKey: .type)
-            try container.encode(id, forKey: .id)
-            try container.encode(deadlineMs, forKey: .deadlineMs)
-            try container.encode(scene, forKey: .scene)
-            try container.encode(role, forKey: .role)
-            try container.encode(proposed, forKey: .configuration)
-            try container.encode(options, forKey: .options)
+            writer.member("configuration", proposed)
+            writer.member("deadlineMs", deadlineMs)
+            writer.member("id", id)
+            writer.member("options", options)
+            writer.member("role", role)
+            writer.member("scene", scene)
+            writer.member("type", "configurationForConnecting")
         case .didDiscardSceneSessions(let id, let deadlineMs, let scenes):
-            try container.encode("didDiscardSceneSessions", forKey: .type)
-            try container.encode(id, forKey: .id)
-            try container.encode(deadlineMs, forKey: .deadlineMs)
-            try container.encode(scenes, forKey: .scenes)
+            writer.member("deadlineMs", deadlineMs)
+            writer.member("id", id)
+            writer.member("scenes", scenes)
+            writer.member("type", "didDiscardSceneSessions")
         case .performFetch(let id, let deadlineMs):
-            try container.encode("performFetch", forKey: .type)
-            try container.encode(id, forKey: .id)
-            try container.encode(deadlineMs, forKey: .deadlineMs)
+            writer.member("deadlineMs", deadlineMs)
+            writer.member("id", id)
+            writer.member("type", "performFetch")
         case .requestFailed(let request, let message):
-            try container.encode("requestFailed", forKey: .type)
-            try container.encode(request, forKey: .request)
-            try container.encode(message, forKey: .message)
+            writer.member("message", message)
+            writer.member("request", request)
+            writer.member("type", "requestFailed")
         }
+        writer.endObject()
+    }
+}
+
+/// A background task on the wire: `{"name": "upload", "task": 1}`.
+struct WireTask: JSONReadable, JSONWritable {
+    var task: BackgroundTask
+
+    init(_ task: BackgroundTask) { self.task = task }
+
+    init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        task = BackgroundTask(id: try fields.required("task"), name: try fields.required("name"))
+    }
+
+    func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("name", task.name)
+        writer.member("task", task.id)
+        writer.endObject()
+    }
+}
+
+extension LaunchOptions: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(launchedBy: try fields.required("launchedBy"), background: try fields.required("background"),
+                  terminatedInBackground: try fields.required("terminatedInBackground"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("background", background)
+        writer.member("launchedBy", launchedBy)
+        writer.member("terminatedInBackground", terminatedInBackground)
+        writer.endObject()
     }
 }
 

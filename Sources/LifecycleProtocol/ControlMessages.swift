@@ -1,11 +1,10 @@
-import FoundationEssentials
 import LifecycleModel
 
 // The control protocol (docs/CONTROL.md): lifectl ↔ the daemon over RUNTIME_DIR/control.sock, one request and one
 // reply per line, or a stream of lines after `watch` (WatchEvents.swift).
 
 /// A request from lifectl.
-public struct ControlRequest: Codable, Sendable, Equatable {
+public struct ControlRequest: Sendable, Equatable {
     /// A query (`list`, `status`, `scenes`, `watch`), `post`, `reload`, `simulate-memory-pressure`, or a
     /// lifecycle verb: `launch`, `focus`, `deactivate`, `background`, `suspend`, `resume`, `terminate`, `scene-*`.
     public var verb: String
@@ -65,7 +64,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
 }
 
 /// One app as `lifectl list --json` shows it.
-public struct AppStatus: Codable, Sendable, Equatable {
+public struct AppStatus: Sendable, Equatable {
     public var name: String
     public var state: AppState
     public var pid: Int32?
@@ -122,7 +121,7 @@ public struct AppStatus: Codable, Sendable, Equatable {
 }
 
 /// One scene session, as `lifectl scenes --json` shows it.
-public struct SceneStatus: Codable, Sendable, Equatable {
+public struct SceneStatus: Sendable, Equatable {
     /// The session's persistent identifier (`s1`, …).
     public var scene: String
     public var role: String
@@ -145,7 +144,7 @@ public struct SceneStatus: Codable, Sendable, Equatable {
     }
 }
 
-public struct TaskStatus: Codable, Sendable, Equatable {
+public struct TaskStatus: Sendable, Equatable {
     public var task: Int
     public var name: String
     public init(task: Int, name: String) {
@@ -155,7 +154,7 @@ public struct TaskStatus: Codable, Sendable, Equatable {
 }
 
 /// What a post did.
-public struct PostSummary: Codable, Sendable, Equatable {
+public struct PostSummary: Sendable, Equatable {
     public var delivered: Int
     public var queued: Int
     public init(delivered: Int, queued: Int) {
@@ -165,7 +164,7 @@ public struct PostSummary: Codable, Sendable, Equatable {
 }
 
 /// The daemon itself, as `lifectl status` shows it.
-public struct DaemonStatus: Codable, Sendable, Equatable {
+public struct DaemonStatus: Sendable, Equatable {
     public var pid: Int32
     public var version: String
     public var configDirectory: String
@@ -200,7 +199,7 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
 }
 
 /// The daemon's answer to one control request.
-public struct ControlReply: Codable, Sendable, Equatable {
+public struct ControlReply: Sendable, Equatable {
     public var ok: Bool
     /// For failures: what went wrong, in a sentence naming the app, its state and the request.
     public var error: String?
@@ -221,4 +220,184 @@ public struct ControlReply: Codable, Sendable, Equatable {
     }
 
     public static func failure(_ message: String) -> ControlReply { ControlReply(ok: false, error: message) }
+}
+
+// Each type reads and writes itself (LineCoder): members in key order, a nil optional left out; reading ignores
+// unknown members and takes null for an absent optional.
+
+extension ControlRequest: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(verb: try fields.required("verb"), app: try fields.optional("app"),
+                  background: try fields.optional("background"), name: try fields.optional("name"),
+                  data: try fields.optional("data"), scene: try fields.optional("scene"), role: try fields.optional("role"),
+                  configuration: try fields.optional("configuration"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("app", app)
+        writer.member("background", background)
+        writer.member("configuration", configuration)
+        writer.member("data", data)
+        writer.member("name", name)
+        writer.member("role", role)
+        writer.member("scene", scene)
+        writer.member("verb", verb)
+        writer.endObject()
+    }
+}
+
+extension ControlReply: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(ok: try fields.required("ok"), error: try fields.optional("error"), apps: try fields.optional("apps"),
+                  daemon: try fields.optional("daemon"), posted: try fields.optional("posted"),
+                  scene: try fields.optional("scene"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("apps", apps)
+        writer.member("daemon", daemon)
+        writer.member("error", error)
+        writer.member("ok", ok)
+        writer.member("posted", posted)
+        writer.member("scene", scene)
+        writer.endObject()
+    }
+}
+
+extension AppStatus: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(name: try fields.required("name"), state: try fields.required("state"), pid: try fields.optional("pid"),
+                  since: try fields.required("since"), sinceSeconds: try fields.required("sinceSeconds"),
+                  protocol: try fields.required("protocol"), launches: try fields.required("launches"),
+                  deadlineMisses: try fields.required("deadlineMisses"), awaiting: try fields.optional("awaiting"),
+                  suspendMethod: try fields.required("suspendMethod"), cgroup: try fields.optional("cgroup"))
+        queuedNotifications = try fields.required("queuedNotifications")
+        queuedPosts = try fields.required("queuedPosts")
+        observing = try fields.required("observing")
+        backgroundTasks = try fields.required("backgroundTasks")
+        backgroundTimeRemaining = try fields.optional("backgroundTimeRemaining")
+        taskOverruns = try fields.required("taskOverruns")
+        backgroundModes = try fields.required("backgroundModes")
+        memoryTerminations = try fields.required("memoryTerminations")
+        terminatedInBackground = try fields.required("terminatedInBackground")
+        scenes = try fields.optional("scenes")
+        adopted = try fields.optional("adopted")
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("adopted", adopted)
+        writer.member("awaiting", awaiting)
+        writer.member("backgroundModes", backgroundModes)
+        writer.member("backgroundTasks", backgroundTasks)
+        writer.member("backgroundTimeRemaining", backgroundTimeRemaining)
+        writer.member("cgroup", cgroup)
+        writer.member("deadlineMisses", deadlineMisses)
+        writer.member("launches", launches)
+        writer.member("memoryTerminations", memoryTerminations)
+        writer.member("name", name)
+        writer.member("observing", observing)
+        writer.member("pid", pid)
+        writer.member("protocol", `protocol`)
+        writer.member("queuedNotifications", queuedNotifications)
+        writer.member("queuedPosts", queuedPosts)
+        writer.member("scenes", scenes)
+        writer.member("since", since)
+        writer.member("sinceSeconds", sinceSeconds)
+        writer.member("state", state)
+        writer.member("suspendMethod", suspendMethod)
+        writer.member("taskOverruns", taskOverruns)
+        writer.member("terminatedInBackground", terminatedInBackground)
+        writer.endObject()
+    }
+}
+
+extension SceneStatus: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(scene: try fields.required("scene"), role: try fields.required("role"),
+                  configuration: try fields.required("configuration"), state: try fields.required("state"),
+                  savedState: try fields.optional("savedState"), savedStateHidden: try fields.optional("savedStateHidden"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writeMembers(into: &writer)
+        writer.endObject()
+    }
+
+    /// The members alone, for an object that adds keys sorting before `configuration` (lifectl's `app`).
+    public func writeMembers(into writer: inout JSONWriter) {
+        writer.member("configuration", configuration)
+        writer.member("role", role)
+        writer.member("savedState", savedState)
+        writer.member("savedStateHidden", savedStateHidden)
+        writer.member("scene", scene)
+        writer.member("state", state)
+    }
+}
+
+extension TaskStatus: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(task: try fields.required("task"), name: try fields.required("name"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("name", name)
+        writer.member("task", task)
+        writer.endObject()
+    }
+}
+
+extension PostSummary: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(delivered: try fields.required("delivered"), queued: try fields.required("queued"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("delivered", delivered)
+        writer.member("queued", queued)
+        writer.endObject()
+    }
+}
+
+extension DaemonStatus: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(pid: try fields.required("pid"), version: try fields.required("version"),
+                  configDirectory: try fields.required("configDirectory"),
+                  runtimeDirectory: try fields.required("runtimeDirectory"), cgroupLayout: try fields.required("cgroupLayout"),
+                  mechanisms: try fields.required("mechanisms"), configErrors: try fields.required("configErrors"),
+                  uptimeSeconds: try fields.required("uptimeSeconds"))
+        sources = try fields.required("sources")
+        notificationTypes = try fields.required("notificationTypes")
+        display = try fields.optional("display")
+        controlProtocol = try fields.optional("controlProtocol")
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("cgroupLayout", cgroupLayout)
+        writer.member("configDirectory", configDirectory)
+        writer.member("configErrors", configErrors)
+        writer.member("controlProtocol", controlProtocol)
+        writer.member("display", display)
+        writer.member("mechanisms", mechanisms)
+        writer.member("notificationTypes", notificationTypes)
+        writer.member("pid", pid)
+        writer.member("runtimeDirectory", runtimeDirectory)
+        writer.member("sources", sources)
+        writer.member("uptimeSeconds", uptimeSeconds)
+        writer.member("version", version)
+        writer.endObject()
+    }
 }

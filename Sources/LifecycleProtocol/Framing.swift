@@ -1,5 +1,3 @@
-import FoundationEssentials
-
 /// The protocol's version; a client says which one it speaks in its hello.
 public let protocolVersion = 1
 
@@ -73,29 +71,10 @@ public struct LineFramer: Sendable {
 }
 
 /// A decoding failure with a message a client author can act on.
-public struct ProtocolError: Error, Equatable, CustomStringConvertible {
+public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     public var message: String
     public init(_ message: String) { self.message = message }
     public var description: String { message }
-
-    /// Turn a JSONDecoder error into a short sentence naming what was wrong.
-    public init(decoding error: any Error, line: [UInt8]) {
-        switch error {
-        case DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty:
-            self.init("not a JSON object: \(Self.preview(line))")
-        case DecodingError.keyNotFound(let key, _):
-            self.init("missing field '\(key.stringValue)'")
-        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
-             DecodingError.dataCorrupted(let context):
-            // Both come from the client's bytes (a key may be 60 KiB long): clipped, so the answer stays one short line.
-            let path = Self.clipped(context.codingPath.map(\.stringValue).joined(separator: "."), to: 120)
-            self.init("bad field '\(path)': \(Self.clipped(context.debugDescription, to: 300))")
-        case let error as ProtocolError:
-            self = error
-        default:
-            self.init("malformed message: \(Self.preview(line))")
-        }
-    }
 
     /// Client-given text echoed in an error (a type, a verb, a field path), cut to `characters` with "…".
     public static func clipped(_ text: String, to characters: Int) -> String {

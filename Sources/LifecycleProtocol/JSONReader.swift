@@ -1,35 +1,52 @@
-// The reading half of the hand-written path: a strict parser into `ParsedValue`, and the scalars as JSONDecoder
-// reads them. The readers of the hot messages (MessageReaders.swift) read from a parsed value; every line the
-// parser or a reader declines goes to JSONDecoder.
+// The reading half of the protocol's one JSON path: a strict RFC 8259 parser into `ParsedJSON`, and `JSONFields`,
+// through which each type reads its members with an error that names the field. Every type the daemon, lifectl and
+// the client library read reads itself this way (AppMessages.swift, ControlMessages.swift, WatchEvents.swift,
+// StateFileJSON.swift, and sway's replies in the daemon).
 
 import LifecycleModel
 
-/// A parsed JSON value. Numbers keep their kind: an integer without fraction or exponent, or anything else
-/// (read as Double only, as JSONDecoder would; the readers leave integers asked of it to JSONDecoder).
-enum ParsedValue {
+/// A parsed JSON value. Numbers keep their kind: an integer written without fraction or exponent that fits Int64
+/// (or, above it, UInt64: the state file's process start time may be that large), or any other number as a Double.
+public enum ParsedJSON: Sendable, Equatable {
     case null
     case bool(Bool)
     case integer(Int64)
+    case unsigned(UInt64)
     case number(Double)
     case string(String)
-    case array([ParsedValue])
-    case object(keys: [String], values: [ParsedValue])
+    case array([ParsedJSON])
+    case object(keys: [String], values: [ParsedJSON])
+
+    /// What a person calls this kind of value, for errors.
+    var kind: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .integer, .unsigned, .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
 }
 
-/// A strict RFC 8259 parser for the hand readers: anything it does not accept, or that JSONDecoder might read
-/// differently (a key twice, nesting deeper than 256), is refused, and the line goes to JSONDecoder, whose value or
-/// error is then the answer. An integer of more than 18 characters is kept as a number, which the readers of integers
-/// decline.
-struct JSONParser {
+/// The strict parser: one JSON value per line, whitespace around it allowed, nothing else. It refuses what RFC 8259
+/// refuses (a trailing comma, a leading zero, a control character in a string, bytes that are not UTF-8, a lone
+/// surrogate) and nesting deeper than 256, so that no line can exhaust the stack.
+public struct JSONParser {
     struct Refused: Error {}
 
-    /// The value of a whole line, or nil for a line the parser refuses.
-    static func parse(_ line: [UInt8]) -> ParsedValue? {
-        line.withUnsafeBufferPointer { bytes in
+    /// The value of a whole line; a line that is not JSON gets the protocol's sentence for it, with a preview.
+    public static func parse(_ line: [UInt8]) throws(ProtocolError) -> ParsedJSON {
+        let value = line.withUnsafeBufferPointer { bytes in
             var parser = JSONParser(bytes: bytes)
             return try? parser.parseDocument()
         }
+        guard let value else { throw ProtocolError("not a JSON object: \(ProtocolError.preview(line))") }
+        return value
     }
+
+    static let maxDepth = 256
 
     let bytes: UnsafeBufferPointer<UInt8>
     var position = 0
@@ -37,7 +54,7 @@ struct JSONParser {
 
     init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
-    mutating func parseDocument() throws -> ParsedValue {
+    mutating func parseDocument() throws(Refused) -> ParsedJSON {
         let value = try parseValue()
         skipWhitespace()
         guard position == bytes.count else { throw Refused() }
@@ -53,7 +70,7 @@ struct JSONParser {
         }
     }
 
-    private mutating func parseValue() throws -> ParsedValue {
+    private mutating func parseValue() throws(Refused) -> ParsedJSON {
         skipWhitespace()
         guard position < bytes.count else { throw Refused() }
         switch bytes[position] {
@@ -67,19 +84,19 @@ struct JSONParser {
         }
     }
 
-    private mutating func expect(_ word: StaticString) throws {
+    private mutating func expect(_ word: StaticString) throws(Refused) {
         let count = word.utf8CodeUnitCount
         guard position + count <= bytes.count else { throw Refused() }
         for index in 0..<count where bytes[position + index] != word.utf8Start[index] { throw Refused() }
         position += count
     }
 
-    private mutating func parseObject() throws -> ParsedValue {
+    private mutating func parseObject() throws(Refused) -> ParsedJSON {
         depth += 1
-        guard depth <= 256 else { throw Refused() }
+        guard depth <= Self.maxDepth else { throw Refused() }
         defer { depth -= 1 }
         position += 1
-        var keys: [String] = [], values: [ParsedValue] = []
+        var keys: [String] = [], values: [ParsedJSON] = []
         skipWhitespace()
         if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
             position += 1
@@ -88,13 +105,10 @@ struct JSONParser {
         while true {
             skipWhitespace()
             guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw Refused() }
-            let key = try parseString()
-            // Which of two equal keys JSONDecoder keeps is its own business: leave such objects to it.
-            guard !keys.contains(key) else { throw Refused() }
+            keys.append(try parseString())
             skipWhitespace()
             guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw Refused() }
             position += 1
-            keys.append(key)
             values.append(try parseValue())
             skipWhitespace()
             guard position < bytes.count else { throw Refused() }
@@ -105,12 +119,12 @@ struct JSONParser {
         }
     }
 
-    private mutating func parseArray() throws -> ParsedValue {
+    private mutating func parseArray() throws(Refused) -> ParsedJSON {
         depth += 1
-        guard depth <= 256 else { throw Refused() }
+        guard depth <= Self.maxDepth else { throw Refused() }
         defer { depth -= 1 }
         position += 1
-        var values: [ParsedValue] = []
+        var values: [ParsedJSON] = []
         skipWhitespace()
         if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
             position += 1
@@ -128,8 +142,8 @@ struct JSONParser {
     }
 
     /// A string at `position` (its opening quote). Plain strings (no escape) are made from their bytes at
-    /// once, validated as UTF-8; escapes are decoded, surrogate pairs joined; a lone surrogate throws.
-    private mutating func parseString() throws -> String {
+    /// once, validated as UTF-8; escapes are decoded, surrogate pairs joined; a lone surrogate is refused.
+    private mutating func parseString() throws(Refused) -> String {
         position += 1
         let start = position
         var ascii = true
@@ -191,7 +205,7 @@ struct JSONParser {
         throw Refused()
     }
 
-    private mutating func parseHex4() throws -> UInt32 {
+    private mutating func parseHex4() throws(Refused) -> UInt32 {
         guard position + 4 <= bytes.count else { throw Refused() }
         var value: UInt32 = 0
         for _ in 0..<4 {
@@ -210,14 +224,25 @@ struct JSONParser {
     }
 
     /// RFC 8259 numbers: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-    private mutating func parseNumber() throws -> ParsedValue {
+    private mutating func parseNumber() throws(Refused) -> ParsedJSON {
         let start = position
-        if position < bytes.count, bytes[position] == UInt8(ascii: "-") { position += 1 }
+        let negative = position < bytes.count && bytes[position] == UInt8(ascii: "-")
+        if negative { position += 1 }
         guard position < bytes.count, isDigit(bytes[position]) else { throw Refused() }
+        // The integer part, accumulated as a negative number (Int64.min has no positive twin); nil once it overflows.
+        var magnitude: Int64? = 0
         if bytes[position] == UInt8(ascii: "0") {
             position += 1
         } else {
-            while position < bytes.count, isDigit(bytes[position]) { position += 1 }
+            while position < bytes.count, isDigit(bytes[position]) {
+                let digit = Int64(bytes[position] - UInt8(ascii: "0"))
+                if let value = magnitude {
+                    let (times, overflowTimes) = value.multipliedReportingOverflow(by: 10)
+                    let (sum, overflowSum) = times.subtractingReportingOverflow(digit)
+                    magnitude = overflowTimes || overflowSum ? nil : sum
+                }
+                position += 1
+            }
         }
         var integral = true
         if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
@@ -233,15 +258,13 @@ struct JSONParser {
             guard position < bytes.count, isDigit(bytes[position]) else { throw Refused() }
             while position < bytes.count, isDigit(bytes[position]) { position += 1 }
         }
-        let text = UnsafeBufferPointer(rebasing: bytes[start..<position])
-        // "-0" is -0.0 as a Double: keep it a Double (as an integer it is JSONDecoder's to judge).
-        if integral, text.count <= 18, !(text.count == 2 && text[0] == UInt8(ascii: "-") && text[1] == UInt8(ascii: "0")) {
-            // At most 18 digits (with the sign): always an Int64.
-            var value: Int64 = 0
-            let negative = text[0] == UInt8(ascii: "-")
-            for byte in text where byte != UInt8(ascii: "-") { value = value * 10 + Int64(byte - UInt8(ascii: "0")) }
-            return .integer(negative ? -value : value)
+        // "-0" is -0.0, a Double.
+        if integral, let value = magnitude, !(negative && value == 0) {
+            if negative { return .integer(value) }
+            if value != .min { return .integer(-value) }
         }
+        let text = UnsafeBufferPointer(rebasing: bytes[start..<position])
+        if integral, !negative, let value = UInt64(String(decoding: text, as: UTF8.self)) { return .unsigned(value) }
         guard let value = Double(String(decoding: text, as: UTF8.self)), value.isFinite else { throw Refused() }
         return .number(value)
     }
@@ -249,57 +272,158 @@ struct JSONParser {
     private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 }
 
-extension ParsedValue {
-    var isNull: Bool { if case .null = self { true } else { false } }
+/// A type that reads itself from a parsed JSON value; `path` names where the value sits (`launchOptions`,
+/// `apps.3.pid`, empty for the line itself), for errors.
+public protocol JSONReadable {
+    init(json: ParsedJSON, path: String) throws(ProtocolError)
+}
 
-    /// The scalars as JSONDecoder reads them into Bool, String, Int, Int32 and Double; nil where it might not.
-    var plainBool: Bool? { if case .bool(let value) = self { value } else { nil } }
-    var plainString: String? { if case .string(let value) = self { value } else { nil } }
-    var plainInt: Int? { if case .integer(let value) = self { Int(exactly: value) } else { nil } }
-    var plainInt32: Int32? { if case .integer(let value) = self { Int32(exactly: value) } else { nil } }
-    var plainDouble: Double? {
-        switch self {
-        case .integer(let value): Double(value)
-        case .number(let value): value
-        default: nil
+/// The members of one JSON object, read one field at a time. A field absent or null is nil to `optional`; unknown
+/// members are ignored, so that later versions may add fields; of a key given twice, the first counts.
+public struct JSONFields {
+    let keys: [String]
+    let values: [ParsedJSON]
+    /// Where the object sits, with a trailing dot (empty for the line itself).
+    let prefix: String
+
+    public init(_ value: ParsedJSON, path: String) throws(ProtocolError) {
+        guard case .object(let keys, let values) = value else {
+            if path.isEmpty { throw .notAnObject }
+            throw .badField(path, expected: "an object", found: value)
         }
+        self.keys = keys
+        self.values = values
+        prefix = path.isEmpty ? "" : path + "."
     }
 
-    var plainStrings: [String]? {
-        guard case .array(let items) = self else { return nil }
-        var strings: [String] = []
-        strings.reserveCapacity(items.count)
-        for item in items {
-            guard case .string(let text) = item else { return nil }
-            strings.append(text)
-        }
-        return strings
+    /// The member's value, nil when the key is absent.
+    public func value(_ key: String) -> ParsedJSON? {
+        guard let index = keys.firstIndex(of: key) else { return nil }
+        return values[index]
     }
 
-    /// JSONValue's `init(from:)` on this value: null, then Bool, Double, String, an array, an object (the parser has
-    /// already refused duplicate keys).
-    var jsonValue: JSONValue {
+    /// A member the type cannot do without.
+    public func required<T: JSONReadable>(_ key: String, as type: T.Type = T.self) throws(ProtocolError) -> T {
+        guard let value = value(key) else { throw ProtocolError("missing field '\(prefix)\(key)'") }
+        return try T(json: value, path: prefix + key)
+    }
+
+    /// A member that may be absent or null.
+    public func optional<T: JSONReadable>(_ key: String, as type: T.Type = T.self) throws(ProtocolError) -> T? {
+        guard let value = value(key) else { return nil }
+        if case .null = value { return nil }
+        return try T(json: value, path: prefix + key)
+    }
+}
+
+extension ProtocolError {
+    /// A line that is JSON but not an object where one is read; LineCoder words it with the line.
+    static let notAnObject = ProtocolError("not a JSON object")
+
+    /// A field of the wrong kind.
+    static func badField(_ path: String, expected: String, found value: ParsedJSON) -> ProtocolError {
+        ProtocolError("bad field '\(path)': expected \(expected), found \(value.kind)")
+    }
+}
+
+extension String: JSONReadable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        guard case .string(let text) = json else { throw .badField(path, expected: "a string", found: json) }
+        self = text
+    }
+}
+
+extension Bool: JSONReadable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        guard case .bool(let flag) = json else { throw .badField(path, expected: "a boolean", found: json) }
+        self = flag
+    }
+}
+
+extension Double: JSONReadable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        switch json {
+        case .integer(let value): self = Double(value)
+        case .unsigned(let value): self = Double(value)
+        case .number(let value): self = value
+        default: throw .badField(path, expected: "a number", found: json)
+        }
+    }
+}
+
+extension JSONReadable where Self: FixedWidthInteger {
+    /// An integer in range; a number written with a fraction or an exponent is taken when its value is whole.
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let exact: Self?
+        switch json {
+        case .integer(let value): exact = Self(exactly: value)
+        case .unsigned(let value): exact = Self(exactly: value)
+        case .number(let value): exact = Self(exactly: value)
+        default: throw .badField(path, expected: "an integer", found: json)
+        }
+        guard let exact else {
+            throw ProtocolError("bad field '\(path)': not an integer between \(Self.min) and \(Self.max)")
+        }
+        self = exact
+    }
+}
+
+extension Int: JSONReadable {}
+extension Int32: JSONReadable {}
+extension Int64: JSONReadable {}
+extension UInt64: JSONReadable {}
+
+extension Array: JSONReadable where Element: JSONReadable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        guard case .array(let items) = json else { throw .badField(path, expected: "an array", found: json) }
+        var elements: [Element] = []
+        elements.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() { elements.append(try Element(json: item, path: "\(path).\(index)")) }
+        self = elements
+    }
+}
+
+extension JSONReadable where Self: RawRepresentable, RawValue == String, Self: CaseIterable {
+    /// One of the type's names.
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let name = try String(json: json, path: path)
+        guard let value = Self(rawValue: name) else {
+            let known = Self.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ProtocolError("bad field '\(path)': '\(ProtocolError.clipped(name, to: 80))' is not one of \(known)")
+        }
+        self = value
+    }
+}
+
+extension AppState: JSONReadable {}
+extension LifecycleCallback: JSONReadable {}
+extension SceneCallback: JSONReadable {}
+extension SceneActivationState: JSONReadable {}
+extension Coalescing: JSONReadable {}
+
+extension ParsedJSON: JSONReadable {
+    /// The value itself, for a member read in steps.
+    public init(json: ParsedJSON, path: String) { self = json }
+}
+
+extension JSONValue: JSONReadable {
+    public init(json: ParsedJSON, path: String) { self = json.jsonValue }
+}
+
+extension ParsedJSON {
+    /// The value as the model keeps opaque JSON: numbers as Doubles, objects as dictionaries (the first of a key
+    /// given twice, as `JSONFields` reads it).
+    public var jsonValue: JSONValue {
         switch self {
         case .null: .null
         case .bool(let value): .bool(value)
         case .integer(let value): .number(Double(value))
+        case .unsigned(let value): .number(Double(value))
         case .number(let value): .number(value)
         case .string(let value): .string(value)
         case .array(let items): .array(items.map(\.jsonValue))
         case .object(let keys, let values):
-            .object(Dictionary(uniqueKeysWithValues: zip(keys, values.lazy.map(\.jsonValue))))
+            .object(Dictionary(zip(keys, values.lazy.map(\.jsonValue)), uniquingKeysWith: { first, _ in first }))
         }
-    }
-
-    /// The elements of an array, each read by `read`; nil if this is not an array or one element is not read.
-    func elements<Element>(_ read: (ParsedValue) -> Element?) -> [Element]? {
-        guard case .array(let items) = self else { return nil }
-        var elements: [Element] = []
-        elements.reserveCapacity(items.count)
-        for item in items {
-            guard let element = read(item) else { return nil }
-            elements.append(element)
-        }
-        return elements
     }
 }

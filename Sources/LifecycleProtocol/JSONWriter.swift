@@ -1,26 +1,24 @@
-// JSON text written straight into bytes, for the values the daemon writes most: the state files (StateFileJSON.swift)
-// and the messages of an app switch and a status query (MessageWriters.swift).
+// The writing half of the protocol's one JSON path: every type the daemon, lifectl and the client library write
+// writes itself into a JSONWriter (AppMessages.swift, ControlMessages.swift, WatchEvents.swift, StateFileJSON.swift).
 //
-// The contract: what is written here is byte for byte what JSONEncoder writes with [.sortedKeys,
-// .withoutEscapingSlashes]: no spaces, keys in UTF-8 byte order, `"` `\` and the control characters escaped
-// (\b \f \n \r \t, the others as \u00xx in lower case), everything else as its UTF-8 bytes, and Doubles as their
-// shortest round-tripping digits without a trailing ".0". A value JSON cannot hold (NaN, an infinity) throws, as
-// JSONEncoder does. The tests of each hand-written type compare its bytes with JSONEncoder's.
+// The wire's form (docs/PROTOCOL.md): no spaces, object keys in UTF-8 byte order, a nil optional left out, `"` `\`
+// and the control characters escaped (\b \f \n \r \t, the others as \u00xx in lower case), everything else as
+// its UTF-8 bytes, whole numbers as integers and other Doubles as their shortest round-tripping digits.
 
 import LifecycleModel
 
-/// A JSON text being written: scalars, `JSONValue`s, and the punctuation the callers spell out themselves
-/// (`{"key":`, `,`, `}`), keys included in their sorted place.
+/// A JSON text being written: objects (`beginObject`, `member` in key order, `endObject`), arrays, scalars and
+/// `JSONValue`s.
 ///
 /// The text goes into a buffer of its own rather than an Array, so that appending a key literal is one copy.
 /// Noncopyable, so that the buffer has one owner, freed when the writer ends; `bytes` gives the text as an Array.
 public struct JSONWriter: ~Copyable {
-    /// Thrown for a number JSON cannot hold (NaN, an infinity).
-    public struct Unrepresentable: Error, Equatable {}
-
     @usableFromInline var start: UnsafeMutablePointer<UInt8>
     @usableFromInline var capacity: Int
     @usableFromInline var count = 0
+    /// Set by `{`, cleared by the first member: whether the next member needs no comma before it. One flag serves
+    /// nested objects, because a member's value ends before the next member of the enclosing object begins.
+    @usableFromInline var atObjectStart = false
 
     /// `capacity`: the bytes expected (the buffer grows past it as needed).
     public init(capacity: Int = 256) {
@@ -108,37 +106,52 @@ public struct JSONWriter: ~Copyable {
         count += digits
     }
 
-    /// JSONEncoder's Double: the shortest digits that read back the same (`description`), without a trailing ".0".
-    public mutating func double(_ value: Double) throws(Unrepresentable) {
-        guard value.isFinite else { throw Unrepresentable() }
+    /// The shortest digits that read back the same (`description`), without a trailing ".0". JSON has no NaN or
+    /// infinity, and no value the daemon writes holds one (every parsed number is finite): one is written as null.
+    public mutating func double(_ value: Double) {
+        guard value.isFinite else { return null() }
         var text = value.description
         if text.hasSuffix(".0") { text.removeLast(2) }
         utf8(text)
     }
 
-    /// `key` (with its punctuation: `,"name":`) and the string; nothing for nil, as `encodeIfPresent` leaves it out.
-    public mutating func member(_ key: StaticString, _ value: String?) {
-        guard let value else { return }
-        raw(key)
-        string(value)
+    @inlinable
+    public mutating func beginObject() {
+        byte(UInt8(ascii: "{"))
+        atObjectStart = true
     }
 
-    /// `key` and the number; nothing for nil.
-    public mutating func member(_ key: StaticString, _ value: Int64?) {
-        guard let value else { return }
-        raw(key)
-        integer(value)
+    @inlinable
+    public mutating func endObject() {
+        byte(UInt8(ascii: "}"))
+        atObjectStart = false
     }
 
-    /// `key` and the number; nothing for nil.
-    public mutating func member(_ key: StaticString, _ value: UInt64?) {
-        guard let value else { return }
+    /// `"key":`, after a comma unless it is the object's first member. Keys need no escape: they are the types' own.
+    @inlinable
+    public mutating func key(_ key: StaticString) {
+        if atObjectStart { atObjectStart = false } else { byte(UInt8(ascii: ",")) }
+        byte(UInt8(ascii: "\""))
         raw(key)
-        unsigned(value)
+        raw("\":")
     }
 
-    /// A quoted string with JSONEncoder's escapes (`.withoutEscapingSlashes`): `"`, `\` and the control
-    /// characters; every other byte of its UTF-8 as it is.
+    /// A key that is data (a session id), escaped as any string.
+    public mutating func dynamicKey(_ key: String) {
+        if atObjectStart { atObjectStart = false } else { byte(UInt8(ascii: ",")) }
+        string(key)
+        byte(UInt8(ascii: ":"))
+    }
+
+    /// A member; nothing for nil (a nil optional is left out).
+    @inlinable
+    public mutating func member(_ key: StaticString, _ value: (some JSONWritable)?) {
+        guard let value else { return }
+        self.key(key)
+        value.writeJSON(into: &self)
+    }
+
+    /// A quoted string: `"`, `\` and the control characters escaped; every other byte of its UTF-8 as it is.
     public mutating func string(_ value: String) {
         byte(UInt8(ascii: "\""))
         var value = value
@@ -172,46 +185,40 @@ public struct JSONWriter: ~Copyable {
 
     /// `[` the elements `]`, each written by `element`.
     @inlinable
-    public mutating func array<Element, E: Error>(_ elements: some Sequence<Element>,
-                                                  _ element: (inout JSONWriter, Element) throws(E) -> Void) throws(E) {
+    public mutating func array<Element>(_ elements: some Sequence<Element>, _ element: (inout JSONWriter, Element) -> Void) {
         byte(UInt8(ascii: "["))
         var first = true
         for item in elements {
             if !first { byte(UInt8(ascii: ",")) }
             first = false
-            try element(&self, item)
+            element(&self, item)
         }
         byte(UInt8(ascii: "]"))
     }
 
-    public mutating func strings(_ elements: [String]) {
-        array(elements) { writer, text in writer.string(text) }
-    }
-
-    /// A JSON value as its `Encodable` conformance encodes it: whole numbers below 9e15 as integers, object
-    /// members in the UTF-8 order of their keys.
-    public mutating func value(_ value: JSONValue) throws(Unrepresentable) {
+    /// A JSON value: whole numbers below 9e15 as integers, object members in the UTF-8 order of their keys.
+    public mutating func value(_ value: JSONValue) {
         switch value {
         case .null: null()
         case .bool(let flag): bool(flag)
         case .number(let number):
-            if number == number.rounded(), abs(number) < 9.0e15 { integer(Int64(number)) } else { try double(number) }
+            if number == number.rounded(), abs(number) < 9.0e15 { integer(Int64(number)) } else { double(number) }
         case .string(let text): string(text)
-        case .array(let items): try array(items) { (writer, item) throws(Unrepresentable) in try writer.value(item) }
+        case .array(let items): array(items) { writer, item in writer.value(item) }
         case .object(let members):
             byte(UInt8(ascii: "{"))
             for (position, member) in members.sorted(by: { Self.precedesInUTF8($0.key, $1.key) }).enumerated() {
                 if position > 0 { byte(UInt8(ascii: ",")) }
                 string(member.key)
                 byte(UInt8(ascii: ":"))
-                try self.value(member.value)
+                self.value(member.value)
             }
             byte(UInt8(ascii: "}"))
         }
     }
 
-    /// Whether `x` sorts before `y` by their UTF-8 bytes: JSONEncoder's `.sortedKeys` order (String's own `<`
-    /// compares canonically equivalent forms, not bytes).
+    /// Whether `x` sorts before `y` by their UTF-8 bytes: the wire's key order (String's own `<` compares
+    /// canonically equivalent forms, not bytes).
     static func precedesInUTF8(_ x: String, _ y: String) -> Bool { compareUTF8(x, y) < 0 }
 
     /// -1, 0 or 1 as `x` sorts before, with or after `y` by UTF-8 bytes.
@@ -230,3 +237,56 @@ public struct JSONWriter: ~Copyable {
         }
     }
 }
+
+/// A type that writes itself as one JSON value.
+public protocol JSONWritable {
+    func writeJSON(into writer: inout JSONWriter)
+}
+
+extension String: JSONWritable {
+    public func writeJSON(into writer: inout JSONWriter) { writer.string(self) }
+}
+
+extension Bool: JSONWritable {
+    public func writeJSON(into writer: inout JSONWriter) { writer.bool(self) }
+}
+
+extension Double: JSONWritable {
+    public func writeJSON(into writer: inout JSONWriter) { writer.double(self) }
+}
+
+extension Int: JSONWritable {
+    public func writeJSON(into writer: inout JSONWriter) { writer.integer(Int64(self)) }
+}
+
+extension Int32: JSONWritable {
+    public func writeJSON(into writer: inout JSONWriter) { writer.integer(Int64(self)) }
+}
+
+extension Int64: JSONWritable {
+    public func writeJSON(into writer: inout JSONWriter) { writer.integer(self) }
+}
+
+extension UInt64: JSONWritable {
+    public func writeJSON(into writer: inout JSONWriter) { writer.unsigned(self) }
+}
+
+extension Array: JSONWritable where Element: JSONWritable {
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.array(self) { writer, element in element.writeJSON(into: &writer) }
+    }
+}
+
+extension JSONValue: JSONWritable {
+    public func writeJSON(into writer: inout JSONWriter) { writer.value(self) }
+}
+
+extension JSONWritable where Self: RawRepresentable, RawValue == String {
+    public func writeJSON(into writer: inout JSONWriter) { writer.string(rawValue) }
+}
+
+extension AppState: JSONWritable {}
+extension LifecycleCallback: JSONWritable {}
+extension SceneCallback: JSONWritable {}
+extension SceneActivationState: JSONWritable {}
+extension Coalescing: JSONWritable {}

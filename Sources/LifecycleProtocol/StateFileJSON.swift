@@ -1,130 +1,146 @@
-// The state file's JSON (docs/PROTOCOL.md, the state files), written by hand because the daemon saves an app at
-// each of its transitions: the same bytes as the Codable conformances of AppSnapshot, NotificationQueue,
-// SceneSession and BackgroundTask give through JSONEncoder with [.sortedKeys, .withoutEscapingSlashes]. Keys are
-// spelled in their sorted (UTF-8) order; an optional that is nil is left out, as `encodeIfPresent` leaves it out. A
-// key added to one of these types goes in both places (Tests/LifecycleDaemonTests/StateFileEncodingTests.swift
-// compares the two on random snapshots with every optional set and unset).
+// The state file's JSON (docs/PROTOCOL.md, the state files): the model's lasting state of an app, which the daemon
+// writes at each of its transitions and a restarted daemon reads back. Members in key order, a nil optional left
+// out; reading ignores unknown members, and an optional absent from a file of an older daemon is nil.
 
 import LifecycleModel
 
-extension AppSnapshot {
-    public func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
-        writer.raw(#"{"deadlineMisses":"#)
-        writer.integer(Int64(deadlineMisses))
-        writer.raw(#","discardedUntold":"#)
-        writer.strings(discardedUntold)
-        writer.member(#","enteredBackgroundAtMicroseconds":"#, enteredBackgroundAtMicroseconds)
-        writer.raw(#","launches":"#)
-        writer.integer(Int64(launches))
-        writer.raw(#","memoryTerminations":"#)
-        writer.integer(Int64(memoryTerminations))
-        writer.member(#","nextMessageID":"#, nextMessageID.map(Int64.init))
-        writer.raw(#","nextSceneNumber":"#)
-        writer.integer(Int64(nextSceneNumber))
-        writer.raw(#","observing":"#)
-        writer.strings(observing)
-        writer.raw(#","queue":"#)
-        try queue.writeJSON(into: &writer)
-        writer.raw(#","sessions":"#)
-        try writer.array(sessions) { (writer, session) throws(JSONWriter.Unrepresentable) in try session.writeJSON(into: &writer) }
-        writer.raw(#","state":"#)
-        writer.string(state.rawValue)
-        if let tasks {
-            writer.raw(#","tasks":"#)
-            writer.array(tasks) { writer, task in task.writeJSON(into: &writer) }
-        }
-        writer.raw(#","terminatedInBackground":"#)
-        writer.bool(terminatedInBackground)
-        if let told {
-            writer.raw(#","told":"#)
-            told.writeJSON(into: &writer)
-        }
-        writer.byte(UInt8(ascii: "}"))
+extension AppSnapshot: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(state: try fields.required("state"), launches: try fields.required("launches"),
+                  deadlineMisses: try fields.required("deadlineMisses"),
+                  terminatedInBackground: try fields.required("terminatedInBackground"),
+                  memoryTerminations: try fields.required("memoryTerminations"), observing: try fields.required("observing"),
+                  queue: try fields.required("queue"), sessions: try fields.required("sessions"),
+                  nextSceneNumber: try fields.required("nextSceneNumber"), discardedUntold: try fields.required("discardedUntold"),
+                  nextMessageID: try fields.optional("nextMessageID"),
+                  tasks: try fields.optional("tasks", as: [StoredTask].self)?.map(\.task),
+                  enteredBackgroundAtMicroseconds: try fields.optional("enteredBackgroundAtMicroseconds"),
+                  told: try fields.optional("told"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("deadlineMisses", deadlineMisses)
+        writer.member("discardedUntold", discardedUntold)
+        writer.member("enteredBackgroundAtMicroseconds", enteredBackgroundAtMicroseconds)
+        writer.member("launches", launches)
+        writer.member("memoryTerminations", memoryTerminations)
+        writer.member("nextMessageID", nextMessageID)
+        writer.member("nextSceneNumber", nextSceneNumber)
+        writer.member("observing", observing)
+        writer.member("queue", queue)
+        writer.member("sessions", sessions)
+        writer.member("state", state)
+        writer.member("tasks", tasks?.map(StoredTask.init))
+        writer.member("terminatedInBackground", terminatedInBackground)
+        writer.member("told", told)
+        writer.endObject()
     }
 }
 
-extension Told {
-    /// As its synthesized `encode(to:)`: the scenes an object keyed by session id, in the UTF-8 order of the ids.
-    public func writeJSON(into writer: inout JSONWriter) {
-        writer.byte(UInt8(ascii: "{"))
-        if let launch {
-            writer.raw(#""launch":{"background":"#)
-            writer.bool(launch.background)
-            writer.raw(#","launchedBy":"#)
-            writer.string(launch.launchedBy)
-            writer.raw(#","terminatedInBackground":"#)
-            writer.bool(launch.terminatedInBackground)
-            writer.raw(#"},"#)
+extension Told: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        guard let scenesValue = fields.value("scenes") else { throw ProtocolError("missing field '\(fields.prefix)scenes'") }
+        guard case .object(let ids, let states) = scenesValue else {
+            throw .badField(fields.prefix + "scenes", expected: "an object", found: scenesValue)
         }
-        writer.raw(#""scenes":{"#)
-        for (position, scene) in scenes.sorted(by: { JSONWriter.precedesInUTF8($0.key, $1.key) }).enumerated() {
-            if position > 0 { writer.byte(UInt8(ascii: ",")) }
-            writer.string(scene.key)
-            writer.byte(UInt8(ascii: ":"))
+        var scenes: [String: SceneActivationState] = [:]
+        for (id, state) in zip(ids, states) {
+            scenes[id] = try SceneActivationState(json: state, path: fields.prefix + "scenes." + id)
+        }
+        self.init(state: try fields.required("state"), scenes: scenes, launch: try fields.optional("launch"))
+    }
+
+    /// The scenes an object keyed by session id, in the UTF-8 order of the ids.
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("launch", launch)
+        writer.key("scenes")
+        writer.beginObject()
+        for scene in scenes.sorted(by: { JSONWriter.precedesInUTF8($0.key, $1.key) }) {
+            writer.dynamicKey(scene.key)
             writer.string(scene.value.rawValue)
         }
-        writer.raw(#"},"state":"#)
-        writer.string(state.rawValue)
-        writer.byte(UInt8(ascii: "}"))
+        writer.endObject()
+        writer.member("state", state)
+        writer.endObject()
     }
 }
 
-extension NotificationQueue {
-    /// As `encode(to:)`: the entries in first-post order, each with its kept payloads oldest first, then the limit.
-    public func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
-        writer.raw(#"{"entries":"#)
-        try writer.array(stored) { (writer, entry) throws(JSONWriter.Unrepresentable) in
-            writer.raw(#"{"coalescing":"#)
-            writer.string(entry.coalescing.rawValue)
-            writer.raw(#","dropped":"#)
-            writer.integer(Int64(entry.dropped))
-            writer.raw(#","name":"#)
-            writer.string(entry.name)
-            if let payload = entry.payload {
-                writer.raw(#","payload":"#)
-                try writer.value(payload)
-            }
-            writer.raw(#","payloads":"#)
-            try writer.array(entry.payloads) { (writer, payload) throws(JSONWriter.Unrepresentable) in
-                try writer.value(payload)
-            }
-            writer.raw(#","posts":"#)
-            writer.integer(Int64(entry.posts))
-            writer.byte(UInt8(ascii: "}"))
-        }
-        writer.raw(#","limit":"#)
-        writer.integer(Int64(limit))
-        writer.byte(UInt8(ascii: "}"))
+extension NotificationQueue: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(limit: try fields.required("limit"), stored: try fields.required("entries"))
     }
-}
 
-extension SceneSession {
-    public func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
-        writer.raw(#"{"configuration":"#)
-        writer.string(configuration)
-        writer.raw(#","connectionOptions":"#)
-        try writer.value(connectionOptions)
-        writer.raw(#","id":"#)
-        writer.string(id)
-        writer.raw(#","lastActivation":"#)
-        writer.integer(Int64(lastActivation))
-        writer.raw(#","role":"#)
-        writer.string(role)
-        if let savedState {
-            writer.raw(#","savedState":"#)
-            try writer.value(savedState)
-        }
-        writer.member(#","state":"#, state?.rawValue)
-        writer.byte(UInt8(ascii: "}"))
-    }
-}
-
-extension BackgroundTask {
+    /// The entries in first-post order, each with its kept payloads oldest first, then the limit.
     public func writeJSON(into writer: inout JSONWriter) {
-        writer.raw(#"{"id":"#)
-        writer.integer(Int64(id))
-        writer.raw(#","name":"#)
-        writer.string(name)
-        writer.byte(UInt8(ascii: "}"))
+        writer.beginObject()
+        writer.member("entries", stored)
+        writer.member("limit", limit)
+        writer.endObject()
+    }
+}
+
+extension NotificationQueue.StoredEntry: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(name: try fields.required("name"), coalescing: try fields.required("coalescing"),
+                  payload: try fields.optional("payload"), payloads: try fields.required("payloads"),
+                  posts: try fields.required("posts"), dropped: try fields.required("dropped"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("coalescing", coalescing)
+        writer.member("dropped", dropped)
+        writer.member("name", name)
+        writer.member("payload", payload)
+        writer.member("payloads", payloads)
+        writer.member("posts", posts)
+        writer.endObject()
+    }
+}
+
+extension SceneSession: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(id: try fields.required("id"), role: try fields.required("role"),
+                  configuration: try fields.required("configuration"), state: try fields.optional("state"),
+                  savedState: try fields.optional("savedState"), connectionOptions: try fields.required("connectionOptions"),
+                  lastActivation: try fields.required("lastActivation"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("configuration", configuration)
+        writer.member("connectionOptions", connectionOptions)
+        writer.member("id", id)
+        writer.member("lastActivation", lastActivation)
+        writer.member("role", role)
+        writer.member("savedState", savedState)
+        writer.member("state", state)
+        writer.endObject()
+    }
+}
+
+/// An open background task as the state file keeps it: `{"id": 1, "name": "upload"}`.
+struct StoredTask: JSONReadable, JSONWritable {
+    var task: BackgroundTask
+
+    init(_ task: BackgroundTask) { self.task = task }
+
+    init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        task = BackgroundTask(id: try fields.required("id"), name: try fields.required("name"))
+    }
+
+    func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("id", task.id)
+        writer.member("name", task.name)
+        writer.endObject()
     }
 }

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import LifecycleModel
 
 // The `watch` verb's stream (docs/CONTROL.md, "watch"): after the request, one JSON object per line, each with
@@ -13,7 +12,7 @@ import LifecycleModel
 /// - `added`, `removed`: an app appears in or leaves the configuration: `app`, `time`, and `state` for `added`;
 /// - `dropped`, `closing`: the daemon ends the watch (the client did not keep up, or the daemon stops):
 ///   `reason`, `time`; the connection closes after it.
-public struct WatchEvent: Codable, Sendable, Equatable {
+public struct WatchEvent: Sendable, Equatable {
     public var event: String
     public var app: String?
     public var scene: String?
@@ -44,4 +43,31 @@ public struct WatchEvent: Codable, Sendable, Equatable {
 
     /// The events that end a watch: the connection closes after them.
     public var endsWatch: Bool { event == "dropped" || event == "closing" }
+}
+
+extension WatchEvent: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(event: try fields.required("event"), app: try fields.optional("app"), scene: try fields.optional("scene"),
+                  state: try fields.optional("state"), pid: try fields.optional("pid"), since: try fields.optional("since"),
+                  from: try fields.optional("from"), to: try fields.optional("to"), reason: try fields.optional("reason"),
+                  time: try fields.optional("time"), protocol: try fields.optional("protocol"))
+    }
+
+    /// Members in key order, a nil optional left out.
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("app", app)
+        writer.member("event", event)
+        writer.member("from", from)
+        writer.member("pid", pid)
+        writer.member("protocol", `protocol`)
+        writer.member("reason", reason)
+        writer.member("scene", scene)
+        writer.member("since", since)
+        writer.member("state", state)
+        writer.member("time", time)
+        writer.member("to", to)
+        writer.endObject()
+    }
 }

@@ -112,7 +112,7 @@ func show(_ reply: ControlReply, of command: Command, _ invocation: Invocation, 
         // -q: a changing verb that succeeded says nothing; the exit status is the answer.
         if invocation.quiet { return }
     }
-    func printJSON(_ value: some Encodable) {
+    func printJSON(_ value: some JSONWritable) {
         _ = coder.encode(value).withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     }
 
@@ -137,12 +137,16 @@ func show(_ reply: ControlReply, of command: Command, _ invocation: Invocation, 
         }
     case .status(let app) where json:
         // An object for status: the daemon's part only when no app was named.
-        struct Status: Encodable { var daemon: DaemonStatus?; var apps: [AppStatus] }
-        printJSON(Status(daemon: app == nil ? reply.daemon : nil, apps: reply.apps ?? []))
+        printJSON(JSONObject { writer in
+            writer.member("apps", reply.apps ?? [])
+            writer.member("daemon", app == nil ? reply.daemon : nil)
+        })
     case .scene where json:
         // An object, so that `scene open` can say which session it made.
-        struct SceneReply: Encodable { var scene: String?; var apps: [AppStatus] }
-        printJSON(SceneReply(scene: reply.scene, apps: reply.apps ?? []))
+        printJSON(JSONObject { writer in
+            writer.member("apps", reply.apps ?? [])
+            writer.member("scene", reply.scene)
+        })
     case _ where json:
         // A list for list and the lifecycle verbs.
         printJSON(reply.apps ?? [])
@@ -177,5 +181,16 @@ func show(_ reply: ControlReply, of command: Command, _ invocation: Invocation, 
                 for scene in scenes { output("  \(scene.scene) (\(scene.role), \(scene.configuration)): \(scene.state)") }
             }
         }
+    }
+}
+
+/// An object of members written in key order by `members`, for the shapes only lifectl prints.
+struct JSONObject: JSONWritable {
+    var members: (inout JSONWriter) -> Void
+
+    func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        members(&writer)
+        writer.endObject()
     }
 }

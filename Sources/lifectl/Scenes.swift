@@ -3,25 +3,21 @@ import LifecycleProtocol
 
 // What lifectl prints for `scenes [APP]`; the scene verbs themselves are parsed in LifectlCommand.
 
-/// One session of one app, as `scenes --json` prints it.
-struct SceneRow: Encodable {
+/// One session of one app, as `scenes --json` prints it: the session's status with its app's name.
+struct SceneRow: JSONWritable {
     var app: String
-    var scene: String
-    var role: String
-    var configuration: String
-    var state: String
-    var savedState: JSONValue?
-    /// The session has a saved state this user may not see (root, [Control] Group= and the app's own user may).
-    var savedStateHidden: Bool?
+    var session: SceneStatus
+
+    func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("app", app)
+        session.writeMembers(into: &writer)
+        writer.endObject()
+    }
 }
 
 func sceneRows(_ apps: [AppStatus]) -> [SceneRow] {
-    apps.flatMap { app in
-        (app.scenes ?? []).map {
-            SceneRow(app: app.name, scene: $0.scene, role: $0.role, configuration: $0.configuration, state: $0.state,
-                     savedState: $0.savedState, savedStateHidden: $0.savedStateHidden)
-        }
-    }
+    apps.flatMap { app in (app.scenes ?? []).map { SceneRow(app: app.name, session: $0) } }
 }
 
 func sceneTable(_ apps: [AppStatus]) {
@@ -37,7 +33,11 @@ func sceneTable(_ apps: [AppStatus]) {
         return
     }
     let header = ["APP", "SCENE", "ROLE", "CONFIGURATION", "STATE", "SAVED STATE"]
-    let cells = rows.map { [$0.app, $0.scene, $0.role, $0.configuration, $0.state, $0.savedState.map(\.description) ?? ($0.savedStateHidden == true ? "(hidden)" : "-")].map(TerminalText.escaped) }
+    let cells = rows.map { row in
+        let session = row.session
+        return [row.app, session.scene, session.role, session.configuration, session.state,
+                session.savedState.map(\.description) ?? (session.savedStateHidden == true ? "(hidden)" : "-")].map(TerminalText.escaped)
+    }
     let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
     for row in [header] + cells {
         var text = row.indices.map { $0 == row.count - 1 ? row[$0] : pad(row[$0], widths[$0]) }.joined(separator: "  ")

@@ -1,6 +1,6 @@
 import LifectlCommand
 
-// lifectl: control lifecycled. Kept light (FoundationEssentials through LifecycleProtocol, no Foundation)
+// lifectl: control lifecycled. Kept light (Glibc and the protocol module, no Foundation)
 // because it is run often and from scripts. The command line is parsed in LifectlCommand, performed in Run.swift.
 
 do throws(UsageError) {

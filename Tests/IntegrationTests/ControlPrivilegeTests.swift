@@ -137,8 +137,8 @@ struct ControlPrivilegeTests {
 
         let status = try harness.lifectl("status", "--json", asUser: Self.nobody)
         #expect(status.status == 0)
-        let reply = try JSONDecoder().decode(StatusOutput.self, from: Data(status.stdout.utf8))
-        let w = try #require(reply.apps.first { $0.name == "w" })
+        let apps = try LineCoder().decode(StatusOutput.self, from: Array(status.stdout.utf8)).apps
+        let w = try #require(apps.first { $0.name == "w" })
         #expect(w.scenes?.first?.savedState == nil && w.scenes?.first?.savedStateHidden == true)
         let table = try harness.lifectl("scenes", asUser: Self.nobody)
         #expect(table.stdout.contains("(hidden)"), "\(table.stdout)")
@@ -216,8 +216,13 @@ struct ControlPrivilegeTests {
 }
 
 /// `lifectl status --json`'s output.
-private struct StatusOutput: Decodable {
+/// `lifectl status --json`'s object: the apps, and the daemon's block when no app is named.
+private struct StatusOutput: JSONReadable {
     var apps: [AppStatus]
+
+    init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        apps = try JSONFields(json, path: path).required("apps")
+    }
 }
 
 /// One control connection held open across requests, as root.

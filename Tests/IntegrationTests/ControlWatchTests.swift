@@ -17,7 +17,7 @@ struct ControlWatchTests {
     }
 
     static func events(_ lines: [String]) -> [WatchEvent] {
-        lines.compactMap { try? JSONDecoder().decode(WatchEvent.self, from: Data($0.utf8)) }
+        lines.compactMap { try? LineCoder().decode(WatchEvent.self, from: Array($0.utf8)) }
     }
 
     /// The changes of a stream, in a form that compares across the two clients: without the times.

@@ -210,7 +210,7 @@ final class DaemonHarness {
     func list() throws -> [AppStatus] {
         let output = try lifectl("list", "--json")
         guard output.status == 0 else { throw HarnessError("lifectl list failed: \(output.stderr)") }
-        return try JSONDecoder().decode([AppStatus].self, from: Data(output.stdout.utf8))
+        return try LineCoder().decode([AppStatus].self, from: Array(output.stdout.utf8))
     }
 
     func status(_ app: String) throws -> AppStatus {
@@ -224,7 +224,7 @@ final class DaemonHarness {
 
     // MARK: Records and logs
 
-    struct Record: Decodable {
+    struct Record: JSONReadable {
         var app: String
         var type: String
         var id: Int?
@@ -243,11 +243,32 @@ final class DaemonHarness {
         var scenes: [String]?
         var configuration: String?
         var state: JSONValue?
+
+        init(json: ParsedJSON, path: String) throws(ProtocolError) {
+            let fields = try JSONFields(json, path: path)
+            app = try fields.required("app")
+            type = try fields.required("type")
+            id = try fields.optional("id")
+            t = try fields.required("t")
+            pid = try fields.optional("pid")
+            message = try fields.optional("message")
+            if case .object(let options)? = try fields.optional("launchOptions", as: JSONValue.self) { launchOptions = options }
+            name = try fields.optional("name")
+            payload = try fields.optional("payload")
+            payloads = try fields.optional("payloads")
+            posts = try fields.optional("posts")
+            dropped = try fields.optional("dropped")
+            remainingMs = try fields.optional("remainingMs")
+            scene = try fields.optional("scene")
+            scenes = try fields.optional("scenes")
+            configuration = try fields.optional("configuration")
+            state = try fields.optional("state")
+        }
     }
 
     func records(_ app: String? = nil) -> [Record] {
         guard let data = try? String(contentsOf: recordFile, encoding: .utf8) else { return [] }
-        let all = data.split(separator: "\n").compactMap { try? JSONDecoder().decode(Record.self, from: Data($0.utf8)) }
+        let all = data.split(separator: "\n").compactMap { try? LineCoder().decode(Record.self, from: Array($0.utf8)) }
         return all.filter { app == nil || $0.app == app }.sorted { $0.t < $1.t }
     }
 

@@ -284,12 +284,12 @@ struct ServiceFilesTests {
 
         let background = try harness.lifectl("--json", "background", "sleeper")
         #expect(background.status == 0, "\(background)")
-        let apps = try JSONDecoder().decode([AppStatus].self, from: Data(background.stdout.utf8))
+        let apps = try LineCoder().decode([AppStatus].self, from: Array(background.stdout.utf8))
         #expect(apps.map(\.name) == ["sleeper"] && apps.first?.state.rawValue == "background")
 
         let posted = try harness.lifectl("post", "messageReceived", "--json")
         #expect(posted.status == 0)
-        #expect((try? JSONDecoder().decode(PostSummary.self, from: Data(posted.stdout.utf8))) != nil, "\(posted)")
+        #expect((try? LineCoder().decode(PostSummary.self, from: Array(posted.stdout.utf8))) != nil, "\(posted)")
 
         let status = try harness.lifectl("status", "--json")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
@@ -301,7 +301,7 @@ struct ServiceFilesTests {
         #expect(try harness.lifectl("-q", "simulate-memory-pressure").stdout.isEmpty)
 
         let terminated = try harness.lifectl("terminate", "sleeper", "--json")
-        #expect(try JSONDecoder().decode([AppStatus].self, from: Data(terminated.stdout.utf8)).first?.state.rawValue == "notRunning")
+        #expect(try LineCoder().decode([AppStatus].self, from: Array(terminated.stdout.utf8)).first?.state.rawValue == "notRunning")
 
         #expect(try harness.lifectl("list", "-f").status == 2, "-f goes with logs only")
     }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import LifecycleProtocol
 import Testing
 @testable import LifecycleModel
 
@@ -205,7 +206,7 @@ struct CatchUpTests {
     /// The state file of `h`'s app "a", through JSON as the daemon writes and reads it, taken back by a new daemon.
     static func restarted(_ h: Harness) throws -> Harness {
         let saved = try #require(h.model.snapshot(of: "a"))
-        let file = try JSONDecoder().decode(AppSnapshot.self, from: try JSONEncoder().encode(saved))
+        let file = try LineCoder().decode(AppSnapshot.self, from: LineCoder().encode(saved))
         var next = Harness("a")
         _ = next.model.adopt("a", file, running: true, now: next.now)
         return next

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import LifecycleProtocol
 import Testing
 @testable import LifecycleModel
 
@@ -53,11 +54,11 @@ struct SnapshotTests {
     @Test("the snapshot is JSON that round-trips, and a file of an older daemon (no tasks) still reads")
     func jsonRoundTrip() throws {
         let (_, snapshot) = try Self.backgroundWithTask()
-        let data = try JSONEncoder().encode(snapshot)
-        #expect(try JSONDecoder().decode(AppSnapshot.self, from: data) == snapshot)
+        let coder = LineCoder()
+        #expect(try coder.decode(AppSnapshot.self, from: coder.encode(snapshot)) == snapshot)
 
         let older = #"{"state":"background","launches":1,"deadlineMisses":0,"terminatedInBackground":false,"memoryTerminations":0,"observing":[],"queue":{"limit":64,"entries":[]},"sessions":[],"nextSceneNumber":1,"discardedUntold":[]}"#
-        let decoded = try JSONDecoder().decode(AppSnapshot.self, from: Data(older.utf8))
+        let decoded = try coder.decode(AppSnapshot.self, from: Array(older.utf8))
         #expect(decoded.tasks == nil)
         var next = Supervisor()
         next.add("a", policy: AppPolicy())
@@ -72,11 +73,11 @@ struct SnapshotTests {
         var snapshot = try #require(h.model.snapshot(of: "w"))
         #expect(snapshot.told == Told(state: .active, scenes: ["s1": .foregroundActive]))
         snapshot.told?.launch = LaunchOptions(launchedBy: "autoLaunch", background: true, terminatedInBackground: true)
-        let data = try JSONEncoder().encode(snapshot)
-        #expect(try JSONDecoder().decode(AppSnapshot.self, from: data) == snapshot)
+        let coder = LineCoder()
+        #expect(try coder.decode(AppSnapshot.self, from: coder.encode(snapshot)) == snapshot)
 
         snapshot.told = nil
-        let without = try JSONDecoder().decode(AppSnapshot.self, from: try JSONEncoder().encode(snapshot))
+        let without = try coder.decode(AppSnapshot.self, from: coder.encode(snapshot))
         #expect(without.told == nil)
     }
 }

@@ -8,8 +8,8 @@ import Testing
 @Suite("Notification size bounds")
 struct NotificationSizeTests {
     static func awkwardValue(_ seed: Int) -> JSONValue {
-        let strings = LineCoderTests.awkwardStrings
-        let numbers = LineCoderTests.awkwardNumbers
+        let strings = JSONCodingTests.awkwardStrings
+        let numbers = JSONCodingTests.awkwardNumbers
         return .object([
             "text \(seed)": .string(strings[seed % strings.count]),
             "n": .number(numbers[seed % numbers.count]),

@@ -48,7 +48,7 @@ final class ClientSessions {
             do {
                 message = try coder.decode(ClientMessage.self, from: line)
             } catch {
-                return violation(app, ProtocolError(decoding: error, line: line).message)
+                return violation(app, error.message)
             }
             received(message, from: app, on: connection)
         case .framingError(let message):

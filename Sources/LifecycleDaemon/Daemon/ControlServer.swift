@@ -193,7 +193,7 @@ final class ControlServer {
         do {
             request = try daemon.coder.decode(ControlRequest.self, from: line)
         } catch {
-            return client.reply(.failure("malformed request: \(ProtocolError(decoding: error, line: line).message)"))
+            return client.reply(.failure("malformed request: \(error.message)"))
         }
         switch request.verb {
         case "list":

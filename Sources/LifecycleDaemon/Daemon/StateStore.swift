@@ -6,7 +6,7 @@ import LifecycleProtocol
 /// One app as the daemon persists it: enough to find its process again after the daemon's own restart or
 /// crash (pid and start time, so that a recycled pid is never taken for it), to undo its suspension the way
 /// it was done, and the model's lasting state (`AppSnapshot`).
-struct PersistedApp: Codable, Equatable {
+struct PersistedApp: Equatable {
     var name: String
     var pid: Int32?
     /// Field 22 of /proc/PID/stat (clock ticks since boot): with the pid, the identity of the process.
@@ -18,19 +18,24 @@ struct PersistedApp: Codable, Equatable {
     var snapshot: AppSnapshot
 }
 
-extension PersistedApp {
-    /// The file's JSON as the Codable conformance gives it through JSONEncoder (LineCoder's bytes), written by hand:
-    /// keys in sorted order, nil optionals left out (AppSnapshot.writeJSON says how).
-    func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
-        writer.raw(#"{"name":"#)
-        writer.string(name)
-        writer.member(#","pid":"#, pid.map(Int64.init))
-        writer.raw(#","snapshot":"#)
-        try snapshot.writeJSON(into: &writer)
-        writer.member(#","startTime":"#, startTime)
-        writer.member(#","suspendedWith":"#, suspendedWith)
-        writer.member(#","token":"#, token)
-        writer.byte(UInt8(ascii: "}"))
+extension PersistedApp: JSONReadable, JSONWritable {
+    init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(name: try fields.required("name"), pid: try fields.optional("pid"), startTime: try fields.optional("startTime"),
+                  suspendedWith: try fields.optional("suspendedWith"), token: try fields.optional("token"),
+                  snapshot: try fields.required("snapshot"))
+    }
+
+    /// Members in key order, nil optionals left out (AppSnapshot.writeJSON writes the snapshot).
+    func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("name", name)
+        writer.member("pid", pid)
+        writer.member("snapshot", snapshot)
+        writer.member("startTime", startTime)
+        writer.member("suspendedWith", suspendedWith)
+        writer.member("token", token)
+        writer.endObject()
     }
 }
 
@@ -175,18 +180,8 @@ final class StateStore {
         }
     }
 
-    /// The file's bytes: what `LineCoder.encode` gives (JSON and a newline), by `PersistedApp.writeJSON`.
-    func encode(_ app: PersistedApp) -> [UInt8] {
-        var writer = JSONWriter(capacity: 1024)
-        do {
-            try app.writeJSON(into: &writer)
-        } catch {
-            // A payload number JSON cannot hold: LineCoder decides what becomes of it.
-            return coder.encode(app)
-        }
-        writer.byte(UInt8(ascii: "\n"))
-        return writer.bytes
-    }
+    /// The file's bytes: the app as one JSON line.
+    func encode(_ app: PersistedApp) -> [UInt8] { coder.encode(app) }
 
     func remove(_ name: String) {
         saved[name] = nil

@@ -113,7 +113,7 @@ struct SwayFrameDecoder {
 
 /// What lifecycled reads of sway's tree: every view with its pid, app_id (or X11 class), focus and visibility, and
 /// what the tree model needs to follow a focus change (layout, focus order, the workspace each output shows).
-struct SwayNode: Decodable {
+struct SwayNode: JSONReadable {
     var id: Int64
     var type: String?
     var name: String?
@@ -131,49 +131,82 @@ struct SwayNode: Decodable {
     var nodes: [SwayNode]?
     var floatingNodes: [SwayNode]?
 
-    enum CodingKeys: String, CodingKey {
-        case id, type, name, pid, focused, visible, layout, focus, sticky, nodes
-        case appID = "app_id"
-        case fullscreenMode = "fullscreen_mode"
-        case currentWorkspace = "current_workspace"
-        case windowProperties = "window_properties"
-        case floatingNodes = "floating_nodes"
+    init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        id = try fields.required("id")
+        type = try fields.optional("type")
+        name = try fields.optional("name")
+        pid = try fields.optional("pid")
+        appID = try fields.optional("app_id")
+        focused = try fields.optional("focused")
+        visible = try fields.optional("visible")
+        layout = try fields.optional("layout")
+        focus = try fields.optional("focus")
+        sticky = try fields.optional("sticky")
+        fullscreenMode = try fields.optional("fullscreen_mode")
+        currentWorkspace = try fields.optional("current_workspace")
+        windowProperties = try fields.optional("window_properties")
+        nodes = try fields.optional("nodes")
+        floatingNodes = try fields.optional("floating_nodes")
     }
 
-    struct WindowProperties: Decodable {
+    struct WindowProperties: JSONReadable {
         var `class`: String?
         var instance: String?
+
+        init(json: ParsedJSON, path: String) throws(ProtocolError) {
+            let fields = try JSONFields(json, path: path)
+            `class` = try fields.optional("class")
+            instance = try fields.optional("instance")
+        }
     }
 }
 
 /// A RUN_COMMAND reply: one result per command.
-struct SwayCommandResult: Decodable {
+struct SwayCommandResult: JSONReadable {
     var success: Bool
     var error: String?
+
+    init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        success = try fields.required("success")
+        error = try fields.optional("error")
+    }
 }
 
 /// A window event: what changed, and the view it changed, as the tree would show it.
-struct SwayWindowEvent: Decodable {
+struct SwayWindowEvent: JSONReadable {
     var change: String
     var container: SwayNode?
+
+    init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        change = try fields.required("change")
+        container = try fields.optional("container")
+    }
 }
 
 /// A binding event: the command a key binding ran.
-struct SwayBindingEvent: Decodable {
-    var binding: Binding
+struct SwayBindingEvent: JSONReadable {
+    var command: String
 
-    struct Binding: Decodable {
-        var command: String
+    init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let binding = try JSONFields(try JSONFields(json, path: path).required("binding", as: ParsedJSON.self), path: "binding")
+        command = try binding.required("command")
     }
 }
 
 /// A workspace event: what changed, and the workspace it concerns (its id is what the tree model needs).
-struct SwayWorkspaceEvent: Decodable {
+struct SwayWorkspaceEvent: JSONReadable {
     var change: String
-    var current: Current?
+    var current: Int64?
 
-    struct Current: Decodable {
-        var id: Int64
+    init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        change = try fields.required("change")
+        current = try fields.optional("current", as: ParsedJSON.self).map { current throws(ProtocolError) in
+            try JSONFields(current, path: "current").required("id")
+        }
     }
 }
 
@@ -200,7 +233,7 @@ enum SwayTree {
     static func workspaceEvent(_ payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> (change: String, workspace: Int64?) {
         do {
             let event = try coder.decode(SwayWorkspaceEvent.self, from: payload)
-            return (event.change, event.current?.id)
+            return (event.change, event.current)
         } catch {
             throw .malformedPayload(type: SwayMessageType.workspaceEvent, reason: "\(error)")
         }
@@ -209,7 +242,7 @@ enum SwayTree {
     /// The command of a binding event.
     static func bindingCommand(_ payload: [UInt8], coder: LineCoder = LineCoder()) throws(SwayIPCError) -> String {
         do {
-            return try coder.decode(SwayBindingEvent.self, from: payload).binding.command
+            return try coder.decode(SwayBindingEvent.self, from: payload).command
         } catch {
             throw .malformedPayload(type: SwayMessageType.bindingEvent, reason: "\(error)")
         }
