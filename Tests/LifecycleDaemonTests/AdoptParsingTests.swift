@@ -135,8 +135,9 @@ import Testing
     }
 
     @Test func theLedgerReadsWhatItWrites() {
-        let entries = AdoptionLedger.parse("scope /sys/fs/cgroup/unified/a/app-x-1.scope\npid 42 123456\nnonsense\npid x 1\n")
-        #expect(entries == [.scope("/sys/fs/cgroup/unified/a/app-x-1.scope"), .process(42, startTime: 123456)])
+        let text = "scope /sys/fs/cgroup/unified/a/app-x-1.scope\npid 42 123456\nnonsense\npid x 1\n"
+        let entries = AdoptionLedger.parse(text.split(separator: "\n"))
+        #expect(entries == [.scope("/sys/fs/cgroup/unified/a/app-x-1.scope"), .process(RecordedProcess(pid: 42, startTime: 123456))])
     }
 }
 

@@ -99,7 +99,7 @@ final class Adoption {
     func place(of name: String) -> String? {
         switch places[name] {
         case .scope(let path)?: "scope " + (path.split(separator: "/").last.map(String.init) ?? path)
-        case .process(let pid, _)?: "process \(pid)"
+        case .process(let process)?: "process \(process.pid)"
         case nil: nil
         }
     }
@@ -154,7 +154,7 @@ final class Adoption {
         // A window's process adopted before its launcher moved it here is the unit's now: adopted apart, it would
         // keep the window from the unit's app.
         for (name, place) in places.sorted(by: { $0.key < $1.key }) {
-            if case .process(let pid, _) = place, pids.contains(pid) { release(name, reason: "its process is in \(unit.unit) now") }
+            if case .process(let process) = place, pids.contains(process.pid) { release(name, reason: "its process is in \(unit.unit) now") }
         }
         guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
         let (policy, _) = settings(for: unit.appID)
@@ -183,7 +183,7 @@ final class Adoption {
         let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy),
                              place: AdoptedProcessTree(originals: originals, orphans: orphans))
         appIDs[name] = appID
-        adopt(app, leader: pid, pidfd: pidfd, place: .process(pid, startTime: startTime), what: what)
+        adopt(app, leader: pid, pidfd: pidfd, place: .process(RecordedProcess(pid: pid, startTime: startTime)), what: what)
         return name
     }
 

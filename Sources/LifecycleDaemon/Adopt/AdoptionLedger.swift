@@ -6,44 +6,30 @@ import Glibc
 struct AdoptionLedger {
     enum Entry: Equatable {
         case scope(String)
-        case process(pid_t, startTime: UInt64)
+        case process(RecordedProcess)
     }
 
-    let path: String
+    private let file: RecordFile
 
     init(stateDirectory: String) {
-        path = stateDirectory + "/adopted"
+        file = RecordFile(stateDirectory + "/adopted", loss: "after a crash the next daemon may not thaw the adopted apps")
     }
 
     func write(_ entries: [Entry]) {
-        let text = entries.map { entry in
+        file.write(entries.map { entry in
             switch entry {
-            case .scope(let path): "scope \(path)\n"
-            case .process(let pid, let startTime): "pid \(pid) \(startTime)\n"
+            case .scope(let path): "scope \(path)"
+            case .process(let process): "pid \(process.line)"
             }
-        }.joined()
-        let temporary = path + ".tmp"
-        do {
-            try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: 0o600).write(Array(text.utf8))
-            guard rename(temporary, path) == 0 else { throw SystemError(operation: "rename \(temporary)", errno: errno) }
-        } catch {
-            Log.warning("Failed to record the adopted apps in \(path): \(error); after a crash the next daemon may not thaw them")
-        }
+        })
     }
 
-    func read() -> [Entry] {
-        guard let text = try? readKernelFile(path) else { return [] }
-        return Self.parse(text)
-    }
-
-    static func parse(_ text: String) -> [Entry] {
-        text.split(separator: "\n").compactMap { line in
+    static func parse(_ lines: [Substring]) -> [Entry] {
+        lines.compactMap { line in
             let words = line.split(separator: " ", maxSplits: 2)
             switch (words.first, words.count) {
             case ("scope", 2): return .scope(String(words[1]))
-            case ("pid", 3):
-                guard let pid = pid_t(words[1]), let start = UInt64(words[2]) else { return nil }
-                return .process(pid, startTime: start)
+            case ("pid", 3): return RecordedProcess(words[1], words[2]).map(Entry.process)
             default: return nil
             }
         }
@@ -52,7 +38,7 @@ struct AdoptionLedger {
     /// At start, before anything is adopted: a previous daemon's scopes are thawed and its processes (the same
     /// ones, by start time, with their descendants and launch sessions) continued. The apps still there are adopted afresh.
     func thawLeftovers() {
-        let entries = read()
+        let entries = Self.parse(file.read())
         guard !entries.isEmpty else { return }
         var tree: ProcessTree?
         let orphans = Orphans()
@@ -67,8 +53,9 @@ struct AdoptionLedger {
                 } catch {
                     Log.warning("adopt: Failed to thaw \(scope), left by a previous lifecycled: \(error)")
                 }
-            case .process(let pid, let startTime):
-                guard ProcessTable.startTime(of: pid) == startTime else { continue }
+            case .process(let process):
+                guard process.isRunning() else { continue }
+                let pid = process.pid
                 if tree == nil { tree = ProcessTree.read() }
                 var pids = tree?.subtree(of: pid) ?? [pid]
                 // The rest of its launch session, as the app held it (`AdoptedProcessTree`): a double-forked worker.
@@ -80,6 +67,6 @@ struct AdoptionLedger {
                 }
             }
         }
-        unlink(path)
+        file.remove()
     }
 }
