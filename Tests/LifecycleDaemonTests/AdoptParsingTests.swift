@@ -139,6 +139,36 @@ import Testing
         let entries = AdoptionLedger.parse(text.split(separator: "\n"))
         #expect(entries == [.scope("/sys/fs/cgroup/unified/a/app-x-1.scope"), .process(RecordedProcess(pid: 42, startTime: 123456))])
     }
+
+    /// The record files of a crashed daemon (stopped processes, original priorities): each write is the whole file,
+    /// an empty record removes it, and each ledger reads back the lines it wrote. Real files in a temporary directory.
+    @Test func recordFilesHoldTheirLinesAndGoWhenEmpty() throws {
+        let directory = NSTemporaryDirectory() + "record-file-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/stopped"
+        let file = RecordFile(path, loss: "nothing, in a test")
+        file.write(["notes 42 123", "mail 43 456", "broken x 1"])
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "notes 42 123\nmail 43 456\nbroken x 1\n")
+        #expect(StopLedger.parse(file.read()) == [StopLedger.Entry(app: "notes", process: RecordedProcess(pid: 42, startTime: 123)),
+                                                  StopLedger.Entry(app: "mail", process: RecordedProcess(pid: 43, startTime: 456))])
+        let priorities = [OriginalPriorities.Process(process: RecordedProcess(pid: 42, startTime: 123), nice: 5, oomScoreAdj: -100)]
+        let weights = ["/sys/fs/cgroup/a b/cpu.weight": "100"]
+        file.write(OriginalPriorities.lines(priorities, weights))
+        let parsed = OriginalPriorities.parse(file.read())
+        #expect(parsed.processes == priorities && parsed.files == weights)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["stopped"], "no temporary left")
+        file.write([])
+        #expect(!FileManager.default.fileExists(atPath: path), "nothing recorded: no file")
+        #expect(file.read().isEmpty)
+    }
+
+    @Test func aRecordedProcessIsRunningOnlyWithItsOwnStartTime() throws {
+        let me = try #require(RecordedProcess(running: getpid()))
+        #expect(me.isRunning())
+        #expect(!RecordedProcess(pid: getpid(), startTime: me.startTime + 1).isRunning(), "a pid reused by another process")
+        #expect(RecordedProcess(Substring("0"), Substring("1")) == nil)
+    }
 }
 
 private extension String {
