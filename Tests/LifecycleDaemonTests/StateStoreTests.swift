@@ -46,7 +46,7 @@ struct StateStoreTests {
         let path = state + "/notes.json"
         var previous: [UInt8]?
         for version in 1...6 {
-            let app = app("notes", version, extra: (version % 3) * 1500)  // longer and shorter than the spare's bytes
+            let app = app("notes", version, extra: (version % 3) * 1500)  // longer and shorter than the previous save
             // A descriptor opened on the file before the save keeps the old bytes: the save wrote another file.
             let before = open(path, O_RDONLY)
             defer { if before >= 0 { close(before) } }
