@@ -10,8 +10,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -329,56 +327,6 @@ static int slot_place(int set, int *used, int *fd) {
 
 // MARK: Spawn
 
-// MEASUREMENT ONLY (bench): LIFECYCLED_SPAWN=posix takes posix_spawn (no User=, the cgroups joined after the exec),
-// LIFECYCLED_SPAWN=plain the clone path without descriptor slots and without the worker threads.
-static int spawn_mode(void) {
-    static int mode = -1;
-    if (mode < 0) {
-        const char *m = getenv("LIFECYCLED_SPAWN");
-        mode = m && strcmp(m, "posix") == 0 ? 2 : m && strcmp(m, "plain") == 0 ? 1 : 0;
-    }
-    return mode;
-}
-
-static int spawn_posix(const char *path, char *const argv[], char *const envp[], const char *cwd, int has_ids,
-                       int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, pid_t *out_pid) {
-    if (has_ids) return ENOTSUP;
-    posix_spawnattr_t attributes;
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_init(&attributes);
-    posix_spawn_file_actions_init(&actions);
-    sigset_t defaults, empty;
-    sigfillset(&defaults);
-    sigdelset(&defaults, SIGPIPE);
-    sigemptyset(&empty);
-    posix_spawnattr_setsigdefault(&attributes, &defaults);
-    posix_spawnattr_setsigmask(&attributes, &empty);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    if (output_fd >= 0) {
-        posix_spawn_file_actions_adddup2(&actions, output_fd, 1);
-        posix_spawn_file_actions_adddup2(&actions, output_fd, 2);
-    }
-    int moved = -1;
-    if (inherit_fd >= 0) {
-        moved = fcntl(inherit_fd, F_DUPFD_CLOEXEC, 10);
-        posix_spawn_file_actions_adddup2(&actions, moved, 3);
-    }
-    posix_spawn_file_actions_addclosefrom_np(&actions, inherit_fd >= 0 ? 4 : 3);
-    if (cwd) posix_spawn_file_actions_addchdir_np(&actions, cwd);
-    pid_t pid = 0;
-    int error = posix_spawn(&pid, path, &actions, &attributes, argv, envp);
-    if (moved >= 0) close(moved);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attributes);
-    if (error != 0) return error;
-    char text[16];
-    int length = snprintf(text, sizeof text, "%d", (int)pid);
-    for (int i = 0; i < ncgroup_fds; i++) (void)!write(cgroup_procs_fds[i], text, (size_t)length);
-    *out_pid = pid;
-    return 0;
-}
-
 static pid_t spawn_clone(struct spawn_args *a, void *stack_top, int extra_flags) {
 #ifdef CS_THREAD_SANITIZER
     (void)stack_top;
@@ -393,9 +341,6 @@ static pid_t spawn_clone(struct spawn_args *a, void *stack_top, int extra_flags)
 int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
              int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
              int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, pid_t *out_pid) {
-    if (spawn_mode() == 2) {
-        return spawn_posix(path, argv, envp, cwd, has_ids, inherit_fd, cgroup_procs_fds, ncgroup_fds, output_fd, out_pid);
-    }
     // clone(CLONE_VM | CLONE_VFORK) rather than vfork(): the child gets its own stack, so it cannot clobber
     // the frame of the parent it shares memory with.
     const size_t stack_size = 64 * 1024;
@@ -422,7 +367,7 @@ int cs_spawn(const char *path, char *const argv[], char *const envp[], const cha
     int slotted = 0;
 #ifndef CS_THREAD_SANITIZER
     int slot_cgroup_fds[CS_SLOTS_PER_SET];
-    int set = (spawn_mode() == 0 && 2 + ncgroup_fds <= CS_SLOTS_PER_SET) ? slot_set_acquire() : -1;
+    int set = (2 + ncgroup_fds <= CS_SLOTS_PER_SET) ? slot_set_acquire() : -1;
     if (set >= 0) {
         int used = 0, ok = 1;
         ok = ok && slot_place(set, &used, &a.inherit_fd) == 0;
@@ -495,7 +440,6 @@ struct cs_spawn_job {
     int ncgroup_fds;
     int output_fd;
     int done;
-    int queued;
     int error;
     pid_t pid;
 };
@@ -616,9 +560,8 @@ cs_spawn_job *cs_spawn_submit(const char *path, char *const argv[], char *const 
     job->output_fd = output_fd;
 
     pthread_mutex_lock(&pool_lock);
-    if (spawn_mode() == 0) pool_start();
-    if (spawn_mode() == 0 && pool_threads > 0) {
-        job->queued = 1;
+    pool_start();
+    if (pool_threads > 0) {
         if (pool_tail) pool_tail->next = job; else pool_head = job;
         pool_tail = job;
         pthread_cond_signal(&pool_work);
@@ -629,7 +572,7 @@ cs_spawn_job *cs_spawn_submit(const char *path, char *const argv[], char *const 
 
 int cs_spawn_finish(cs_spawn_job *job, pid_t *out_pid) {
     pthread_mutex_lock(&pool_lock);
-    int queued = job->queued;
+    int queued = pool_threads > 0;
     if (queued) {
         while (!job->done) pthread_cond_wait(&pool_done, &pool_lock);
     }
