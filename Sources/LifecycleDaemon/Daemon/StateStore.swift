@@ -113,15 +113,21 @@ final class StateStore {
         savedIdentity[app.name] = app.pid.flatMap { pid in app.startTime.map { (pid: pid, startTime: $0) } }
     }
 
-    /// Creates NAME.json.tmp afresh, 0600. Whatever the name held (a save cut short, a symlink, a FIFO) is unlinked
-    /// first: the name, never what a link points to.
+    /// Creates NAME.json.tmp afresh, 0600. Whatever the name already holds (a save cut short, a symlink, a FIFO) is
+    /// unlinked first: the name, never what a link points to.
     private func createTemporary(_ name: String, in directory: FileDescriptor) throws(SystemError) -> FileDescriptor {
         let shown = "\(self.directory)/\(name)"
-        if unlinkat(directory.rawValue, name, 0) != 0 && errno != ENOENT {
-            throw SystemError(operation: "remove \(shown)", errno: errno)
+        func create() throws(SystemError) -> FileDescriptor {
+            try FileDescriptor.open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600, relativeTo: directory, describedAs: shown)
         }
-        return try FileDescriptor.open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600,
-                                       relativeTo: directory, describedAs: shown)
+        do {
+            return try create()
+        } catch where error.errno == EEXIST {
+            if unlinkat(directory.rawValue, name, 0) != 0 && errno != ENOENT {
+                throw SystemError(operation: "remove \(shown)", errno: errno)
+            }
+            return try create()
+        }
     }
 
     /// The file's bytes: what `LineCoder.encode` gives (JSON and a newline), by `PersistedApp.writeJSON`.
