@@ -22,7 +22,7 @@ import Testing
     @Test func withoutASocketTheDelayDoublesUpToItsCapAndASuccessStartsOver() throws {
         let loop = try EventLoop()
         var attempts = 0
-        let source = ReconnectingSource(loop: loop, first: .milliseconds(10), cap: .milliseconds(40)) {
+        let source = ReconnectingSource(loop: loop, name: "test", first: .milliseconds(10), cap: .milliseconds(40)) {
             attempts += 1
             loop.exit()
         }
@@ -44,7 +44,7 @@ import Testing
         #expect(FileManager.default.createFile(atPath: socket, contents: nil))
         let loop = try EventLoop()
         var attempts = 0
-        let source = ReconnectingSource(loop: loop, first: .milliseconds(10), cap: .seconds(1)) {
+        let source = ReconnectingSource(loop: loop, name: "test", first: .milliseconds(10), cap: .seconds(1)) {
             attempts += 1
             loop.exit()
         }
@@ -62,7 +62,7 @@ import Testing
         let loop = try EventLoop()
         var attempts: [Bool] = []
         var source: ReconnectingSource!
-        source = ReconnectingSource(loop: loop, first: .milliseconds(1), cap: .milliseconds(1)) {
+        source = ReconnectingSource(loop: loop, name: "test", first: .milliseconds(1), cap: .milliseconds(1)) {
             let there = access(socket, F_OK) == 0
             attempts.append(there)
             if there { return loop.exit() }

@@ -26,7 +26,7 @@ final class SoundServer {
     private let playing: (Set<pid_t>) -> Void
     private let linkChanged: (Link) -> Void
     private var context: OpaquePointer?
-    private lazy var reconnection = ReconnectingSource(loop: loop, first: .seconds(1), cap: .seconds(60)) { [unowned self] in self.connect() }
+    private lazy var reconnection = ReconnectingSource(loop: loop, name: "audio", first: .seconds(1), cap: .seconds(60)) { [unowned self] in self.connect() }
     private(set) var link = Link.connecting
     /// A listing of the sink inputs is under way; `stale`: a change came meanwhile, so another follows it.
     private var listing = false

@@ -19,7 +19,7 @@ final class BusConnection {
     /// Called when the connection is gone, before the bus is freed: the objects' slots are dropped.
     var disconnected: () -> Void = {}
     private var slots: [OpaquePointer] = []
-    private lazy var reconnection = ReconnectingSource(loop: loop, first: .milliseconds(100), cap: .seconds(30)) {
+    private lazy var reconnection = ReconnectingSource(loop: loop, name: "D-Bus", first: .milliseconds(100), cap: .seconds(30)) {
         [unowned self] in self.connect()
     }
     /// Whether the connection holds the name, or waits in the bus's queue for it.

@@ -36,7 +36,7 @@ final class SwaySource: DisplaySource {
     private var reported = false
     /// The loop's time of the first event not reported yet.
     private var changeStarted: Duration?
-    private lazy var reconnection = ReconnectingSource(loop: loop, first: .milliseconds(100), cap: .seconds(5)) {
+    private lazy var reconnection = ReconnectingSource(loop: loop, name: "display: sway", first: .milliseconds(100), cap: .seconds(5)) {
         [unowned self] in self.connect()
     }
     private var stopped = false

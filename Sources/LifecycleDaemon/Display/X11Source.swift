@@ -35,7 +35,7 @@ final class X11Source: DisplaySource {
     /// The loop's time of the first event not reported yet.
     private var changeStarted: Duration?
     private var lastPicture: WindowPicture?
-    private lazy var reconnection = ReconnectingSource(loop: loop, first: .milliseconds(100), cap: .seconds(5)) {
+    private lazy var reconnection = ReconnectingSource(loop: loop, name: "display: X11", first: .milliseconds(100), cap: .seconds(5)) {
         [unowned self] in self.connect()
     }
     private var stopped = false

@@ -5,7 +5,7 @@ import Glibc
 /// its losses is logged. The next attempt comes when the server's socket appears (an inotify watch on its
 /// directory), or, where there is no socket to wait for, after a delay that doubles up to a cap: nothing polls
 /// while the server is away. The first failure after a success is a warning; the attempts that fail after it,
-/// while the server stays away, are logged at debug level, so that an absent server costs one line.
+/// while the server stays away, get one short debug line each, so that an absent server costs one warning.
 final class ReconnectingSource {
     /// When the next attempt comes.
     enum NextAttempt: Equatable, CustomStringConvertible {
@@ -21,6 +21,8 @@ final class ReconnectingSource {
     }
 
     private let loop: EventLoop
+    /// Whom it connects to, for the debug lines ("sway", "D-Bus").
+    private let name: String
     private let first: Duration
     private let cap: Duration
     private let attempt: () -> Void
@@ -33,8 +35,9 @@ final class ReconnectingSource {
 
     /// `attempt` runs on the loop when the delay has passed or the socket appeared; it reports its outcome with
     /// `succeeded` or `failed`.
-    init(loop: EventLoop, first: Duration, cap: Duration, attempt: @escaping () -> Void) {
+    init(loop: EventLoop, name: String, first: Duration, cap: Duration, attempt: @escaping () -> Void) {
         self.loop = loop
+        self.name = name
         self.first = first
         self.cap = cap
         self.attempt = attempt
@@ -48,8 +51,7 @@ final class ReconnectingSource {
     }
 
     /// The connection is lost or an attempt failed. `reason` is logged as a warning when it is the first failure
-    /// since the last success (`warn` decides instead when given), at debug level otherwise; nil for a source whose
-    /// owner reports it. The next attempt comes when `socket` appears, where it is given, absent and can be
+    /// since the last success (`warn` decides instead when given); nil for a source whose owner reports it. The next attempt comes when `socket` appears, where it is given, absent and can be
     /// watched, else after the current delay, which then doubles.
     @discardableResult
     func failed(_ reason: String?, warn: Bool? = nil, socket: String? = nil) -> NextAttempt {
@@ -65,7 +67,7 @@ final class ReconnectingSource {
             lossLogged = true
             Log.warning(reason)
         } else {
-            Log.debug("\(reason); \(next)")
+            Log.debug("\(name): still not connected; \(next)")
         }
         return next
     }
