@@ -119,11 +119,13 @@ final class SwaySource: DisplaySource {
         connected = false
     }
 
-    /// Close, log the first failure since sway was followed, and try again after a delay that doubles up to its cap.
+    /// Close, log, and try again after a delay that doubles up to its cap. Every loss of an open connection is
+    /// logged; of the failed attempts to connect while sway is away, only the first.
     private func lost(_ reason: String) {
+        let wasOpen = socket != nil
         disconnect()
         guard !stopped else { return }
-        reconnection.failed("display: \(reason); the apps keep their states, reconnecting")
+        reconnection.failed("display: \(reason); the apps keep their states, reconnecting", warn: wasOpen ? true : nil)
     }
 
     // MARK: I/O

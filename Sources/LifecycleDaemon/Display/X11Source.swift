@@ -165,12 +165,14 @@ final class X11Source: DisplaySource {
         connected = false
     }
 
-    /// Close, log the first failure since the server was followed, and try again after a delay that doubles up to
-    /// its cap. `logged`: whether to warn of this one, in place of that rule.
+    /// Close, log, and try again after a delay that doubles up to its cap. Every loss of an open connection is
+    /// logged; of the failed attempts while the server is away, only the first. `logged`: whether to log this one,
+    /// in place of that rule.
     private func lost(_ reason: String, logged: Bool? = nil) {
+        let wasOpen = connection != nil
         disconnect()
         guard !stopped else { return }
-        reconnection.failed("display: \(reason); the apps keep their states, reconnecting", warn: logged)
+        reconnection.failed("display: \(reason); the apps keep their states, reconnecting", warn: logged ?? (wasOpen ? true : nil))
     }
 
     private func flush() {
