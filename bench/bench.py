@@ -868,14 +868,19 @@ def machine():
     return model, nproc, free, ", ".join(versions), platform.release()
 
 
+def section(heading, *paragraphs):
+    """The lines of a report section that starts with `heading` and `paragraphs`, each followed by a blank line, and
+    the function that appends a line to it."""
+    lines = [heading, ""]
+    for paragraph in paragraphs:
+        lines += [paragraph, ""]
+    return lines, lines.append
+
+
 def core_tables(results, args):
     """Sections 1 to 7 (the supervisors and the switch), whole: docs/bench/core.md."""
-    L = []
-    p = L.append
-    p("# Raw figures: the supervisors and the app switch")
-    p("")
-    p("Written by `bench/run.sh` with docs/BENCHMARKS.md, from the same run; the verdicts and the analysis are there.")
-    p("")
+    L, p = section("# Raw figures: the supervisors and the app switch",
+                   "Written by `bench/run.sh` with docs/BENCHMARKS.md, from the same run; the verdicts and the analysis are there.")
     p("Figures are the median of the repetitions, then (min–max) over the repetitions; each repetition's")
     p("own figure is itself a median where several samples were taken (control, suspend, switch).")
     p("")
@@ -1350,12 +1355,7 @@ def analysis(raw, extra, args):
     r = f.r
     sizes = r["sizes"]
     big = sizes[-1]
-    L = []
-    p = L.append
-    p("## Analysis")
-    p("")
-    p("Where the time and memory go, with this run's figures (medians; the raw tables have the ranges).")
-    p("")
+    L, p = section("## Analysis", "Where the time and memory go, with this run's figures (medians; the raw tables have the ranges).")
     lc, s6, sup = f.launch(Lifecycled.name, big), f.launch("s6", big), f.launch("supervisord", big)
     text = f"**Launch.** {big:,} apps ran {num(lc and lc[0] / 1000)} ms after lifecycled's start"
     if s6:
@@ -1490,10 +1490,7 @@ def glance(raw, extra, args):
     f = Figures(raw)
     r = f.r
     sizes = r["sizes"]
-    L = []
-    p = L.append
-    p("## Figures at a glance")
-    p("")
+    L, p = section("## Figures at a glance")
     names = [c.name for c in PEERS if c is Lifecycled or c.key in args.peers]
     p("| supervisor | " + " | ".join(f"launch, N={n:,} (ms)" for n in sizes) + " | "
       + " | ".join(f"PSS, N={n:,} (MiB)" for n in sizes) + f" | idle wakeups, {args.idle:g} s | `status` (ms) |")
@@ -1531,10 +1528,7 @@ def glance(raw, extra, args):
 
 def this_run(raw, args):
     meta = raw["meta"]
-    L = []
-    p = L.append
-    p("## This run")
-    p("")
+    L, p = section("## This run")
     kind = "smoke (every part small)" if meta["smoke"] else f"{raw['results']['reps']} repetitions of sections 1 to 5"
     p(f"- When: {meta['when']}; {kind}{', --large' if meta.get('large') else ''}; {meta['total_seconds']:,.0f} s in all"
       f" ({meta['core_seconds']:,.0f} s for the supervisors and the switch).")

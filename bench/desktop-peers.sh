@@ -83,14 +83,8 @@ PY
 
 # --- tools -------------------------------------------------------------------------------------------------------
 bench_setup
-need=()
-for tool in Xvfb:xvfb openbox:openbox xterm:xterm xdotool:xdotool xprop:x11-utils strace:strace; do
-    command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
-done
-[ -e /usr/include/xcb/xcb.h ] || need+=(libxcb1-dev)
-if [ ${#need[@]} -gt 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+build-aux/apt-need --no-recommends "the desktop peers benchmark" Xvfb=xvfb openbox=openbox xterm=xterm xdotool=xdotool \
+    xprop=x11-utils strace=strace pc:xcb=libxcb1-dev
 cc=$(command -v cc || command -v gcc || command -v clang)
 "$cc" -O2 -Wall -o "$out/desktop_switch" bench/desktop_switch.c -lxcb
 "$cc" -O2 -Wall -o "$out/x11_floor" bench/x11_floor.c -lxcb

@@ -683,8 +683,3 @@ int cs_block_signals(const int *signals, int n) {
 int cs_set_child_subreaper(void) {
     return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 }
-
-int cs_rename_exchange(int dirfd, const char *a, const char *b) {
-    // SYS_renameat2 with RENAME_EXCHANGE (1 << 1): glibc's wrapper needs _GNU_SOURCE, which this file avoids.
-    return (int)syscall(SYS_renameat2, dirfd, a, dirfd, b, 1 << 1);
-}

@@ -1,8 +1,8 @@
 // An app's queued work: the steps the rules plan for it, which Supervisor+Steps.swift runs in order.
 
-/// One step of an app's ordered work. Steps run one at a time; a step that sends a callback
-/// holds the queue until the client's ack or the deadline, so the daemon never moves an app on
-/// (and never stops it) before its handler has returned.
+/// One step of an app's ordered work. Steps run one at a time; a step that sends a callback holds the queue until
+/// the client's ack or the message's deadline, so the daemon moves an app on, or stops it, only once its handler
+/// has returned or its time is up.
 enum Step: Sendable, Equatable {
     /// Wait for the client's hello (or the launch timeout, after which it is managed without messages).
     case awaitHello

@@ -1,7 +1,7 @@
 // The step runner: an app's Plan is run step by step until one has to wait (for a hello, an ack, the focus, or
-// a stopped process), each message sent with its deadline, each state change emitted as a transition. Every
-// entry point starts an event, lets the runner advance the apps it touched, and ends the event with its effects
-// and one save per app whose saved state changed.
+// a stopped process), each message sent with its deadline, each state change emitted as a transition. Each input
+// (`Supervisor.handle`) starts an event, lets the runner advance the apps it touched, and ends the event with its
+// effects and one save per app whose saved state changed.
 
 extension Supervisor {
     /// Empty lists of effects and touched apps for the next event.

@@ -4,8 +4,8 @@
 
 usage: count_writes.py DIRECTORY NAME
 
-Each IN_CLOSE_WRITE of NAME in DIRECTORY counts as one write: the daemon writes an app's state into the spare
-NAME (APP.json.tmp), closes it, and exchanges it with APP.json, so every save closes NAME once. Prints "ready"
+Each IN_CLOSE_WRITE of NAME in DIRECTORY counts as one write: the daemon writes an app's state into a new
+NAME (APP.json.tmp), closes it, and renames it over APP.json, so every save closes NAME once. Prints "ready"
 once the watch is in place, then, on SIGTERM, the count, and exits.
 """
 import ctypes, os, signal, struct, sys

@@ -4,7 +4,7 @@ import LifecycleModel
 import LifecycleProtocol
 import Testing
 
-/// The accept budget of the control socket and the app socket (Daemon/AcceptBudget.swift): a burst of connects is
+/// The accept budget of the control socket and the app socket (Daemon/UnixListener.swift): a burst of connects is
 /// taken 64 at a time, each wakeup's count in the debug log, while a request on a connection that was there first is
 /// answered and every connection of the burst is served in the end.
 @Suite("accept budget", .serialized)

@@ -136,17 +136,49 @@ import Testing
     }
 
     @Test func theLedgerReadsWhatItWrites() {
-        let entries = AdoptionLedger.parse("scope /sys/fs/cgroup/unified/a/app-x-1.scope\npid 42 123456\nnonsense\npid x 1\n")
-        #expect(entries == [.scope("/sys/fs/cgroup/unified/a/app-x-1.scope"), .process(42, startTime: 123456)])
-        let tree = AdoptionLedger.Entry.processScope(7, startTime: 99, scope: "/sys/fs/cgroup/u/lifecycled.slice/lifecycled-adopted-a\\x2db-7.scope")
+        let text = "scope /sys/fs/cgroup/unified/a/app-x-1.scope\npid 42 123456\nnonsense\npid x 1\n"
+        let entries = AdoptionLedger.parse(text.split(separator: "\n"))
+        #expect(entries == [.scope("/sys/fs/cgroup/unified/a/app-x-1.scope"), .process(RecordedProcess(pid: 42, startTime: 123456))])
+        let tree = AdoptionLedger.Entry.processScope(RecordedProcess(pid: 7, startTime: 99),
+                                                     scope: "/sys/fs/cgroup/u/lifecycled.slice/lifecycled-adopted-a\\x2db-7.scope")
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(getpid())").path
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let ledger = AdoptionLedger(stateDirectory: dir)
-        ledger.write([tree, .process(8, startTime: 1)])
-        #expect(ledger.read() == [tree, .process(8, startTime: 1)])
+        AdoptionLedger(stateDirectory: dir).write([tree, .process(RecordedProcess(pid: 8, startTime: 1))])
+        let written = (try? String(contentsOfFile: dir + "/adopted", encoding: .utf8)) ?? ""
+        #expect(AdoptionLedger.parse(written.split(separator: "\n")) == [tree, .process(RecordedProcess(pid: 8, startTime: 1))])
         #expect(tree.pid == 7 && tree.scopePath?.hasSuffix("a\\x2db-7.scope") == true)
-        #expect(AdoptionLedger.parse("treescope 7 99\ntreescope x 1 /a\n") == [])
+        #expect(AdoptionLedger.parse("treescope 7 99\ntreescope x 1 /a\n".split(separator: "\n")) == [])
+    }
+
+    /// The record files of a crashed daemon (stopped processes, original priorities): each write is the whole file,
+    /// an empty record removes it, and each ledger reads back the lines it wrote. Real files in a temporary directory.
+    @Test func recordFilesHoldTheirLinesAndGoWhenEmpty() throws {
+        let directory = NSTemporaryDirectory() + "record-file-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/stopped"
+        let file = RecordFile(path, loss: "nothing, in a test")
+        file.write(["notes 42 123", "mail 43 456", "broken x 1"])
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "notes 42 123\nmail 43 456\nbroken x 1\n")
+        #expect(StopLedger.parse(file.read()) == [StopLedger.Entry(app: "notes", process: RecordedProcess(pid: 42, startTime: 123)),
+                                                  StopLedger.Entry(app: "mail", process: RecordedProcess(pid: 43, startTime: 456))])
+        let priorities = [OriginalPriorities.Process(process: RecordedProcess(pid: 42, startTime: 123), nice: 5, oomScoreAdj: -100)]
+        let weights = ["/sys/fs/cgroup/a b/cpu.weight": "100"]
+        file.write(OriginalPriorities.lines(priorities, weights))
+        let parsed = OriginalPriorities.parse(file.read())
+        #expect(parsed.processes == priorities && parsed.files == weights)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["stopped"], "no temporary left")
+        file.write([])
+        #expect(!FileManager.default.fileExists(atPath: path), "nothing recorded: no file")
+        #expect(file.read().isEmpty)
+    }
+
+    @Test func aRecordedProcessIsRunningOnlyWithItsOwnStartTime() throws {
+        let me = try #require(RecordedProcess(running: getpid()))
+        #expect(me.isRunning())
+        #expect(!RecordedProcess(pid: getpid(), startTime: me.startTime + 1).isRunning(), "a pid reused by another process")
+        #expect(RecordedProcess(Substring("0"), Substring("1")) == nil)
     }
 }
 

@@ -10,8 +10,7 @@ bench_name=${0##*/}
 
 # sway and foot through apt when missing, and the user, made when missing.
 bench_setup() {
-    command -v sway >/dev/null && command -v foot >/dev/null \
-        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sway foot >/dev/null; }
+    build-aux/apt-need "the display benchmarks" sway=sway foot=foot
     id "$bench_user" >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin "$bench_user"
     bench_uid=$(id -u "$bench_user")
     bench_gid=$(id -g "$bench_user")

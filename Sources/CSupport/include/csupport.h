@@ -61,8 +61,6 @@ int cs_statfs_magic(const char *path, unsigned long long *magic);
 /// 1 if `path` is on a cgroup2 (resp. tmpfs) filesystem, 0 if not, -1 with errno.
 int cs_is_cgroup2(const char *path);
 int cs_is_tmpfs(const char *path);
-/// renameat2(RENAME_EXCHANGE): swaps the two names, which must both exist, in one step.
-int cs_rename_exchange(int dirfd, const char *a, const char *b);
 extern const unsigned long long cs_cgroup2_magic;
 extern const unsigned long long cs_cgroup1_magic;
 extern const unsigned long long cs_tmpfs_magic;

@@ -110,8 +110,8 @@ final class Adoption {
     func place(of name: String) -> String? {
         switch places[name] {
         case .scope(let path)?: "scope " + (path.split(separator: "/").last.map(String.init) ?? path)
-        case .process(let pid, _)?: "process \(pid)"
-        case .processScope(let pid, _, let scope)?: "process \(pid) in " + (scope.split(separator: "/").last.map(String.init) ?? scope)
+        case .process(let process)?: "process \(process.pid)"
+        case .processScope(let process, let scope)?: "process \(process.pid) in " + (scope.split(separator: "/").last.map(String.init) ?? scope)
         case nil: nil
         }
     }
@@ -200,8 +200,9 @@ final class Adoption {
                              place: AdoptedProcessTree(originals: originals, orphans: orphans))
         app.cgroup = scope?.cgroup
         appIDs[name] = appID
-        let place = scope?.cgroup.unifiedPath.map { AdoptionLedger.Entry.processScope(pid, startTime: startTime, scope: $0) }
-            ?? AdoptionLedger.Entry.process(pid, startTime: startTime)
+        let recorded = RecordedProcess(pid: pid, startTime: startTime)
+        let place = scope?.cgroup.unifiedPath.map { AdoptionLedger.Entry.processScope(recorded, scope: $0) }
+            ?? AdoptionLedger.Entry.process(recorded)
         adopt(app, leader: pid, pidfd: pidfd, place: place, what: what + (scope.map { " into the scope \($0.unit)" } ?? ""))
         return name
     }
@@ -289,7 +290,7 @@ final class Adoption {
         originals.giveBack(name)
         daemon.handle(.release(app: name))
         var stays = ""
-        if case .processScope(_, _, let scope)? = places[name] {
+        if case .processScope(_, let scope)? = places[name] {
             stays = "; its processes stay in \(scope.split(separator: "/").last.map(String.init) ?? scope), which systemd cannot move back"
         }
         Log.notice("\(name): let go (\(reason)); thawed, continued, and its priorities given back\(stays)")

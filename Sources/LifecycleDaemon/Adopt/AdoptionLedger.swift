@@ -7,68 +7,56 @@ import Glibc
 struct AdoptionLedger {
     enum Entry: Equatable {
         case scope(String)
-        case process(pid_t, startTime: UInt64)
-        case processScope(pid_t, startTime: UInt64, scope: String)
+        case process(RecordedProcess)
+        case processScope(RecordedProcess, scope: String)
 
         /// The window's process of an adopted process tree, in a scope of its own or not.
-        var pid: pid_t? {
+        var process: RecordedProcess? {
             switch self {
             case .scope: nil
-            case .process(let pid, _), .processScope(let pid, _, _): pid
+            case .process(let process), .processScope(let process, _): process
             }
         }
 
-        var isProcess: Bool { pid != nil }
+        var pid: pid_t? { process?.pid }
+
+        var isProcess: Bool { process != nil }
 
         /// The cgroup of a scope, a launcher's or a tree's own.
         var scopePath: String? {
             switch self {
-            case .scope(let path), .processScope(_, _, let path): path
+            case .scope(let path), .processScope(_, let path): path
             case .process: nil
             }
         }
     }
 
-    let path: String
+    private let file: RecordFile
 
     init(stateDirectory: String) {
-        path = stateDirectory + "/adopted"
+        file = RecordFile(stateDirectory + "/adopted", loss: "after a crash the next daemon may not thaw the adopted apps")
     }
 
     func write(_ entries: [Entry]) {
-        let text = entries.map { entry in
+        file.write(entries.map { entry in
             switch entry {
-            case .scope(let path): "scope \(path)\n"
-            case .process(let pid, let startTime): "pid \(pid) \(startTime)\n"
-            case .processScope(let pid, let startTime, let scope): "treescope \(pid) \(startTime) \(scope)\n"
+            case .scope(let path): "scope \(path)"
+            case .process(let process): "pid \(process.line)"
+            case .processScope(let process, let scope): "treescope \(process.line) \(scope)"
             }
-        }.joined()
-        let temporary = path + ".tmp"
-        do {
-            try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: 0o600).write(Array(text.utf8))
-            guard rename(temporary, path) == 0 else { throw SystemError(operation: "rename \(temporary)", errno: errno) }
-        } catch {
-            Log.warning("Failed to record the adopted apps in \(path): \(error); after a crash the next daemon may not thaw them")
-        }
+        })
     }
 
-    func read() -> [Entry] {
-        guard let text = try? readKernelFile(path) else { return [] }
-        return Self.parse(text)
-    }
-
-    static func parse(_ text: String) -> [Entry] {
-        text.split(separator: "\n").compactMap { line in
+    static func parse(_ lines: [Substring]) -> [Entry] {
+        lines.compactMap { line in
             let words = line.split(separator: " ", maxSplits: 2)
             switch (words.first, words.count) {
             case ("scope", 2): return .scope(String(words[1]))
-            case ("pid", 3):
-                guard let pid = pid_t(words[1]), let start = UInt64(words[2]) else { return nil }
-                return .process(pid, startTime: start)
+            case ("pid", 3): return RecordedProcess(words[1], words[2]).map(Entry.process)
             case ("treescope", 3):
                 let rest = words[2].split(separator: " ", maxSplits: 1)
-                guard rest.count == 2, let pid = pid_t(words[1]), let start = UInt64(rest[0]) else { return nil }
-                return .processScope(pid, startTime: start, scope: String(rest[1]))
+                guard rest.count == 2, let process = RecordedProcess(words[1], rest[0]) else { return nil }
+                return .processScope(process, scope: String(rest[1]))
             default: return nil
             }
         }
@@ -77,7 +65,7 @@ struct AdoptionLedger {
     /// At start, before anything is adopted: a previous daemon's scopes are thawed and its processes (the same
     /// ones, by start time, with their descendants and launch sessions) continued. The apps still there are adopted afresh.
     func thawLeftovers() {
-        let entries = read()
+        let entries = Self.parse(file.read())
         guard !entries.isEmpty else { return }
         var tree: ProcessTree?
         let orphans = Orphans()
@@ -85,8 +73,9 @@ struct AdoptionLedger {
             if let scope = entry.scopePath { Self.thaw(scope) }
             switch entry {
             case .scope: continue
-            case .process(let pid, let startTime), .processScope(let pid, let startTime, _):
-                guard ProcessTable.startTime(of: pid) == startTime else { continue }
+            case .process(let process), .processScope(let process, _):
+                guard process.isRunning() else { continue }
+                let pid = process.pid
                 if tree == nil { tree = ProcessTree.read() }
                 var pids = tree?.subtree(of: pid) ?? [pid]
                 // The rest of its launch session, as the app held it (`AdoptedProcessTree`): a double-forked worker.
@@ -98,7 +87,7 @@ struct AdoptionLedger {
                 }
             }
         }
-        unlink(path)
+        file.remove()
     }
 
     /// Thaws a scope a previous daemon may have left frozen.

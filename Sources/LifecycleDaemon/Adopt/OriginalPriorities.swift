@@ -2,24 +2,24 @@ import Glibc
 
 /// What adopted apps had before the daemon changed them: each process's nice value and `oom_score_adj`, and each
 /// scope's weight files. The daemon gives them back when it lets an app go (a release, its stop) and, since they
-/// are recorded in RUNTIME_DIR/state/adopted-priorities as they are found, at the next start after a crash. A
-/// process is known by its pid and start time, so that one which reused the pid is left alone.
+/// are recorded in RUNTIME_DIR/state/adopted-priorities (`RecordFile`) as they are found, at the next start after a
+/// crash.
 final class OriginalPriorities {
     struct Process: Equatable {
-        var pid: pid_t
-        var startTime: UInt64
+        var process: RecordedProcess
         var nice: Int32
         var oomScoreAdj: Int
+        var pid: pid_t { process.pid }
     }
 
     /// What was found, by app: processes, and weight files with their values.
     private var processes: [String: [pid_t: Process]] = [:]
     private var files: [String: [String: String]] = [:]
-    let path: String
+    private let file: RecordFile
     private let procRoot: String
 
     init(stateDirectory: String, procRoot: String = "/proc") {
-        path = stateDirectory + "/adopted-priorities"
+        file = RecordFile(stateDirectory + "/adopted-priorities", loss: "after a crash the adopted apps' priorities may not be given back")
         self.procRoot = procRoot
     }
 
@@ -63,27 +63,26 @@ final class OriginalPriorities {
 
     /// At start, before anything is adopted: what a previous daemon recorded and did not give back is given back.
     func giveBackLeftovers() {
-        guard let text = try? readKernelFile(path) else { return }
-        let (processes, files) = Self.parse(text)
+        let (processes, files) = Self.parse(file.read())
         Self.restore(processes, files, procRoot: procRoot)
         if !processes.isEmpty || !files.isEmpty {
             Log.notice("adopt: gave back the priorities of \(processes.count) process\(processes.count == 1 ? "" : "es") and \(files.count) scope file\(files.count == 1 ? "" : "s") a previous lifecycled had changed")
         }
-        unlink(path)
+        file.remove()
     }
 
     private static func read(_ pid: pid_t, procRoot: String) -> Process? {
-        guard let startTime = ProcessTable.startTime(of: pid, procRoot: procRoot),
+        guard let process = RecordedProcess(running: pid, procRoot: procRoot),
               let oom = (try? readKernelFile("\(procRoot)/\(pid)/oom_score_adj")).flatMap({ $0.split(separator: "\n").first.flatMap { Int($0) } })
         else { return nil }
         errno = 0
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(pid))
         guard errno == 0 else { return nil }
-        return Process(pid: pid, startTime: startTime, nice: nice, oomScoreAdj: oom)
+        return Process(process: process, nice: nice, oomScoreAdj: oom)
     }
 
     private static func restore(_ processes: [Process], _ files: [String: String], procRoot: String) {
-        for process in processes where ProcessTable.startTime(of: process.pid, procRoot: procRoot) == process.startTime {
+        for process in processes where process.process.isRunning(procRoot: procRoot) {
             do {
                 try writeKernelFile("\(procRoot)/\(process.pid)/oom_score_adj", String(process.oomScoreAdj))
             } catch {
@@ -100,22 +99,21 @@ final class OriginalPriorities {
 
     /// One line each: `pid PID STARTTIME NICE OOM_SCORE_ADJ`, or `file VALUE PATH` (the path last: it may hold
     /// spaces).
-    static func format(_ processes: [Process], _ files: [String: String]) -> String {
-        processes.map { "pid \($0.pid) \($0.startTime) \($0.nice) \($0.oomScoreAdj)\n" }.joined()
-            + files.sorted(by: { $0.key < $1.key }).map { "file \($0.value) \($0.key)\n" }.joined()
+    static func lines(_ processes: [Process], _ files: [String: String]) -> [String] {
+        processes.map { "pid \($0.process.line) \($0.nice) \($0.oomScoreAdj)" }
+            + files.sorted(by: { $0.key < $1.key }).map { "file \($0.value) \($0.key)" }
     }
 
-    static func parse(_ text: String) -> (processes: [Process], files: [String: String]) {
+    static func parse(_ lines: [Substring]) -> (processes: [Process], files: [String: String]) {
         var processes: [Process] = []
         var files: [String: String] = [:]
-        for line in text.split(separator: "\n") {
+        for line in lines {
             let words = line.split(separator: " ", maxSplits: 2)
             if words.first == "pid" {
-                let numbers = line.split(separator: " ").dropFirst()
-                guard numbers.count == 4, let pid = pid_t(numbers[numbers.startIndex]),
-                      let start = UInt64(numbers[numbers.startIndex + 1]), let nice = Int32(numbers[numbers.startIndex + 2]),
-                      let oom = Int(numbers[numbers.startIndex + 3]) else { continue }
-                processes.append(Process(pid: pid, startTime: start, nice: nice, oomScoreAdj: oom))
+                let numbers = Array(line.split(separator: " ").dropFirst())
+                guard numbers.count == 4, let process = RecordedProcess(numbers[0], numbers[1]),
+                      let nice = Int32(numbers[2]), let oom = Int(numbers[3]) else { continue }
+                processes.append(Process(process: process, nice: nice, oomScoreAdj: oom))
             } else if words.first == "file", words.count == 3, words[2].hasPrefix("/") {
                 files[String(words[2])] = String(words[1])
             }
@@ -124,20 +122,8 @@ final class OriginalPriorities {
     }
 
     private func save() {
-        let all = processes.values.flatMap(\.values).sorted { $0.pid < $1.pid }
         var allFiles: [String: String] = [:]
         for perApp in files.values { allFiles.merge(perApp) { first, _ in first } }
-        guard !all.isEmpty || !allFiles.isEmpty else {
-            unlink(path)
-            return
-        }
-        let temporary = path + ".tmp"
-        do {
-            try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: 0o600)
-                .write(Array(Self.format(all, allFiles).utf8))
-            guard rename(temporary, path) == 0 else { throw SystemError(operation: "rename \(temporary)", errno: errno) }
-        } catch {
-            Log.warning("Failed to record the adopted apps' priorities in \(path): \(error); after a crash they may not be given back")
-        }
+        file.write(Self.lines(processes.values.flatMap(\.values).sorted { $0.pid < $1.pid }, allFiles))
     }
 }

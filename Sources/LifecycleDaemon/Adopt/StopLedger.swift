@@ -3,25 +3,23 @@ import Glibc
 /// RUNTIME_DIR/state/stopped: every process this daemon stopped with SIGSTOP for an adopted app, written before the
 /// signal, so that none stays stopped for ever: not after the daemon's crash, and not when the process left the
 /// app's tree (its parent, the app's leader, died and it was reparented), where neither the adoption ledger's
-/// leader nor a signal to the app's members reaches it. One line per process: `APP PID STARTTIME`; the start time
-/// (field 22 of /proc/PID/stat) tells the process from one that reused its pid, which is never signalled.
+/// leader nor a signal to the app's members reaches it. One line per process (`RecordFile`): `APP PID STARTTIME`.
 ///
 /// A configured app needs no line here: its state file and its cgroup or process group find its processes again.
 /// A freezer needs none either: the adoption ledger thaws the scope.
 final class StopLedger {
     struct Entry: Equatable {
         var app: String
-        var pid: pid_t
-        var startTime: UInt64
+        var process: RecordedProcess
     }
 
-    let path: String
+    private let file: RecordFile
     private let procRoot: String
     /// The processes stopped and not continued yet, by app.
     private var stopped: [String: [Entry]] = [:]
 
     init(stateDirectory: String, procRoot: String = "/proc") {
-        path = stateDirectory + "/stopped"
+        file = RecordFile(stateDirectory + "/stopped", loss: "after a crash the processes stopped for adopted apps may stay stopped")
         self.procRoot = procRoot
     }
 
@@ -32,9 +30,9 @@ final class StopLedger {
     func record(_ app: String, pids: [pid_t]) {
         var known = stopped[app, default: []]
         var added = false
-        for pid in pids where !known.contains(where: { $0.pid == pid }) {
-            guard let startTime = ProcessTable.startTime(of: pid, procRoot: procRoot) else { continue }
-            known.append(Entry(app: app, pid: pid, startTime: startTime))
+        for pid in pids where !known.contains(where: { $0.process.pid == pid }) {
+            guard let process = RecordedProcess(running: pid, procRoot: procRoot) else { continue }
+            known.append(Entry(app: app, process: process))
             added = true
         }
         stopped[app] = known
@@ -64,12 +62,11 @@ final class StopLedger {
     /// At start, before anything is adopted: the processes a previous daemon recorded are continued (those that are
     /// still the same process), and the file goes.
     func continueLeftovers() {
-        guard let text = try? readKernelFile(path) else { return }
-        let continued = Self.continueEach(Self.parse(text), procRoot: procRoot)
+        let continued = Self.continueEach(Self.parse(file.read()), procRoot: procRoot)
         if !continued.isEmpty {
             Log.notice("adopt: continued \(continued.map(String.init).joined(separator: ", ")), which a previous lifecycled left stopped")
         }
-        unlink(path)
+        file.remove()
     }
 
     /// SIGCONT to each entry that is still the process recorded (same start time); the recycled and the gone are
@@ -77,38 +74,22 @@ final class StopLedger {
     @discardableResult
     static func continueEach(_ entries: [Entry], procRoot: String) -> [pid_t] {
         var wereStopped: [pid_t] = []
-        for entry in entries where ProcessTable.startTime(of: entry.pid, procRoot: procRoot) == entry.startTime {
-            if ProcessTable.state(of: entry.pid, procRoot: procRoot) == "T" { wereStopped.append(entry.pid) }
-            kill(entry.pid, SIGCONT)
+        for entry in entries where entry.process.isRunning(procRoot: procRoot) {
+            if ProcessTable.state(of: entry.process.pid, procRoot: procRoot) == "T" { wereStopped.append(entry.process.pid) }
+            kill(entry.process.pid, SIGCONT)
         }
         return wereStopped
     }
 
-    static func format(_ entries: [Entry]) -> String {
-        entries.map { "\($0.app) \($0.pid) \($0.startTime)\n" }.joined()
-    }
-
-    static func parse(_ text: String) -> [Entry] {
-        text.split(separator: "\n").compactMap { line in
+    static func parse(_ lines: [Substring]) -> [Entry] {
+        lines.compactMap { line in
             let words = line.split(separator: " ")
-            guard words.count == 3, let pid = pid_t(words[1]), pid > 0, let start = UInt64(words[2]) else { return nil }
-            return Entry(app: String(words[0]), pid: pid, startTime: start)
+            guard words.count == 3, let process = RecordedProcess(words[1], words[2]) else { return nil }
+            return Entry(app: String(words[0]), process: process)
         }
     }
 
     private func save() {
-        let all = entries
-        guard !all.isEmpty else {
-            unlink(path)
-            return
-        }
-        let temporary = path + ".tmp"
-        do {
-            try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: 0o600)
-                .write(Array(Self.format(all).utf8))
-            guard rename(temporary, path) == 0 else { throw SystemError(operation: "rename \(temporary)", errno: errno) }
-        } catch {
-            Log.warning("Failed to record the stopped processes in \(path): \(error); after a crash they may stay stopped")
-        }
+        file.write(entries.map { "\($0.app) \($0.process.line)" })
     }
 }

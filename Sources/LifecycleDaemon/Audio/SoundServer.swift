@@ -15,15 +15,9 @@ final class SoundServer {
         case connecting
         case connected
         /// No server: why, and what brings the next attempt.
-        case unavailable(String, next: NextAttempt)
+        case unavailable(String, next: ReconnectingSource.NextAttempt)
     }
 
-    enum NextAttempt: Equatable {
-        /// After a delay, from a timer.
-        case retryIn(Duration)
-        /// When this socket file appears; nothing wakes until then.
-        case socketAppears(String)
-    }
 
     private let loop: EventLoop
     private let mainloop: PulseMainloop
@@ -32,7 +26,7 @@ final class SoundServer {
     private let playing: (Set<pid_t>) -> Void
     private let linkChanged: (Link) -> Void
     private var context: OpaquePointer?
-    private var reconnection: Reconnection?
+    private lazy var reconnection = ReconnectingSource(loop: loop, name: "audio", first: .seconds(1), cap: .seconds(60)) { [unowned self] in self.connect() }
     private(set) var link = Link.connecting
     /// A listing of the sink inputs is under way; `stale`: a change came meanwhile, so another follows it.
     private var listing = false
@@ -52,8 +46,6 @@ final class SoundServer {
     private(set) var unconfirmedStreams = 0
     /// The kernel's view of the connected server's clients; nil when the server is not on a socket file.
     private var peers: ServerPeers?
-    private let watcher: DirectoryWatcher
-    private var socketWatch: Int?
     private var stopped = false
 
     /// Connects at the loop's next iteration; `playing` is called on the loop's thread with the pids whose streams play, whenever that
@@ -65,10 +57,8 @@ final class SoundServer {
         self.playing = playing
         self.linkChanged = linkChanged
         mainloop = PulseMainloop(loop: loop)
-        watcher = DirectoryWatcher(loop: loop)
-        reconnection = try? Reconnection(loop: loop, first: .seconds(1), cap: .seconds(60)) { [unowned self] in self.connect() }
         // From the loop, not from here: the callbacks never run inside this initializer.
-        reconnection?.now()
+        reconnection.now()
     }
 
     deinit { stop() }
@@ -76,9 +66,7 @@ final class SoundServer {
     func stop() {
         guard !stopped else { return }
         stopped = true
-        reconnection?.cancel()
-        unwatchSocket()
-        watcher.stop()
+        reconnection.cancel()
         dropContext()
     }
 
@@ -90,9 +78,9 @@ final class SoundServer {
             let unconfirmed = unconfirmedStreams == 0 ? ""
                 : ", \(unconfirmedStreams) playing stream\(unconfirmedStreams == 1 ? "" : "s") of an unconfirmed process"
             return "audio: \(name), \(playingPids.count) playing process\(playingPids.count == 1 ? "" : "es")\(unconfirmed)"
-        case .unavailable(let why, .retryIn(let delay)):
+        case .unavailable(let why, .after(let delay)):
             return "audio: off, no sound server (\(why)); retrying in \(describe(delay))"
-        case .unavailable(let why, .socketAppears(let path)):
+        case .unavailable(let why, .whenSocketAppears(let path)):
             return "audio: off, no sound server (\(why)); waiting for \(path) to appear"
         }
     }
@@ -105,7 +93,6 @@ final class SoundServer {
 
     private func connect() {
         guard !stopped else { return }
-        unwatchSocket()
         dropContext()
         setLink(.connecting)
         guard let context = pa_context_new(mainloop.api, "lifecycled") else { return unavailable("pa_context_new failed") }
@@ -124,7 +111,7 @@ final class SoundServer {
         guard let context else { return }
         switch pa_context_get_state(context) {
         case PA_CONTEXT_READY:
-            reconnection?.succeeded()
+            reconnection.succeeded()
             peers = pa_context_get_server(context).flatMap { ServerPeers.socketPath(inServerString: String(cString: $0)) }
                 .flatMap { ServerPeers(socketPath: $0) }
             setLink(.connected)
@@ -219,12 +206,8 @@ final class SoundServer {
         dropContext()
         unconfirmedStreams = 0
         report([])
-        if let path = expectedSocket, watchSocket(path) {
-            setLink(.unavailable(why, next: .socketAppears(path)))
-            return
-        }
-        let delay = reconnection?.schedule() ?? .zero
-        setLink(.unavailable(why, next: .retryIn(delay)))
+        // AudioFollower reports the link, so the loss is not logged here.
+        setLink(.unavailable(why, next: reconnection.failed(nil, socket: expectedSocket)))
     }
 
     /// The socket libpulse is to connect to, when the server string is a path: `server`, else `$PULSE_SERVER`,
@@ -239,45 +222,6 @@ final class SoundServer {
         if let server = environment("PULSE_SERVER") { return ServerPeers.socketPath(inServerString: server) }
         if let runtime = environment("PULSE_RUNTIME_PATH") { return runtime + "/native" }
         return environment("XDG_RUNTIME_DIR").map { $0 + "/pulse/native" } ?? Self.systemSocket
-    }
-
-    /// Waits for `path` to appear, without a timer: inotify on its directory, or on the nearest ancestor that exists
-    /// for the next directory on the way. False when `path` is there already (it refuses: the timer's case) or no
-    /// directory on the way can be watched.
-    private func watchSocket(_ path: String) -> Bool {
-        unwatchSocket()
-        var target = path
-        while true {
-            // A relative path (a relative `$XDG_RUNTIME_DIR`) has no directory to watch.
-            guard target.hasPrefix("/"), let slash = target.lastIndex(of: "/") else { return false }
-            let directory = slash == target.startIndex ? "/" : String(target[..<slash])
-            let name = String(target[target.index(after: slash)...])
-            guard !name.isEmpty else { return false }
-            // Subscribed before the look, so that an appearance between the two is not missed.
-            guard let id = try? watcher.subscribe(directory: directory, names: [name],
-                                                  mask: CS_IN_CREATE | CS_IN_MOVED_TO, { [unowned self] _ in
-                self.socketWatch.map { self.watcher.unsubscribe($0) }
-                self.socketWatch = nil
-                self.reconnection?.now()
-            }) else {
-                if directory == "/" { return false }
-                target = directory
-                continue
-            }
-            socketWatch = id
-            if access(target, F_OK) == 0 {
-                unwatchSocket()
-                // The socket itself is there and refused; a directory on the way appeared meanwhile: look again.
-                if target == path { return false }
-                return watchSocket(path)
-            }
-            return true
-        }
-    }
-
-    private func unwatchSocket() {
-        if let socketWatch { watcher.unsubscribe(socketWatch) }
-        socketWatch = nil
     }
 
     private func setLink(_ next: Link) {

@@ -19,20 +19,15 @@ final class BusConnection {
     /// Called when the connection is gone, before the bus is freed: the objects' slots are dropped.
     var disconnected: () -> Void = {}
     private var slots: [OpaquePointer] = []
-    private lazy var reconnection = try? Reconnection(loop: loop, first: .milliseconds(100), cap: .seconds(30)) {
+    private lazy var reconnection = ReconnectingSource(loop: loop, name: "D-Bus", first: .milliseconds(100), cap: .seconds(30)) {
         [unowned self] in self.connect()
     }
-    /// The loss is logged once; the attempts that follow it at debug level, until one succeeds.
-    private var lossLogged = false
     /// Whether the connection holds the name, or waits in the bus's queue for it.
     private(set) var serving = false
     private var queued = false
     /// A connection was lost before this one: its serving is a reconnect.
     private var reconnected = false
     private var stopped = false
-    /// Watches the directory that holds (or will hold) the bus's socket while there is no bus.
-    private lazy var watcher = DirectoryWatcher(loop: loop)
-    private var socketWatch: Int?
 
     init(loop: EventLoop, endpoint: BusEndpoint) {
         self.loop = loop
@@ -45,8 +40,7 @@ final class BusConnection {
 
     func stop() {
         stopped = true
-        reconnection?.cancel()
-        unwatchSocket()
+        reconnection.cancel()
         tearDown()
     }
 
@@ -112,8 +106,7 @@ final class BusConnection {
         }
         var code: UInt32 = 0
         if let reply { _ = sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "u")), &code) }
-        lossLogged = false
-        reconnection?.succeeded()
+        reconnection.succeeded()
         // RequestName's answers: 1 the primary owner, 2 queued behind the owner, 3 refused, 4 already the owner.
         if code == 3 {
             return Log.warning("D-Bus: \(Self.busName) on \(description) is owned by another connection, which the bus does not queue behind; the API is not offered there")
@@ -197,18 +190,8 @@ final class BusConnection {
     /// doubles.
     private func lost(_ operation: String, _ result: Int32) {
         guard !stopped else { return }
-        let next: String
-        if watchSocket() {
-            next = "next attempt when its socket appears"
-        } else {
-            next = "next attempt in \(reconnection?.schedule() ?? .zero)"
-        }
-        if lossLogged {
-            Log.debug("D-Bus: still no bus (\(operation): \(Self.reason(result))); \(next)")
-        } else {
-            lossLogged = true
-            Log.warning("D-Bus: failed to \(operation): \(Self.reason(result)); retrying when its socket appears (or with a growing delay), the daemon goes on without the bus meanwhile")
-        }
+        reconnection.failed("D-Bus: failed to \(operation): \(Self.reason(result)); retrying when its socket appears (or with a growing delay), the daemon goes on without the bus meanwhile",
+                            socket: Self.socketPath(of: endpoint.address))
     }
 
     static func reason(_ result: Int32) -> String { String(cString: strerror(-result)) }
@@ -220,48 +203,5 @@ final class BusConnection {
         let path = String(address.dropFirst(prefix.count))
         guard path.hasPrefix("/"), !path.contains("%") else { return nil }
         return path
-    }
-
-    /// Watches for the socket to appear: its directory for the socket's name, or, while that directory is missing,
-    /// the nearest existing ancestor for the next directory on the way. True when the socket is absent and the
-    /// watch will say when to try again; false when the socket is there (a bus that does not answer, or one bound
-    /// just now) or cannot be watched, so that the timer retries.
-    private func watchSocket() -> Bool {
-        guard let path = Self.socketPath(of: endpoint.address) else { return false }
-        unwatchSocket()
-        var target = path
-        while true {
-            let slash = target.lastIndex(of: "/")!
-            let directory = slash == target.startIndex ? "/" : String(target[..<slash])
-            let name = String(target[target.index(after: slash)...])
-            // Subscribed before the socket is looked for: a bus that binds between the two is seen by the check.
-            do {
-                socketWatch = try watcher.subscribe(directory: directory, names: [name],
-                                                    mask: CS_IN_CREATE | CS_IN_MOVED_TO) { [unowned self] _ in
-                    self.socketAppeared()
-                }
-            } catch {
-                guard error.errno == ENOENT || error.errno == ENOTDIR, directory != "/" else { return false }
-                target = directory
-                continue
-            }
-            var status = stat()
-            guard lstat(path, &status) != 0 else {
-                unwatchSocket()
-                return false
-            }
-            return true
-        }
-    }
-
-    private func socketAppeared() {
-        unwatchSocket()
-        reconnection?.cancel()
-        connect()
-    }
-
-    private func unwatchSocket() {
-        if let socketWatch { watcher.unsubscribe(socketWatch) }
-        socketWatch = nil
     }
 }

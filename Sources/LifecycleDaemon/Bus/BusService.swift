@@ -145,7 +145,7 @@ final class BusService: AppObserver {
             _ = withStrv([String(cString: cbusAppInterface)]) { sd_bus_emit_interfaces_removed_strv(bus, BusPath.app(name), $0) }
             changed(nil)
         case .transition(let app, let from, let to, let reason):
-            emitStateChanged(on: bus, app: app, from: from, to: to, reason: reason)
+            emitManagerSignal("StateChanged", on: bus, [app, from.rawValue, to.rawValue, reason])
             changed(app)
         case .sceneTransition(let app, _, _, _, _), .details(let app):
             changed(app)
@@ -189,25 +189,21 @@ final class BusService: AppObserver {
         shownManager = manager
     }
 
-    private func emitStateChanged(on bus: OpaquePointer, app: String, from: AppState, to: AppState, reason: String) {
-        var created: OpaquePointer?
-        guard sd_bus_message_new_signal(bus, &created, BusPath.manager, cbusManagerInterface, "StateChanged") >= 0,
-              let signal = created else { return }
-        defer { sd_bus_message_unref(signal) }
-        var writer = BusWriter(signal)
-        for field in [app, from.rawValue, to.rawValue, reason] { writer.string(field) }
-        if writer.result >= 0 { _ = sd_bus_send(bus, signal, nil) }
-    }
-
     /// `FocusRequested(s app)` or `HideRequested(s app)`: lifectl asks the integrator that owns the display.
     func emitDisplayRequest(_ member: String, app: String) {
         guard let bus = connection.bus else { return }
+        emitManagerSignal(member, on: bus, [app])
+    }
+
+    /// The manager's signal `member`, whose arguments are all strings (`StateChanged`, `FocusRequested`,
+    /// `HideRequested`).
+    private func emitManagerSignal(_ member: String, on bus: OpaquePointer, _ arguments: [String]) {
         var created: OpaquePointer?
         guard sd_bus_message_new_signal(bus, &created, BusPath.manager, cbusManagerInterface, member) >= 0,
               let signal = created else { return }
         defer { sd_bus_message_unref(signal) }
         var writer = BusWriter(signal)
-        writer.string(app)
+        for argument in arguments { writer.string(argument) }
         if writer.result >= 0 { _ = sd_bus_send(bus, signal, nil) }
     }
 

@@ -13,8 +13,7 @@ import LifecycleProtocol
 final class AppSocketServer {
     private unowned let daemon: Daemon
     let path: String
-    private let fd: FileDescriptor
-    private var source: EventSource?
+    private var listener: UnixListener?
     private var pending: [ObjectIdentifier: Pending] = [:]
     /// How long a connection may stay without its hello.
     static let helloTimeout: Duration = .seconds(5)
@@ -46,61 +45,46 @@ final class AppSocketServer {
     init(daemon: Daemon, path: String) throws(SystemError) {
         self.daemon = daemon
         self.path = path
-        let listening = cs_unix_listen(path, 128)
-        guard listening >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -listening) }
-        fd = FileDescriptor(owning: listening, path: path)
         // Apps may run as other users (User=); what lets one in is its token and its pid, not the file mode.
-        chmod(path, 0o666)
-        source = try daemon.loop.watch(fd: fd.rawValue, events: IOEvents.readable) { [unowned self] _ in self.acceptAll() }
+        listener = try UnixListener(loop: daemon.loop, path: path, what: "the app socket") { [unowned self] connection, peer in
+            self.accept(connection, from: peer)
+        }
         Log.info("Listening for reconnecting apps on \(path)")
     }
 
     func close() {
-        source?.cancel()
-        source = nil
-        try? fd.close()
-        unlink(path)
+        listener?.close()
+        listener = nil
         for entry in pending.values where entry.app == nil { entry.connection?.closeQuietly() }
         pending = [:]
     }
 
-    /// Connections are taken up to the budget per wakeup (AcceptBudget.swift).
-    private func acceptAll() {
-        var taken = 0
-        defer { AcceptBudget.took(taken, on: "the app socket") }
-        for _ in 0..<AcceptBudget.perWakeup {
-            let accepted = cs_accept_cloexec_nonblock(fd.rawValue)
-            guard accepted >= 0 else { return }
-            taken += 1
-            // Closed when this iteration ends unless a connection takes it.
-            let clientFD = FileDescriptor(owning: accepted, path: "a connection on \(path)")
-            var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
-            guard pending.count < Self.pendingLimit, cs_peer_credentials(clientFD.rawValue, &pid, &uid, &gid) == 0 else { continue }
-            if uid != 0, pending.values.count(where: { $0.uid == uid }) >= Self.pendingLimitPerUser {
-                refuseAtOnce(clientFD, uid: uid, pid: pid)
-                continue
-            }
-            let entry = Pending(pid: pid, uid: uid)
-            let key = ObjectIdentifier(entry)
-            do {
-                entry.connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self, entry] event in
-                    if let app = entry.app, let connection = entry.attached { return self.daemon.sessions.event(app, connection, event) }
-                    guard entry.app == nil else { return }
-                    switch event {
-                    case .line(let line): self.firstLine(line, from: entry, key: key)
-                    case .framingError(let message): self.refuse(entry, key: key, message)
-                    case .closed: self.drop(key)
-                    }
+    private func accept(_ clientFD: FileDescriptor, from peer: UnixListener.Peer) {
+        let pid = peer.pid, uid = peer.uid
+        guard pending.count < Self.pendingLimit else { return }
+        if uid != 0, pending.values.count(where: { $0.uid == uid }) >= Self.pendingLimitPerUser {
+            return refuseAtOnce(clientFD, uid: uid, pid: pid)
+        }
+        let entry = Pending(pid: pid, uid: uid)
+        let key = ObjectIdentifier(entry)
+        do {
+            entry.connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self, entry] event in
+                if let app = entry.app, let connection = entry.attached { return self.daemon.sessions.event(app, connection, event) }
+                guard entry.app == nil else { return }
+                switch event {
+                case .line(let line): self.firstLine(line, from: entry, key: key)
+                case .framingError(let message): self.refuse(entry, key: key, message)
+                case .closed: self.drop(key)
                 }
-                entry.timer = try daemon.loop.timer { [unowned self, weak entry] in
-                    guard let entry else { return }
-                    self.refuse(entry, key: key, "no hello within \(Int(Self.helloTimeout / .seconds(1)))s")
-                }
-                entry.timer?.arm(after: Self.helloTimeout)
-                pending[key] = entry
-            } catch {
-                Log.warning("Failed to watch a connection on \(path): \(error)")
             }
+            entry.timer = try daemon.loop.timer { [unowned self, weak entry] in
+                guard let entry else { return }
+                self.refuse(entry, key: key, "no hello within \(Int(Self.helloTimeout / .seconds(1)))s")
+            }
+            entry.timer?.arm(after: Self.helloTimeout)
+            pending[key] = entry
+        } catch {
+            Log.warning("Failed to watch a connection on \(path): \(error)")
         }
     }
 

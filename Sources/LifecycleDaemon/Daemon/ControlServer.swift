@@ -45,13 +45,10 @@ final class ControlServer {
     private var lastGroupWarning: String?
     private unowned let daemon: Daemon
     private let path: String
-    private let fd: FileDescriptor
-    private var source: EventSource?
+    private var listener: UnixListener?
     private var clients: [ObjectIdentifier: ControlClient] = [:]
     /// The connections that sent `watch`, told of every change through the daemon's observers.
     private let watchers: ControlWatchers
-    /// We made the socket file (not socket activation): we remove it at exit.
-    private let ownsPath: Bool
     /// The daemon's effective uid, read once: it never changes, and a geteuid() per request was a system call on
     /// every state change's path.
     private let daemonUID = geteuid()
@@ -62,24 +59,14 @@ final class ControlServer {
         self.path = path
         refusals = RefusalLog(loop: daemon.loop)
         watchers = ControlWatchers(host: daemon, requests: daemon.requests)
-        if let passedFD {
-            fd = FileDescriptor(owning: passedFD, path: "the passed control socket")
-            _ = cs_set_nonblocking(passedFD)
-            ownsPath = false
-        } else {
-            try Self.checkDirectory(of: path)
-            let listening = cs_unix_listen(path, 128)
-            guard listening >= 0 else { throw SystemError(operation: "listen on \(path)", errno: -listening) }
-            fd = FileDescriptor(owning: listening, path: path)
-            ownsPath = true
-            // Queries are open to everyone; changes are checked per request with SO_PEERCRED.
-            chmod(path, 0o666)
+        if passedFD == nil { try Self.checkDirectory(of: path) }
+        // Queries are open to everyone; changes are checked per request with SO_PEERCRED.
+        let listener = try UnixListener(loop: daemon.loop, path: path, what: "the control socket", passedFD: passedFD) {
+            [unowned self] connection, peer in self.accept(connection, from: peer)
         }
-        source = try daemon.loop.watch(fd: fd.rawValue, events: IOEvents.readable) { [unowned self] _ in
-            self.acceptAll()
-        }
+        self.listener = listener
         daemon.observers.add(watchers)
-        Log.info(passedFD == nil ? "Listening on \(path)" : "Listening on the control socket passed by the service manager (fd \(fd.rawValue))")
+        Log.info(passedFD == nil ? "Listening on \(path)" : "Listening on the control socket passed by the service manager (fd \(listener.descriptor))")
     }
 
     /// The socket's directory must be one only its owner (the daemon's user, or root) can write to: in a directory
@@ -106,59 +93,46 @@ final class ControlServer {
         refusals.flush()
         daemon.observers.remove(watchers)
         watchers.closeAll("lifecycled is stopping or restarting")
-        source?.cancel()
-        source = nil
-        try? fd.close()
-        if ownsPath { unlink(path) }
+        listener?.close()
+        listener = nil
         for client in clients.values { client.connection?.closeQuietly() }
         clients = [:]
     }
 
-    /// Connections are taken up to the budget per wakeup (AcceptBudget.swift).
-    private func acceptAll() {
-        var taken = 0
-        defer { AcceptBudget.took(taken, on: "the control socket") }
-        for _ in 0..<AcceptBudget.perWakeup {
-            let accepted = cs_accept_cloexec_nonblock(fd.rawValue)
-            guard accepted >= 0 else { return }
-            taken += 1
-            // Closed when this iteration ends unless a connection takes it.
-            let clientFD = FileDescriptor(owning: accepted, path: "a control connection")
-            var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
-            guard cs_peer_credentials(clientFD.rawValue, &pid, &uid, &gid) == 0 else { continue }
-            if uid != 0 && uid != daemonUID
-                && clients.values.count(where: { $0.uid == uid && $0.connection?.isOpen == true }) >= Self.maxConnectionsPerUser {
-                refusals.refused(uid: uid, "Refused a control connection from uid \(uid) (pid \(pid)): it holds \(Self.maxConnectionsPerUser) already")
-                // The socket is new and its buffer empty: the short reply fits; the peer may be gone, ignore errors.
-                let reply = daemon.coder.encode(ControlReply.failure("too many connections from uid \(uid) (at most \(Self.maxConnectionsPerUser))"))
-                _ = reply.withUnsafeBytes { Glibc.send(clientFD.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-                continue
-            }
-            // Decided once, at connect time: a membership change applies to the next connection.
-            let privileged = access.mayChange(uid: uid, gid: gid, verb: "").isAllowed
-            let client = ControlClient(uid: uid, gid: gid, pid: pid, coder: daemon.coder)
-            let key = ObjectIdentifier(client)
-            do {
-                let connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self] event in
-                    switch event {
-                    case .line(let line): self.handle(line, from: client)
-                    case .framingError(let message):
-                        client.reply(.failure("malformed request: \(message)"))
-                        client.connection?.closeQuietly()
-                        self.clients[key] = nil
-                        self.watchers.remove(client)
-                    case .closed:
-                        self.clients[key] = nil
-                        self.watchers.remove(client)
-                    }
+    private func accept(_ clientFD: FileDescriptor, from peer: UnixListener.Peer) {
+        let pid = peer.pid, uid = peer.uid, gid = peer.gid
+        if uid != 0 && uid != daemonUID
+            && clients.values.count(where: { $0.uid == uid && $0.connection?.isOpen == true }) >= Self.maxConnectionsPerUser {
+            refusals.refused(uid: uid, "Refused a control connection from uid \(uid) (pid \(pid)): it holds \(Self.maxConnectionsPerUser) already")
+            // The socket is new and its buffer empty: the short reply fits; the peer may be gone, ignore errors.
+            let reply = daemon.coder.encode(ControlReply.failure("too many connections from uid \(uid) (at most \(Self.maxConnectionsPerUser))"))
+            _ = reply.withUnsafeBytes { Glibc.send(clientFD.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            return
+        }
+        // Decided once, at connect time: a membership change applies to the next connection.
+        let privileged = access.mayChange(uid: uid, gid: gid, verb: "").isAllowed
+        let client = ControlClient(uid: uid, gid: gid, pid: pid, coder: daemon.coder)
+        let key = ObjectIdentifier(client)
+        do {
+            let connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self] event in
+                switch event {
+                case .line(let line): self.handle(line, from: client)
+                case .framingError(let message):
+                    client.reply(.failure("malformed request: \(message)"))
+                    client.connection?.closeQuietly()
+                    self.clients[key] = nil
+                    self.watchers.remove(client)
+                case .closed:
+                    self.clients[key] = nil
+                    self.watchers.remove(client)
                 }
-                connection.label = "control pid \(pid) uid \(uid)"
-                if !privileged { connection.limitLines(to: 1, priority: Self.strangerPriority) }
-                client.connection = connection
-                clients[key] = client
-            } catch {
-                Log.warning("Failed to watch a control connection: \(error)")
             }
+            connection.label = "control pid \(pid) uid \(uid)"
+            if !privileged { connection.limitLines(to: 1, priority: Self.strangerPriority) }
+            client.connection = connection
+            clients[key] = client
+        } catch {
+            Log.warning("Failed to watch a control connection: \(error)")
         }
     }
 

@@ -151,7 +151,8 @@ final class Persistence {
                 suspendedWith: app.suspension.mechanism.map { $0 == .signal ? "signal" : "freezer" },
                 token: app.pid == nil ? nil : app.token, snapshot: snapshot)
             do {
-                if try store.save(persisted) { lastWrite[name] = (at: now, identity: identity) }
+                try store.save(persisted)
+                lastWrite[name] = (at: now, identity: identity)
             } catch {
                 Log.warning("\(name): Failed to save its state: \(error); a restart of lifecycled may not take it back")
             }

@@ -41,12 +41,9 @@ extension PersistedApp: JSONReadable, JSONWritable {
 
 /// RUNTIME_DIR/state/NAME.json, one file per app, for the next daemon to read after this one's restart or crash.
 ///
-/// A save writes the whole file into the spare NAME.json.tmp and swaps the two names in one step (`renameat2`
-/// with `RENAME_EXCHANGE`), so NAME.json always names a whole file, even for a daemon killed mid-save
-/// (docs/PLATFORM.md, "Files"). The spare then holds the previous save and takes the next one: no inode is created
-/// or freed per save, which is what makes a rename over a fresh file slow. Where the file system cannot exchange,
-/// or NAME.json does not exist yet, a plain rename replaces it. The only reader is the next daemon, which starts
-/// when this one is gone.
+/// A save writes the whole file into a new NAME.json.tmp and renames it over NAME.json, so NAME.json always names a
+/// whole file, even for a daemon killed mid-save (docs/PLATFORM.md, "Files"). The only reader is the next daemon,
+/// which starts when this one is gone. NAME.json.tmp files are not state (`loadAll` removes them).
 ///
 /// The directory is one the daemon made and checked: its own, mode 0700, not a symlink; files are opened relative
 /// to it with `O_NOFOLLOW`, and created 0600. The state names processes the next daemon signals, so a directory or
@@ -54,35 +51,13 @@ extension PersistedApp: JSONReadable, JSONWritable {
 ///
 /// No fsync: the file outlives the daemon, not the machine. A daemon crash loses nothing the kernel has accepted
 /// with write(); a machine crash ends every process the file describes, and /run is a tmpfs.
-///
-/// A save of the bytes last written for an app writes nothing. The store remembers a digest of them (length and
-/// SipHash under this process's random seed, so no app can aim a collision) rather than the bytes, which for
-/// hundreds of apps with queued notifications would be megabytes. NAME.json.tmp files are not state (`loadAll`
-/// removes them).
 final class StateStore {
     let directory: String
     private let coder = LineCoder()
     /// The checked state directory (`checkedDirectory`), opened at the first use.
     private var directoryFD: FileDescriptor?
-    /// What this daemon last wrote for each app: the digest of the bytes (nil when uncertain: a save failed
-    /// halfway) and the process identity saved, so that a save need not read /proc/PID/stat again.
-    private var saved: [String: Saved] = [:]
-
-    private struct Saved {
-        var digest: Digest?
-        var identity: (pid: pid_t, startTime: UInt64)?
-    }
-
-    struct Digest: Equatable {
-        let count: Int
-        let hash: Int
-        init(_ bytes: [UInt8]) {
-            count = bytes.count
-            var hasher = Hasher()
-            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
-            hash = hasher.finalize()
-        }
-    }
+    /// The process identity last saved for each app, so that a save need not read /proc/PID/stat again.
+    private var savedIdentity: [String: (pid: pid_t, startTime: UInt64)] = [:]
 
     init(runtimeDirectory: String) {
         directory = runtimeDirectory + "/state"
@@ -120,63 +95,43 @@ final class StateStore {
     /// The start time last saved for this app's process `pid`: a process's start time never changes, so a
     /// save need not read /proc/PID/stat again while the pid is the same (nil: not saved yet for this pid).
     func savedStartTime(of name: String, pid: pid_t) -> UInt64? {
-        guard let identity = saved[name]?.identity, identity.pid == pid else { return nil }
+        guard let identity = savedIdentity[name], identity.pid == pid else { return nil }
         return identity.startTime
     }
 
-    /// Writes the app's file, unless it already holds exactly these bytes (then returns false).
-    @discardableResult
-    func save(_ app: PersistedApp) throws(SystemError) -> Bool {
+    /// Writes the app's whole file: a new NAME.json.tmp, renamed over NAME.json.
+    func save(_ app: PersistedApp) throws(SystemError) {
         let bytes = encode(app)
-        let digest = Digest(bytes)
-        if let last = saved[app.name]?.digest, last == digest { return false }
-        // Whatever happens below, the file may no longer hold what was last saved.
-        saved[app.name]?.digest = nil
         let directory = try checkedDirectory()
-        let spare = app.name + ".json.tmp", live = app.name + ".json"
-        let file = try openSpare(spare, in: directory)
+        let temporary = app.name + ".json.tmp"
+        let file = try createTemporary(temporary, in: directory)
         do {
             try file.write(bytes)
-            try retryingEINTR("truncate \(file.path)") { ftruncate(file.rawValue, off_t(bytes.count)) }
             try file.close()
-            try swap(spare, live, in: directory)
+            try retryingEINTR("rename \(self.directory)/\(temporary)") {
+                renameat(directory.rawValue, temporary, directory.rawValue, app.name + ".json")
+            }
         } catch {
-            unlinkat(directory.rawValue, spare, 0)
+            unlinkat(directory.rawValue, temporary, 0)
             throw error
         }
-        let identity = app.pid.flatMap { pid in app.startTime.map { (pid: pid, startTime: $0) } }
-        saved[app.name] = Saved(digest: digest, identity: identity)
-        return true
+        savedIdentity[app.name] = app.pid.flatMap { pid in app.startTime.map { (pid: pid, startTime: $0) } }
     }
 
-    /// Opens the spare NAME.json.tmp for writing from its start. When there is none, or the name holds anything but a
-    /// file this daemon can write (a symlink, a FIFO), the name is unlinked (a link, never its target) and the spare
-    /// created afresh, 0600.
-    private func openSpare(_ name: String, in directory: FileDescriptor) throws(SystemError) -> FileDescriptor {
+    /// Creates NAME.json.tmp afresh, 0600. Whatever the name already holds (a save cut short, a symlink, a FIFO) is
+    /// unlinked first: the name, never what a link points to.
+    private func createTemporary(_ name: String, in directory: FileDescriptor) throws(SystemError) -> FileDescriptor {
         let shown = "\(self.directory)/\(name)"
-        if let existing = try? FileDescriptor.open(name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, relativeTo: directory,
-                                                   describedAs: shown),
-           let info = try? existing.status(), info.st_mode & S_IFMT == S_IFREG {
-            return existing
+        func create() throws(SystemError) -> FileDescriptor {
+            try FileDescriptor.open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600, relativeTo: directory, describedAs: shown)
         }
-        if unlinkat(directory.rawValue, name, 0) != 0 && errno != ENOENT {
-            throw SystemError(operation: "remove \(shown)", errno: errno)
-        }
-        return try FileDescriptor.open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600,
-                                       relativeTo: directory, describedAs: shown)
-    }
-
-    /// Puts the spare's bytes under the live name: an exchange keeps the old file as the next spare; a rename, where
-    /// the live name does not exist yet or the file system cannot exchange, consumes the spare.
-    private func swap(_ spare: String, _ live: String, in directory: FileDescriptor) throws(SystemError) {
         do {
-            try retryingEINTR("exchange \(self.directory)/\(spare) with \(live)") {
-                cs_rename_exchange(directory.rawValue, spare, live)
+            return try create()
+        } catch where error.errno == EEXIST {
+            if unlinkat(directory.rawValue, name, 0) != 0 && errno != ENOENT {
+                throw SystemError(operation: "remove \(shown)", errno: errno)
             }
-            return
-        } catch where error.errno == ENOENT || error.errno == EINVAL || error.errno == ENOSYS {}
-        try retryingEINTR("rename \(self.directory)/\(spare)") {
-            renameat(directory.rawValue, spare, directory.rawValue, live)
+            return try create()
         }
     }
 
@@ -184,7 +139,7 @@ final class StateStore {
     func encode(_ app: PersistedApp) -> [UInt8] { coder.encode(app) }
 
     func remove(_ name: String) {
-        saved[name] = nil
+        savedIdentity[name] = nil
         guard let directory = try? checkedDirectory() else { return }
         unlinkat(directory.rawValue, name + ".json", 0)
         unlinkat(directory.rawValue, name + ".json.tmp", 0)

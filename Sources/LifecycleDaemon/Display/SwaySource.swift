@@ -36,7 +36,7 @@ final class SwaySource: DisplaySource {
     private var reported = false
     /// The loop's time of the first event not reported yet.
     private var changeStarted: Duration?
-    private lazy var reconnection = try? Reconnection(loop: loop, first: .milliseconds(100), cap: .seconds(5)) {
+    private lazy var reconnection = ReconnectingSource(loop: loop, name: "display: sway", first: .milliseconds(100), cap: .seconds(5)) {
         [unowned self] in self.connect()
     }
     private var stopped = false
@@ -65,7 +65,7 @@ final class SwaySource: DisplaySource {
 
     func stop() {
         stopped = true
-        reconnection?.cancel()
+        reconnection.cancel()
         disconnect()
     }
 
@@ -119,19 +119,13 @@ final class SwaySource: DisplaySource {
         connected = false
     }
 
-    /// Close, log, and try again after a delay that doubles up to its cap: no polling while sway is away. Every
-    /// loss of an open connection is logged; of the failed attempts to connect while sway is away, only the first.
+    /// Close, log, and try again after a delay that doubles up to its cap. Every loss of an open connection is
+    /// logged; of the failed attempts to connect while sway is away, only the first.
     private func lost(_ reason: String) {
         let wasOpen = socket != nil
         disconnect()
         guard !stopped else { return }
-        if wasOpen || reconnection?.isFirstFailure != false {
-            Log.warning("display: \(reason); the apps keep their states, reconnecting")
-        }
-        guard let reconnection else {
-            return Log.error("display: Failed to create the reconnect timer; sway is not followed any more")
-        }
-        reconnection.schedule()
+        reconnection.failed("display: \(reason); the apps keep their states, reconnecting", warn: wasOpen ? true : nil)
     }
 
     // MARK: I/O
@@ -256,7 +250,7 @@ final class SwaySource: DisplaySource {
             if !connected {
                 connected = true
                 answerTimer?.cancel()
-                reconnection?.succeeded()
+                reconnection.succeeded()
                 Log.info("display: following sway at \(address)")
             }
             if treeStale {

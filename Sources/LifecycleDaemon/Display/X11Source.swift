@@ -41,7 +41,7 @@ final class X11Source: DisplaySource {
     /// The loop's time of the first event not reported yet.
     private var changeStarted: Duration?
     private var lastPicture: WindowPicture?
-    private lazy var reconnection = try? Reconnection(loop: loop, first: .milliseconds(100), cap: .seconds(5)) {
+    private lazy var reconnection = ReconnectingSource(loop: loop, name: "display: X11", first: .milliseconds(100), cap: .seconds(5)) {
         [unowned self] in self.connect()
     }
     private var stopped = false
@@ -96,7 +96,7 @@ final class X11Source: DisplaySource {
 
     func stop() {
         stopped = true
-        reconnection?.cancel()
+        reconnection.cancel()
         connector.cancel()
         disconnect()
     }
@@ -216,20 +216,14 @@ final class X11Source: DisplaySource {
         connected = false
     }
 
-    /// Close, log, and try again after a delay that doubles up to its cap: no polling while the server is away.
-    /// Every loss of an open connection is logged; of the failed attempts while the server is away, only the first.
-    /// `logged`: whether to log this one, in place of that rule.
+    /// Close, log, and try again after a delay that doubles up to its cap. Every loss of an open connection is
+    /// logged; of the failed attempts while the server is away, only the first. `logged`: whether to log this one,
+    /// in place of that rule.
     private func lost(_ reason: String, logged: Bool? = nil) {
         let wasOpen = connection != nil
         disconnect()
         guard !stopped else { return }
-        if logged ?? (wasOpen || reconnection?.isFirstFailure != false) {
-            Log.warning("display: \(reason); the apps keep their states, reconnecting")
-        }
-        guard let reconnection else {
-            return Log.error("display: Failed to create the reconnect timer; X11 is not followed any more")
-        }
-        reconnection.schedule()
+        reconnection.failed("display: \(reason); the apps keep their states, reconnecting", warn: logged ?? (wasOpen ? true : nil))
     }
 
     private func flush() {
@@ -443,7 +437,7 @@ final class X11Source: DisplaySource {
             if !self.connected {
                 self.connected = true
                 self.refusedPeer = nil
-                self.reconnection?.succeeded()
+                self.reconnection.succeeded()
                 Log.info("display: following the X server \(self.address)")
             }
             self.publish()

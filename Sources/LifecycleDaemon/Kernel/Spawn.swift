@@ -70,6 +70,11 @@ public func spawnProcess(_ request: SpawnRequest) throws(SystemError) -> pid_t {
 /// Starts a child as `spawnProcess` does, on a worker thread when `onWorker` (the default): the child's set-up
 /// (its cgroups, session, signal dispositions, execve) then runs while the caller goes on, and `wait()` returns
 /// what `spawnProcess` would have. The daemon launches many apps at once this way (see `cs_spawn_submit`).
+///
+/// The spawn is the C shim's clone path on worker threads rather than `posix_spawn` and `pidfd_open`, because
+/// `posix_spawn` can neither join the app's cgroups nor take on its user before execve, and because, timed side by
+/// side in one run of the launch bench, a launch of many apps through `posix_spawn` (or through the clone path
+/// without its shared descriptor table and its workers) falls well behind s6's, while this path keeps pace with it.
 public func startSpawn(_ request: SpawnRequest, onWorker: Bool = true) throws(SystemError) -> PendingSpawn {
     // Opened before the spawn, so that a cgroup that cannot be joined fails here, with its path.
     var cgroupFiles: [FileDescriptor] = []
