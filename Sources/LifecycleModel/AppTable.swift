@@ -3,6 +3,9 @@
 struct AppTable: Sendable {
     private(set) var records: [AppRecord] = []
     private var slots: [String: Int] = [:]
+    /// While a launch waits for its spawn: each written record as it was before its first write, by slot, so that
+    /// a failed spawn puts back exactly the records the launch touched (`Supervisor.launchFailed`).
+    private var originals: [Int: AppRecord]?
 
     var names: [String] { records.map(\.name) }
 
@@ -25,20 +28,46 @@ struct AppTable: Sendable {
     /// The record of an app that exists (a programmer error otherwise).
     subscript(name: String) -> AppRecord {
         _read { yield records[find(name)!] }
-        _modify { yield &records[find(name)!] }
+        _modify {
+            let slot = find(name)!
+            keepOriginal(slot)
+            yield &records[slot]
+        }
     }
 
     subscript(slot: Int) -> AppRecord {
         _read { yield records[slot] }
-        _modify { yield &records[slot] }
+        _modify {
+            keepOriginal(slot)
+            yield &records[slot]
+        }
     }
 
+    private mutating func keepOriginal(_ slot: Int) {
+        if originals != nil, originals![slot] == nil { originals![slot] = records[slot] }
+    }
+
+    /// From now on each record keeps its state before its first write, until `keepNoOriginals` or `restoreOriginals`.
+    mutating func keepOriginals() { originals = [:] }
+
+    mutating func keepNoOriginals() { originals = nil }
+
+    /// Every record written since `keepOriginals` is as it was then.
+    mutating func restoreOriginals() {
+        guard let kept = originals else { return }
+        originals = nil
+        for (slot, record) in kept { records[slot] = record }
+    }
+
+    /// Apps come and go only between inputs, never while originals are kept.
     mutating func insert(_ record: AppRecord) {
+        precondition(originals == nil, "an app added while a launch waits for its spawn")
         slots[record.name] = records.count
         records.append(record)
     }
 
     mutating func remove(_ name: String) {
+        precondition(originals == nil, "an app removed while a launch waits for its spawn")
         guard let slot = slots.removeValue(forKey: name) else { return }
         let last = records.count - 1
         if slot != last {

@@ -26,6 +26,32 @@ public enum Input: Sendable {
     case release(app: String)
     /// The daemon stops: every running app is told willTerminate and terminated.
     case shutdown
+    /// A new app, not running, under a name the model does not hold.
+    case add(app: String, policy: AppPolicy)
+    /// The app's settings change; they take effect from its next step on.
+    case configure(app: String, policy: AppPolicy)
+    /// The model forgets an app that is not running (a running one stays).
+    case remove(app: String)
+    /// The daemon-wide settings: the notification types and the memory policy.
+    case settings(ModelSettings)
+    /// The last input was a request that launched `app`, and its process could not be started: the request is
+    /// undone (`LifecycleRules.launchWaitsForSpawn`) and the outcome is its refusal.
+    case launchFailed(app: String, reason: String)
+}
+
+/// The model's daemon-wide settings (lifecycled.conf).
+public struct ModelSettings: Sendable {
+    public var catalog: NotificationCatalog
+    /// Memory pressure that persists this long after the warnings terminates suspended apps.
+    public var memoryWarningGrace: Duration
+    /// Pressure events further apart than this start a new episode (with new warnings).
+    public var memoryEpisodeGap: Duration
+
+    public init(catalog: NotificationCatalog, memoryWarningGrace: Duration, memoryEpisodeGap: Duration) {
+        self.catalog = catalog
+        self.memoryWarningGrace = memoryWarningGrace
+        self.memoryEpisodeGap = memoryEpisodeGap
+    }
 }
 
 /// What the model made of one input.
@@ -66,17 +92,16 @@ public enum Refusal: Error, Sendable, Equatable, CustomStringConvertible {
 extension Supervisor {
     /// Take one input at `now` (never before the last one's time) and return what to do about it.
     public mutating func handle(_ input: Input, now: MonotonicTime) -> Outcome {
+        // Any input but the report of its failure means the launch's spawn went through: it stands.
+        if case .launchFailed = input {} else if pendingLaunch != nil { launchStands() }
+        let previous = self.now
         self.now = now
         startEvent()
         switch input {
         case .event(let event):
             return Outcome(effects: take(event))
         case .request(let request, let name, let origin):
-            do throws(RequestError) {
-                return Outcome(effects: try take(request, for: name, origin: origin))
-            } catch {
-                return Outcome(refusal: .request(error))
-            }
+            return launchingRequest(request, for: name, origin: origin, previousNow: previous)
         case .display(let facts):
             return Outcome(effects: displayChanged(facts))
         case .displayForgotten:
@@ -113,6 +138,22 @@ extension Supervisor {
             return Outcome()
         case .shutdown:
             return Outcome(effects: shutdown())
+        case .add(let name, let policy):
+            add(name, policy: policy)
+            return Outcome()
+        case .configure(let name, let policy):
+            setPolicy(policy, for: name)
+            return Outcome()
+        case .remove(let name):
+            remove(name)
+            return Outcome()
+        case .settings(let settings):
+            catalog = settings.catalog
+            memoryWarningGrace = settings.memoryWarningGrace
+            memoryEpisodeGap = settings.memoryEpisodeGap
+            return Outcome()
+        case .launchFailed(let name, let reason):
+            return launchFailed(name, reason: reason)
         }
     }
 }

@@ -1,7 +1,7 @@
 // Where UIKit's lifecycle rules live: the order of the callbacks between two states, for apps and for scenes;
 // what each request does from each state an app can be in (or why it is refused); and which queued callback
 // still makes sense when the app turns out to be elsewhere than planned; what follows an exit (restart, backoff,
-// start limit) and the end of the grace time. The Supervisor asks these functions and
+// start limit), the end of the grace time, and which requests wait for their spawn. The Supervisor asks these functions and
 // never spells an order out itself: Supervisor.swift judges each request by the table and, with Supervisor+Focus.swift
 // and Supervisor+Scenes.swift, queues the callbacks these orders name; Supervisor+Steps.swift runs them. How posts
 // to a sleeping app fold together (the third kind of rule) is `Coalescing`, in Notifications.swift.
@@ -92,6 +92,12 @@ public enum LifecycleRules {
         case refuse(String)
         case steps([Action])
     }
+
+    /// Whether a request that finds its app in `projected` takes effect only once the app's process runs: a
+    /// request that may launch its app is held until the spawn, and a spawn that fails leaves everything as it was
+    /// (no other app left the foreground, nobody was told anything) and is the request's refusal. Only such a
+    /// request can launch (the table below).
+    public static func launchWaitsForSpawn(from projected: AppState) -> Bool { !projected.isRunning }
 
     /// The action table: what `request` does to an app whose queued work leads to `projected`. `stillRunning`: its
     /// process has not exited yet although its queued work ends it (a launch waits for that exit). `external`: the

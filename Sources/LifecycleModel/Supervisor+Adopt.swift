@@ -13,6 +13,7 @@ extension Supervisor {
         focusQueue.removeAll { $0 == name }
         foregroundApps.remove(name)
         display.shownInLaunch[name] = nil
+        if pendingLaunch != nil { launchStands() }
         table.remove(name)
         return true
     }

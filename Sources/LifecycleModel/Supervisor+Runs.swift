@@ -1,5 +1,19 @@
-// One run of an app's process, from launch to exit: the launch (and its start limit), termination (one app, or
-// every app when the daemon stops), and the exit with the restart that may follow it, with its backoff.
+// One run of an app's process, from launch to exit: the launch (and its start limit) and the request that waits
+// for its spawn, termination (one app, or every app when the daemon stops), and the exit with the restart that may
+// follow it, with its backoff.
+
+/// A request that launched its app, until the next input: what it changed outside the apps' records (which keep
+/// their own originals, `AppTable.keepOriginals`), for a failed spawn to put back.
+struct PendingLaunch: Sendable {
+    var app: String
+    var request: Request
+    var state: AppState?
+    var now: MonotonicTime
+    var activeApp: String?
+    var focusQueue: [String]
+    var foregroundApps: Set<String>
+    var display: DisplayState
+}
 
 extension Supervisor {
     mutating func exited(_ name: String, _ status: ExitStatus) {
@@ -32,6 +46,59 @@ extension Supervisor {
                                                     within: policy.startLimitInterval)))
             emit(.armTimer(app: name, .restart, after: delay))
         }
+    }
+
+    /// A request from outside (`Input.request`). One that may launch its app (`LifecycleRules.launchWaitsForSpawn`)
+    /// keeps what it changes, until the next input, for `launchFailed` to undo. `previousNow`: the model's time
+    /// before this input.
+    mutating func launchingRequest(_ request: Request, for name: String, origin: String, previousNow: MonotonicTime) -> Outcome {
+        let before = table.with(name) { (state: $0.state, projected: $0.projectedState) }
+        guard let before, LifecycleRules.launchWaitsForSpawn(from: before.projected) else {
+            do throws(RequestError) {
+                return Outcome(effects: try take(request, for: name, origin: origin))
+            } catch {
+                return Outcome(refusal: .request(error))
+            }
+        }
+        let pending = PendingLaunch(app: name, request: request, state: before.state, now: previousNow, activeApp: activeApp,
+                                    focusQueue: focusQueue, foregroundApps: foregroundApps, display: display)
+        table.keepOriginals()
+        do throws(RequestError) {
+            let effects = try take(request, for: name, origin: origin)
+            if effects.contains(where: { if case .spawn(name, _) = $0 { true } else { false } }) {
+                pendingLaunch = pending
+            } else {
+                table.keepNoOriginals()
+            }
+            return Outcome(effects: effects)
+        } catch {
+            table.keepNoOriginals()
+            return Outcome(refusal: .request(error))
+        }
+    }
+
+    /// The last input was a request that launched `name`: its spawn is for the daemon to carry out first.
+    public func launchIsPending(_ name: String) -> Bool { pendingLaunch?.app == name }
+
+    /// The spawn of the pending launch went through: what the request did stands.
+    mutating func launchStands() {
+        pendingLaunch = nil
+        table.keepNoOriginals()
+    }
+
+    /// The pending launch's process could not be started: every record the request wrote, the focus and the
+    /// clock are as they were before it, and the request is refused with the reason.
+    mutating func launchFailed(_ name: String, reason: String) -> Outcome {
+        guard let pending = pendingLaunch, pending.app == name else { return Outcome() }
+        pendingLaunch = nil
+        table.restoreOriginals()
+        now = pending.now
+        activeApp = pending.activeApp
+        focusQueue = pending.focusQueue
+        foregroundApps = pending.foregroundApps
+        display = pending.display
+        return Outcome(refusal: .request(RequestError(app: name, state: pending.state, request: pending.request,
+                                                      reason: .spawnFailed(reason))))
     }
 
     /// `spawn` false: the process is there already (an external app that attached); everything else is a launch.

@@ -40,12 +40,12 @@ public struct Supervisor: Sendable {
     var display = DisplayState()
     /// The sound server's and the power supply's facts (Supervisor+RunConditions.swift).
     var conditions = RunConditions()
-    /// The notification types that can be posted, with their coalescing.
-    public var catalog = NotificationCatalog()
+    /// The notification types that can be posted, with their coalescing (`Input.settings`).
+    public internal(set) var catalog = NotificationCatalog()
     /// Memory pressure that persists this long after the warnings terminates suspended apps.
-    public var memoryWarningGrace: Duration = .seconds(5)
+    public internal(set) var memoryWarningGrace: Duration = .seconds(5)
     /// Pressure events further apart than this start a new episode (with new warnings).
-    public var memoryEpisodeGap: Duration = .seconds(30)
+    public internal(set) var memoryEpisodeGap: Duration = .seconds(30)
     var lastPressure: MonotonicTime?
     var episodeWarnedAt: MonotonicTime = .zero
     var effects: [Effect] = []
@@ -55,25 +55,31 @@ public struct Supervisor: Sendable {
     var saves: [String] = []
     /// The time of the input the model took last: time never goes back for it.
     public internal(set) var now: MonotonicTime = .zero
+    /// The request of the last input, when it launched its app: until the next input, a failed spawn undoes it
+    /// (`Supervisor+Runs.swift`).
+    var pendingLaunch: PendingLaunch?
 
     public init() {}
 
     // MARK: Apps
 
-    public mutating func add(_ name: String, policy: AppPolicy) {
+    /// `Input.add`: the registry never adds a name twice.
+    mutating func add(_ name: String, policy: AppPolicy) {
+        if pendingLaunch != nil { launchStands() }
         precondition(!table.contains(name), "app \(name) added twice")
         table.insert(AppRecord(name: name, policy: policy))
     }
 
-    /// New settings take effect from the next step on; a running process is left alone.
-    public mutating func setPolicy(_ policy: AppPolicy, for name: String) {
+    /// `Input.configure`: new settings take effect from the next step on; a running process is left alone.
+    mutating func setPolicy(_ policy: AppPolicy, for name: String) {
         if table.contains(name) { table[name].policy = policy }
     }
 
-    /// Forget an app that is not running. Returns false if it is still running.
+    /// `Input.remove`: forget an app that is not running. Returns false if it is still running.
     @discardableResult
-    public mutating func remove(_ name: String) -> Bool {
+    mutating func remove(_ name: String) -> Bool {
         guard let app = table.record(name), !app.state.isRunning else { return false }
+        if pendingLaunch != nil { launchStands() }
         table.remove(name)
         return true
     }

@@ -23,7 +23,7 @@ import Testing
 
     @Test func anAppStatusCarriesTheProcessSideAndTheRecord() {
         var model = Supervisor()
-        model.add("mail", policy: AppPolicy())
+        _ = model.handle(.add(app: "mail", policy: AppPolicy()), now: .zero)
         let status = model.withApp("mail") { record in
             StatusReport.app(record, process: StatusReport.Process(pid: nil, sinceWall: 100, suspendMethod: "signal", cgroupPath: nil),
                              wallNow: 160.5, now: .zero)

@@ -7,14 +7,20 @@ import LifecycleModel
 /// record that lets the next daemon thaw what this one froze (`AdoptionLedger`), and lets every adopted app go,
 /// thawed and continued, when the daemon stops or a reload stops adopting it.
 final class Adoption {
-    private unowned let daemon: Daemon
+    private unowned let host: any DaemonHost
+    private let loop: EventLoop
+    private let registry: AppRegistry
+    private let display: DisplayFollower
+    /// The processes stopped for adopted apps, continued when they are let go and by `resume --all`.
+    private let stopLedger: StopLedger
     private let watcher: DirectoryWatcher
     private(set) var config = AdoptConfig()
+    /// The configuration in force, for the adopted apps' own settings and the defaults.
+    private var loaded = LoadedConfig(daemon: DaemonConfig(), apps: [:], diagnostics: [])
     private lazy var scopes = ScopeAdoption(adoption: self, watcher: watcher)
-    private lazy var windows = WindowAdoption(adoption: self, loop: daemon.loop)
+    private lazy var windows = WindowAdoption(adoption: self, loop: loop)
     /// `ScopeTrees=`: the scopes adopted windows' process trees go into.
-    private lazy var treeScopes = TreeScopes(loop: daemon.loop, environment: daemon.options.environment,
-                                             shared: (daemon.placement as? ScopePlacement)?.bus)
+    private let treeScopes: TreeScopes
     private let ledger: AdoptionLedger
     /// What adopted apps had before the daemon weighed them, given back when they are let go.
     private let originals: OriginalPriorities
@@ -27,9 +33,15 @@ final class Adoption {
     /// The app id each adopted app was adopted by, for its settings (`[App] AppId=` without `Exec=`).
     private var appIDs: [String: String] = [:]
 
-    init(daemon: Daemon, stateDirectory: String) {
-        self.daemon = daemon
-        watcher = DirectoryWatcher(loop: daemon.loop)
+    init(host: any DaemonHost, loop: EventLoop, registry: AppRegistry, display: DisplayFollower, stopLedger: StopLedger,
+         stateDirectory: String, environment: [String: String], managerBus: SystemdManagerBus?) {
+        self.host = host
+        treeScopes = TreeScopes(loop: loop, environment: environment, shared: managerBus)
+        self.loop = loop
+        self.registry = registry
+        self.display = display
+        self.stopLedger = stopLedger
+        watcher = DirectoryWatcher(loop: loop)
         ledger = AdoptionLedger(stateDirectory: stateDirectory)
         originals = OriginalPriorities(stateDirectory: stateDirectory)
     }
@@ -37,15 +49,17 @@ final class Adoption {
     /// At start, before the configuration: what a previous daemon left frozen or stopped is thawed and continued.
     func recoverPreviousRun() {
         ledger.thawLeftovers()
-        daemon.stopLedger.continueLeftovers()
+        stopLedger.continueLeftovers()
         originals.giveBackLeftovers()
     }
 
     /// The configuration's `[Adopt]`, at start and at every reload: adoption starts or stops, adopted apps that an
-    /// exclusion now names are let go, and the others take the new grace time.
-    func apply(_ new: AdoptConfig) {
+    /// exclusion now names are let go, and the others take the new grace time and their files' settings.
+    func apply(_ loaded: LoadedConfig) {
+        let new = loaded.daemon.adopt
         let old = config
         config = new
+        self.loaded = loaded
         if !new.scopes && scopes.running {
             releaseAll(where: { place in if case .scope = place { true } else { false } }, reason: "Scopes= is off now")
             scopes.stop()
@@ -68,8 +82,9 @@ final class Adoption {
         // The grace time and the apps' own settings may have changed: every adopted app takes them from now on.
         for (name, appID) in appIDs {
             let (policy, _) = settings(for: appID)
-            daemon.model.setPolicy(policy, for: name)
-            daemon.runtime(name)?.config.policy = policy
+            guard var adopted = registry.runtime(name)?.config else { continue }
+            adopted.policy = policy
+            registry.configure(name, adopted)
         }
         if new.scopes && (!scopes.running || new.appSlice != old.appSlice || new.user != old.user) {
             // Another slice: the units of the old one are watched no more, so their apps are let go first.
@@ -80,7 +95,7 @@ final class Adoption {
             scopes.start(new)
         }
         // After the scopes: a window whose process is in a scope is the scope's.
-        if new.windows && !old.windows { daemon.display.refresh() }
+        if new.windows && !old.windows { display.refresh() }
     }
 
     /// The daemon stops (or hands over): every adopted app is thawed, continued and let go.
@@ -122,7 +137,6 @@ final class Adoption {
     /// `[Defaults]` with the `[Adopt]` grace time and wakes: unaware and never restarted either way. With the file's
     /// `SuspendMethod=`, which a scope overrides with its freezer.
     private func settings(for appID: String) -> (AppPolicy, SuspendMethod?) {
-        let loaded = daemon.configuration.config
         let own = loaded.adoptSettings[appID]
         var policy = own?.policy ?? loaded.daemon.defaults.policy
         if own == nil {
@@ -155,7 +169,7 @@ final class Adoption {
     /// A launcher's unit with processes in it: adopted as the app named by its AppID, unless a rail says no.
     /// Returns the app's name.
     func adoptScope(_ unit: LauncherUnit, path: String) -> String? {
-        guard !daemon.stopping else { return nil }
+        guard !host.stopping else { return nil }
         if AdoptRails.underSessionSlice(path) { refuse(unit.unit, "it is under session.slice"); return nil }
         let rails = rails()
         if let why = rails.excluded(appID: unit.appID, unit: unit.unit) { refuse(unit.unit, why); return nil }
@@ -177,14 +191,14 @@ final class Adoption {
         adopt(app, leader: leader, place: .scope(path),
               what: "scope \(unit.unit) (process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", ")))")
         // The display's last picture may already show it (a window, or a GNOME focus mark): read it with the app.
-        daemon.display.refresh()
+        display.refresh()
         return name
     }
 
     /// A display picture came: with `Windows=yes`, the processes of windows no app owns are adopted. Returns
     /// whether any was (the picture is then read again, with them).
     func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool {
-        guard config.windows, !daemon.stopping else { return false }
+        guard config.windows, !host.stopping else { return false }
         return windows.adopt(picture, ownership: ownership, appSlice: scopes.slice?.cgroup)
     }
 
@@ -212,24 +226,20 @@ final class Adoption {
         let valid = appID.utf8.count <= 60 && appID.first.map { $0.isASCII && ($0.isLetter || $0.isNumber) } == true
             && appID.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_.-".contains($0)) }
         guard valid else { return nil }
-        if daemon.apps[appID] == nil { return appID }
-        return (2...99).lazy.map { "\(appID)-\($0)" }.first { self.daemon.apps[$0] == nil }
+        if registry.runtime(appID) == nil { return appID }
+        return (2...99).lazy.map { "\(appID)-\($0)" }.first { self.registry.runtime($0) == nil }
     }
 
     /// `pidfd`: the leader's, when the caller has one. Not the daemon's child, the leader is signalled like the
     /// other members (`Suspension` signals each member outside the leader's process group).
     private func adopt(_ app: AppRuntime, leader: pid_t, pidfd: FileDescriptor? = nil, place: AdoptionLedger.Entry, what: String) {
         let name = app.name
-        daemon.model.add(name, policy: app.config.policy)
-        daemon.apps[name] = app
-        app.began(pid: leader, pidfd: pidfd ?? (try? openPidFD(leader)), token: nil)
         places[name] = place
         app.adoptedAs = self.place(of: name)
         ledger.write(Array(places.values))
-        daemon.observers.tell(.added(name))
         Log.event(.launch, .notice, "\(name): adopted \(what)",
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(leader)), ("LIFECYCLE_LAUNCHED_BY", "adopted")])
-        if let refusal = daemon.handle(.attach(app: name, launchedBy: "adopted")).refusal {
+        if let refusal = registry.adopt(app, leader: leader, pidfd: pidfd, launchedBy: "adopted") {
             Log.error("\(name): Failed to adopt: \(refusal)")
         }
     }
@@ -242,14 +252,14 @@ final class Adoption {
     /// `lifectl resume --all`: every suspended app, adopted or configured, is resumed into the background (thawed,
     /// continued); its grace time starts again.
     func resumeAll() {
-        for record in daemon.model.records where record.state == .suspended {
-            if let refusal = daemon.handle(.request(.resume, app: record.name, origin: "lifectl resume --all")).refusal {
+        for record in host.records where record.state == .suspended {
+            if let refusal = host.handle(.request(.resume, app: record.name, origin: "lifectl resume --all")).refusal {
                 Log.warning("\(record.name): Failed to resume: \(refusal)")
             }
         }
         // Processes stopped for an app the daemon no longer holds as suspended (let go, or ended with its leader
         // while they were stopped elsewhere in the tree): never left stopped either.
-        let continued = daemon.stopLedger.continueEverything()
+        let continued = stopLedger.continueEverything()
         if !continued.isEmpty {
             Log.notice("Continued \(continued.map(String.init).joined(separator: ", ")), stopped by lifecycled and no longer in a suspended app")
         }
@@ -259,43 +269,43 @@ final class Adoption {
 
     /// Processes came or went while some remain: the app's main process is one that still runs.
     func membersChanged(_ name: String) {
-        guard let app = daemon.runtime(name), let pid = app.pid, ProcessTable.state(of: pid) == nil || kill(pid, 0) != 0 else { return }
+        guard let app = registry.runtime(name), let pid = app.pid, ProcessTable.state(of: pid) == nil || kill(pid, 0) != 0 else { return }
         if let next = app.place.members(of: app).min() { app.pid = next }
     }
 
     /// The app's last process exited: it ends, and is forgotten (the desktop owns its lifetime: no restart).
     func ended(_ name: String) {
-        guard let app = daemon.runtime(name), places[name] != nil else { return }
+        guard let app = registry.runtime(name), places[name] != nil else { return }
         Log.notice("\(name): its last process exited; forgotten")
         // A scope's processes outlive the tree's leader: never left frozen.
         app.place.thawIfFrozen(app)
         // Processes it left behind, stopped by this daemon, are never left stopped.
         for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
-        daemon.stopLedger.continueAll(of: name)
+        stopLedger.continueAll(of: name)
         originals.giveBack(name)
-        daemon.handle(.event(.exited(app: name, .unknown)))
+        host.handle(.event(.exited(app: name, .unknown)))
         drop(name)
-        daemon.forget(name)
+        registry.forget(name)
     }
 
     /// Lets go of an adopted app that runs: thawed, continued, and forgotten by the model and the daemon.
     func release(_ name: String, reason: String) {
-        guard let app = daemon.runtime(name), places[name] != nil else { return }
+        guard let app = registry.runtime(name), places[name] != nil else { return }
         app.place.thawIfFrozen(app)
         let members = app.place.members(of: app)
         for pid in members where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
         for timer in app.timers.values { timer.cancel() }
         for pid in app.processEnded() where ProcessTable.state(of: pid) == "T" { kill(pid, SIGCONT) }
-        daemon.stopLedger.continueAll(of: name)
+        stopLedger.continueAll(of: name)
         originals.giveBack(name)
-        daemon.handle(.release(app: name))
+        host.handle(.release(app: name))
         var stays = ""
         if case .processScope(_, let scope)? = places[name] {
             stays = "; its processes stay in \(scope.split(separator: "/").last.map(String.init) ?? scope), which systemd cannot move back"
         }
         Log.notice("\(name): let go (\(reason)); thawed, continued, and its priorities given back\(stays)")
         drop(name)
-        daemon.forget(name)
+        registry.forget(name)
     }
 
     private func releaseAll(where matches: (AdoptionLedger.Entry) -> Bool, reason: String) {

@@ -24,7 +24,8 @@ final class BusAuthorization {
     /// Far more checks than a person or a tool has waiting at once, few enough that a flood holds little: each
     /// waiting check holds its call's message and a question on the bus.
     static let checksPerUser = 16
-    private unowned let daemon: Daemon
+    private let loop: EventLoop
+    private let configuration: ConfigReload
     private let connection: BusConnection
     private let daemonUID = geteuid()
     private var lastGroupWarning: String?
@@ -37,13 +38,14 @@ final class BusAuthorization {
     private var capped: Set<uid_t> = []
     private var lastCancellationID: UInt64 = 0
 
-    init(daemon: Daemon, connection: BusConnection) {
-        self.daemon = daemon
+    init(loop: EventLoop, configuration: ConfigReload, connection: BusConnection) {
+        self.loop = loop
+        self.configuration = configuration
         self.connection = connection
     }
 
     private var access: ControlAccess {
-        ControlAccess(daemonUID: daemonUID, group: daemon.configuration.config.daemon.controlGroup) { [unowned self] warning in
+        ControlAccess(daemonUID: daemonUID, group: configuration.config.daemon.controlGroup) { [unowned self] warning in
             guard warning != self.lastGroupWarning else { return }
             self.lastGroupWarning = warning
             Log.warning(warning)
@@ -139,15 +141,15 @@ final class BusAuthorization {
         guard writer.result >= 0 else { return call.fail(.accessDenied, refusal) }
         // A person may take a while to authenticate, but not for ever: the call, and its place among the user's
         // checks, are given back at the bound.
-        let bound = interactive ? daemon.configuration.config.daemon.authenticationTimeout : Self.checkTimeout
-        let sent = daemon.loop.now
+        let bound = interactive ? configuration.config.daemon.authenticationTimeout : Self.checkTimeout
+        let sent = loop.now
         checks[uid] = waiting + 1
         Log.debug("D-Bus: asking polkit whether uid \(uid) (pid \(caller.pid)) may \(call.member)\(interactive ? ", interactively" : ""); "
                   + "\(waiting + 1) of its checks waiting")
         send(bus, message, timeout: Self.microseconds(bound), for: call) { [unowned self] reply in
             self.checkEnded(for: uid)
             if let error = sd_bus_message_get_error(reply), sd_bus_error_has_name(error, "org.freedesktop.DBus.Error.NoReply") != 0,
-               self.daemon.loop.now - sent >= bound {
+               self.loop.now - sent >= bound {
                 return self.timedOut(call, cancellation: cancellation, caller: caller, interactive: interactive, bound: bound)
             }
             PolkitAnswer.read(reply, call: call, refusal: refusal, interactive: interactive, allowed: allowed)
@@ -211,7 +213,7 @@ final class BusAuthorization {
         asking[key] = question
         question.slot = slot
         // Forgotten after sd-bus has returned from the reply's callback, which its slot belongs to.
-        question.done = { [unowned self] in self.daemon.loop.afterCallback { self.asking[key] = nil } }
+        question.done = { [unowned self] in self.loop.afterCallback { self.asking[key] = nil } }
     }
 }
 

@@ -13,9 +13,11 @@ import LifecycleProtocol
 /// back here. Requests go through the same calls as lifectl's (`ControlRequests`), and a changing call is
 /// answered once its app has settled, without holding the loop.
 final class BusService: AppObserver {
-    private unowned let daemon: Daemon
+    private let context: ControlContext
+    private let display: DisplayFollower
+    private let cgroupLayout: String
     let connection: BusConnection
-    private(set) lazy var authorization = BusAuthorization(daemon: daemon, connection: connection)
+    private(set) lazy var authorization = BusAuthorization(loop: context.loop, configuration: context.configuration, connection: connection)
     private var slots: [UnsafeMutableRawPointer?] = []
     /// What each app object showed last, for `PropertiesChanged`; empty while not connected.
     private var shown: [String: BusAppProperties] = [:]
@@ -33,20 +35,22 @@ final class BusService: AppObserver {
     /// `SetDisplay` and `SetDisplayPids` go to the display source when `[Display] Source=dbus`.
     var displayInput: ((BusCall, BusCaller) -> Void)?
 
-    init(daemon: Daemon, endpoint: BusEndpoint) {
-        self.daemon = daemon
-        connection = BusConnection(loop: daemon.loop, endpoint: endpoint)
+    init(context: ControlContext, display: DisplayFollower, cgroupLayout: String, endpoint: BusEndpoint) {
+        self.context = context
+        self.display = display
+        self.cgroupLayout = cgroupLayout
+        connection = BusConnection(loop: context.loop, endpoint: endpoint)
         connection.connected = { [unowned self] bus in self.register(on: bus) }
         connection.disconnected = { [unowned self] in self.unregister() }
     }
 
     func start() {
-        daemon.observers.add(self)
+        context.observers.add(self)
         connection.start()
     }
 
     func stop() {
-        daemon.observers.remove(self)
+        context.observers.remove(self)
         connection.stop()
     }
 
@@ -66,10 +70,10 @@ final class BusService: AppObserver {
                 BusService.from(userdata).read(String(cString: property!), of: String(cString: path!), into: OpaquePointer(reply!))
             },
             find: { path, userdata in
-                BusPath.appName(String(cString: path!)).map { BusService.from(userdata).daemon.runtime($0) != nil } == true ? 1 : 0
+                BusPath.appName(String(cString: path!)).map { BusService.from(userdata).context.host.runtime($0) != nil } == true ? 1 : 0
             },
             nodes: { userdata in
-                mallocStrv(BusService.from(userdata).daemon.appNames.map(BusPath.app))
+                mallocStrv(BusService.from(userdata).context.host.appNames.map(BusPath.app))
             })
         slots = Array(repeating: nil, count: 4)
         let result = slots.withUnsafeMutableBufferPointer { buffer in
@@ -78,7 +82,7 @@ final class BusService: AppObserver {
         if result < 0 { Log.error("D-Bus: failed to register the objects: \(BusConnection.reason(result))") }
         shown = [:]
         shownCounts = [:]
-        for name in daemon.appNames { if let properties = properties(of: name) { show(name, properties) } }
+        for name in context.host.appNames { if let properties = properties(of: name) { show(name, properties) } }
         shownManager = managerProperties(counts: shownCounts)
     }
 
@@ -94,20 +98,20 @@ final class BusService: AppObserver {
     // MARK: Properties
 
     func properties(of name: String) -> BusAppProperties? {
-        guard let runtime = daemon.runtime(name), let status = daemon.requests.status(of: name) else { return nil }
+        guard let runtime = context.host.runtime(name), let status = context.requests.status(of: name) else { return nil }
         return BusAppProperties(status, runtime: runtime)
     }
 
     /// The manager's properties with every app counted now, for a caller's `Get`.
     func managerProperties() -> BusManagerProperties {
         var counts: [AppState: UInt32] = [:]
-        for record in daemon.records { counts[record.state, default: 0] += 1 }
+        for record in context.host.records { counts[record.state, default: 0] += 1 }
         return managerProperties(counts: counts)
     }
 
     private func managerProperties(counts: [AppState: UInt32]) -> BusManagerProperties {
-        BusManagerProperties(version: daemonVersion, cgroupLayout: daemon.cgroups.layout.rawValue,
-                             displaySource: daemon.display.description, counts: counts)
+        BusManagerProperties(version: daemonVersion, cgroupLayout: cgroupLayout,
+                             displaySource: display.description, counts: counts)
     }
 
     private func read(_ property: String, of path: String, into reply: OpaquePointer) -> Int32 {
@@ -158,7 +162,7 @@ final class BusService: AppObserver {
         if let app { pending.insert(app) }
         guard !flushQueued else { return }
         flushQueued = true
-        daemon.loop.afterCallback { [unowned self] in self.flush() }
+        context.loop.afterCallback { [unowned self] in self.flush() }
     }
 
     private func flush() {
@@ -207,11 +211,11 @@ final class BusService: AppObserver {
         if writer.result >= 0 { _ = sd_bus_send(bus, signal, nil) }
     }
 
-    func knows(_ app: String) -> Bool { daemon.runtime(app) != nil }
+    func knows(_ app: String) -> Bool { context.host.runtime(app) != nil }
 
     /// The app whose process tree holds `pid`, by the display's window-to-app rule.
     func owner(of pid: pid_t) -> String? {
-        daemon.display.ownership().owner(of: DisplayWindow(id: 0, pid: pid, visible: true))
+        display.ownership().owner(of: DisplayWindow(id: 0, pid: pid, visible: true))
     }
 
     // MARK: Calls
@@ -228,7 +232,7 @@ final class BusService: AppObserver {
             case "ListApps": return listApps(call)
             case "GetApp":
                 let name = call.readString()
-                guard daemon.runtime(name) != nil else { return call.fail(.unknownApp, "no such app '\(name)'") }
+                guard context.host.runtime(name) != nil else { return call.fail(.unknownApp, "no such app '\(name)'") }
                 return call.succeed { reply in var writer = BusWriter(reply); writer.string(BusPath.app(name), type: BusType.objectPath); return writer.result }
             default: break
             }
@@ -244,11 +248,11 @@ final class BusService: AppObserver {
         case "Post" where onManager:
             return post(call)
         case "Reload" where onManager:
-            let reply = daemon.configuration.reloadRequested(by: caller.uid, pid: caller.pid)
+            let reply = context.configuration.reloadRequested(by: caller.uid, pid: caller.pid)
             return reply.ok ? call.succeed() : call.fail(.refused, reply.error ?? "refused")
         case "SetDisplay" where onManager, "SetDisplayPids" where onManager:
             guard let displayInput else {
-                return call.fail(.refused, "\(member) needs [Display] Source=dbus in lifecycled.conf (the display source is \(daemon.display.description))")
+                return call.fail(.refused, "\(member) needs [Display] Source=dbus in lifecycled.conf (the display source is \(display.description))")
             }
             return displayInput(call, caller)
         default: break
@@ -262,15 +266,15 @@ final class BusService: AppObserver {
         } else {
             return call.fail(.invalidArgs, "unknown method \(member)")
         }
-        guard daemon.runtime(name) != nil else {
+        guard context.host.runtime(name) != nil else {
             return call.fail(.unknownApp, RequestError(app: name, state: nil, request: request, reason: .unknownApp).description)
         }
         Log.debug("D-Bus: \(member) \(name) from uid \(caller.uid) (\(call.sender ?? "?"))")
-        daemon.requests.handle(request, for: name, from: call, origin: "D-Bus")
+        context.requests.handle(request, for: name, from: call, origin: "D-Bus")
     }
 
     private func listApps(_ call: BusCall) {
-        let statuses = daemon.requests.allStatuses()
+        let statuses = context.requests.allStatuses()
         call.succeed { reply in
             var writer = BusWriter(reply)
             writer.container(BusType.array, "(ssuo)") { writer in
@@ -291,13 +295,13 @@ final class BusService: AppObserver {
         let type = call.readString(), app = call.readString(), json = call.readString()
         let payload: JSONValue
         do {
-            payload = json.isEmpty ? .object([:]) : try daemon.coder.decode(JSONValue.self, from: Array(json.utf8))
+            payload = json.isEmpty ? .object([:]) : try context.coder.decode(JSONValue.self, from: Array(json.utf8))
         } catch {
             return call.fail(.invalidArgs, "the payload is not JSON: \(error)")
         }
-        let reply = daemon.requests.post(type, payload: payload, to: app.isEmpty ? nil : app)
+        let reply = context.requests.post(type, payload: payload, to: app.isEmpty ? nil : app)
         guard reply.ok, let posted = reply.posted else {
-            return call.fail(!app.isEmpty && daemon.runtime(app) == nil ? .unknownApp : .refused, reply.error ?? "refused")
+            return call.fail(!app.isEmpty && context.host.runtime(app) == nil ? .unknownApp : .refused, reply.error ?? "refused")
         }
         call.succeed { message in
             var writer = BusWriter(message)

@@ -6,7 +6,8 @@ extension Daemon {
         switch BusEndpoint.resolve(configuration.config.daemon.bus, environment: options.environment,
                                    runtimeDirectory: options.runtimeDirectory, euid: geteuid()) {
         case .success(let endpoint):
-            let bus = BusService(daemon: self, endpoint: endpoint)
+            let bus = BusService(context: controlContext, display: display, cgroupLayout: cgroups.layout.rawValue,
+                                 endpoint: endpoint)
             self.bus = bus
             display.dbusSource = DBusDisplaySource(bus: bus) { [unowned self] name in
                 self.model.app(name)?.state.isRunning == true ? self.runtime(name)?.pid : nil

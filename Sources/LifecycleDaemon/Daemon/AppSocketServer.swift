@@ -11,7 +11,10 @@ import LifecycleProtocol
 /// leads its own process group (Daemon.attachExternal). Anything else gets an error and is closed.
 /// Once attached, the connection is the app's, exactly as its socketpair was.
 final class AppSocketServer {
-    private unowned let daemon: Daemon
+    private let loop: EventLoop
+    private let coder: LineCoder
+    private let sessions: ClientSessions
+    private let externalApps: ExternalApps
     let path: String
     private var listener: UnixListener?
     private var pending: [ObjectIdentifier: Pending] = [:]
@@ -42,11 +45,14 @@ final class AppSocketServer {
         }
     }
 
-    init(daemon: Daemon, path: String) throws(SystemError) {
-        self.daemon = daemon
+    init(loop: EventLoop, coder: LineCoder, sessions: ClientSessions, externalApps: ExternalApps, path: String) throws(SystemError) {
+        self.loop = loop
+        self.coder = coder
+        self.sessions = sessions
+        self.externalApps = externalApps
         self.path = path
         // Apps may run as other users (User=); what lets one in is its token and its pid, not the file mode.
-        listener = try UnixListener(loop: daemon.loop, path: path, what: "the app socket") { [unowned self] connection, peer in
+        listener = try UnixListener(loop: loop, path: path, what: "the app socket") { [unowned self] connection, peer in
             self.accept(connection, from: peer)
         }
         Log.info("Listening for reconnecting apps on \(path)")
@@ -68,8 +74,8 @@ final class AppSocketServer {
         let entry = Pending(pid: pid, uid: uid)
         let key = ObjectIdentifier(entry)
         do {
-            entry.connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self, entry] event in
-                if let app = entry.app, let connection = entry.attached { return self.daemon.sessions.event(app, connection, event) }
+            entry.connection = try Connection(fd: clientFD, loop: loop) { [unowned self, entry] event in
+                if let app = entry.app, let connection = entry.attached { return self.sessions.event(app, connection, event) }
                 guard entry.app == nil else { return }
                 switch event {
                 case .line(let line): self.firstLine(line, from: entry, key: key)
@@ -77,7 +83,7 @@ final class AppSocketServer {
                 case .closed: self.drop(key)
                 }
             }
-            entry.timer = try daemon.loop.timer { [unowned self, weak entry] in
+            entry.timer = try loop.timer { [unowned self, weak entry] in
                 guard let entry else { return }
                 self.refuse(entry, key: key, "no hello within \(Int(Self.helloTimeout / .seconds(1)))s")
             }
@@ -92,7 +98,7 @@ final class AppSocketServer {
     /// cannot block (it is non-blocking anyway, and a failure only loses the explanation).
     private func refuseAtOnce(_ clientFD: FileDescriptor, uid: uid_t, pid: pid_t) {
         let message = "too many connections waiting for their hello from uid \(uid) (at most \(Self.pendingLimitPerUser))"
-        let line = daemon.coder.encode(ServerMessage.error(message))
+        let line = coder.encode(ServerMessage.error(message))
         _ = line.withUnsafeBytes { write(clientFD.rawValue, $0.baseAddress, $0.count) }
         if cappedUsers.insert(uid).inserted {
             Log.event(.protocolError, .warning, "app socket: \(message); refusing more from pid \(pid) and others of that user",
@@ -101,7 +107,7 @@ final class AppSocketServer {
     }
 
     private func firstLine(_ line: [UInt8], from entry: Pending, key: ObjectIdentifier) {
-        guard case .hello(_, _, let app?, let token)? = try? daemon.coder.decode(ClientMessage.self, from: line) else {
+        guard case .hello(_, _, let app?, let token)? = try? coder.decode(ClientMessage.self, from: line) else {
             return refuse(entry, key: key, "the first message on the app socket must be a hello with the app's name and its token"
                 + " (or no token, for an app with External=yes)")
         }
@@ -111,12 +117,12 @@ final class AppSocketServer {
         for scalar in app.unicodeScalars.prefix(64) { scalars.append(scalar.value < 0x20 || scalar.value == 0x7f ? "?" : scalar) }
         let shown = String(scalars) + (app.unicodeScalars.count > 64 ? "…" : "")
         if let token {
-            if let reason = daemon.sessions.reattach(app, token: token, peer: entry.pid, connection: entry.connection!) {
+            if let reason = sessions.reattach(app, token: token, peer: entry.pid, connection: entry.connection!) {
                 Log.event(.protocolError, .warning, "Refused a reconnection as \(shown) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
                           [("LIFECYCLE_APP", shown), ("LIFECYCLE_REASON", reason)])
                 return refuse(entry, key: key, "cannot reconnect as '\(shown)': \(reason)")
             }
-        } else if let reason = daemon.externalApps.attach(app, peer: entry.pid, uid: entry.uid,
+        } else if let reason = externalApps.attach(app, peer: entry.pid, uid: entry.uid,
                                                      pidfd: peerPIDFD(entry.connection!.fd.rawValue, pid: entry.pid),
                                                      connection: entry.connection!) {
             Log.event(.protocolError, .warning, "Refused an external client as \(shown) from pid \(entry.pid) (uid \(entry.uid)): \(reason)",
@@ -133,11 +139,11 @@ final class AppSocketServer {
         pending[key] = nil
         cappedUsers.remove(entry.uid)
         // The hello itself is the app's first message on its new connection: answered as any hello.
-        daemon.sessions.event(app, connection, .line(line))
+        sessions.event(app, connection, .line(line))
     }
 
     private func refuse(_ entry: Pending, key: ObjectIdentifier, _ message: String) {
-        entry.connection?.send(daemon.coder.encode(ServerMessage.error(message)))
+        entry.connection?.send(coder.encode(ServerMessage.error(message)))
         entry.connection?.closeQuietly()
         drop(key)
     }

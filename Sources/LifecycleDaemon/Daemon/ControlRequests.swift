@@ -8,9 +8,22 @@ protocol RequestWaiter: AnyObject {
 
 extension ControlClient: RequestWaiter {}
 
+/// What the two control front ends, the control socket and the D-Bus API, serve their callers with: the port, and
+/// the owners their requests go to.
+struct ControlContext {
+    unowned let host: any DaemonHost
+    let loop: EventLoop
+    let coder: LineCoder
+    /// The front ends follow the apps through these (`watch`, `PropertiesChanged`).
+    let observers: AppObservers
+    let requests: ControlRequests
+    /// The configuration in force (`[Control] Group=`) and `reload`.
+    let configuration: ConfigReload
+}
+
 /// lifectl's side of the daemon: a changing request waits for its app to settle and is answered with the app's
 /// status (and, for `scene open`, the session it created); queries are answered at once.
-final class ControlRequests {
+final class ControlRequests: AppKeeper {
     private let loop: EventLoop
     private unowned let host: any DaemonHost
     private let placement: any ProcessPlacement
@@ -61,6 +74,11 @@ final class ControlRequests {
     /// Every waiting request of the app fails with `message` (the app is removed, the daemon stops or restarts).
     func fail(_ app: AppRuntime, _ message: String) {
         for waiter in app.waiters { waiter.reply(.failure(message)) }
+    }
+
+    /// The app is forgotten (`AppRegistry`): requests that wait for it will never be answered otherwise.
+    func forgetting(_ app: AppRuntime) {
+        fail(app, "\(app.name) was removed from the configuration")
     }
 
     /// lifectl post: deliver or queue, and say how many of each.

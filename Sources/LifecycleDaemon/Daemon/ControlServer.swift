@@ -43,7 +43,9 @@ final class ControlServer {
     private let refusals: RefusalLog
     /// The last failure to look up `[Control] Group=`, logged once.
     private var lastGroupWarning: String?
-    private unowned let daemon: Daemon
+    private let context: ControlContext
+    private let persistence: Persistence
+    private let adoption: Adoption
     private let path: String
     private var listener: UnixListener?
     private var clients: [ObjectIdentifier: ControlClient] = [:]
@@ -54,18 +56,21 @@ final class ControlServer {
     private let daemonUID = geteuid()
 
     /// Listens on `path`, or on `passedFD` when a `.socket` unit passed the socket in (socket activation).
-    init(daemon: Daemon, path: String, passedFD: Int32? = nil) throws(SystemError) {
-        self.daemon = daemon
+    init(context: ControlContext, persistence: Persistence, adoption: Adoption, path: String,
+         passedFD: Int32? = nil) throws(SystemError) {
+        self.context = context
+        self.persistence = persistence
+        self.adoption = adoption
         self.path = path
-        refusals = RefusalLog(loop: daemon.loop)
-        watchers = ControlWatchers(host: daemon, requests: daemon.requests)
+        refusals = RefusalLog(loop: context.loop)
+        watchers = ControlWatchers(host: context.host, requests: context.requests)
         if passedFD == nil { try Self.checkDirectory(of: path) }
         // Queries are open to everyone; changes are checked per request with SO_PEERCRED.
-        let listener = try UnixListener(loop: daemon.loop, path: path, what: "the control socket", passedFD: passedFD) {
+        let listener = try UnixListener(loop: context.loop, path: path, what: "the control socket", passedFD: passedFD) {
             [unowned self] connection, peer in self.accept(connection, from: peer)
         }
         self.listener = listener
-        daemon.observers.add(watchers)
+        context.observers.add(watchers)
         Log.info(passedFD == nil ? "Listening on \(path)" : "Listening on the control socket passed by the service manager (fd \(listener.descriptor))")
     }
 
@@ -91,7 +96,7 @@ final class ControlServer {
 
     func close() {
         refusals.flush()
-        daemon.observers.remove(watchers)
+        context.observers.remove(watchers)
         watchers.closeAll("lifecycled is stopping or restarting")
         listener?.close()
         listener = nil
@@ -105,16 +110,16 @@ final class ControlServer {
             && clients.values.count(where: { $0.uid == uid && $0.connection?.isOpen == true }) >= Self.maxConnectionsPerUser {
             refusals.refused(uid: uid, "Refused a control connection from uid \(uid) (pid \(pid)): it holds \(Self.maxConnectionsPerUser) already")
             // The socket is new and its buffer empty: the short reply fits; the peer may be gone, ignore errors.
-            let reply = daemon.coder.encode(ControlReply.failure("too many connections from uid \(uid) (at most \(Self.maxConnectionsPerUser))"))
+            let reply = context.coder.encode(ControlReply.failure("too many connections from uid \(uid) (at most \(Self.maxConnectionsPerUser))"))
             _ = reply.withUnsafeBytes { Glibc.send(clientFD.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
             return
         }
         // Decided once, at connect time: a membership change applies to the next connection.
         let privileged = access.mayChange(uid: uid, gid: gid, verb: "").isAllowed
-        let client = ControlClient(uid: uid, gid: gid, pid: pid, coder: daemon.coder)
+        let client = ControlClient(uid: uid, gid: gid, pid: pid, coder: context.coder)
         let key = ObjectIdentifier(client)
         do {
-            let connection = try Connection(fd: clientFD, loop: daemon.loop) { [unowned self] event in
+            let connection = try Connection(fd: clientFD, loop: context.loop) { [unowned self] event in
                 switch event {
                 case .line(let line): self.handle(line, from: client)
                 case .framingError(let message):
@@ -137,7 +142,7 @@ final class ControlServer {
     }
 
     private var access: ControlAccess {
-        ControlAccess(daemonUID: daemonUID, group: daemon.configuration.config.daemon.controlGroup) { [unowned self] warning in
+        ControlAccess(daemonUID: daemonUID, group: context.configuration.config.daemon.controlGroup) { [unowned self] warning in
             // Each stranger's connection and request asks again: the same problem is logged once, not per request.
             guard warning != self.lastGroupWarning else { return }
             self.lastGroupWarning = warning
@@ -154,7 +159,7 @@ final class ControlServer {
         let privileged = access.mayChange(uid: client.uid, gid: client.gid, verb: "").isAllowed
         return statuses.map { status in
             guard hasSavedState(status) else { return status }
-            let appUID = daemon.runtime(status.name).flatMap { app in
+            let appUID = context.host.runtime(status.name).flatMap { app in
                 app.config.user == nil ? daemonUID : (try? lookupCredentials(user: app.config.user, group: nil))?.uid
             }
             return ControlAccess.seesSavedState(peerUID: client.uid, privileged: privileged, appUID: appUID)
@@ -165,32 +170,32 @@ final class ControlServer {
     private func handle(_ line: [UInt8], from client: ControlClient) {
         let request: ControlRequest
         do {
-            request = try daemon.coder.decode(ControlRequest.self, from: line)
+            request = try context.coder.decode(ControlRequest.self, from: line)
         } catch {
             return client.reply(.failure("malformed request: \(error.message)"))
         }
         switch request.verb {
         case "list":
-            client.reply(ControlReply(ok: true, apps: shown(daemon.requests.allStatuses(), to: client)))
+            client.reply(ControlReply(ok: true, apps: shown(context.requests.allStatuses(), to: client)))
         case "scenes":
             // The scene sessions ride on the apps' statuses; `lifectl scenes` prints them.
             if let name = request.app {
-                guard let status = daemon.requests.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
+                guard let status = context.requests.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
                 client.reply(ControlReply(ok: true, apps: shown([status], to: client)))
             } else {
-                client.reply(ControlReply(ok: true, apps: shown(daemon.requests.allStatuses().filter { $0.scenes != nil }, to: client)))
+                client.reply(ControlReply(ok: true, apps: shown(context.requests.allStatuses().filter { $0.scenes != nil }, to: client)))
             }
         case "watch":
             // The snapshot and the stream go out on the connection; only a refusal is a reply.
             if let failure = watchers.start(client, app: request.app) { client.reply(failure) }
         case "status":
             if let name = request.app {
-                guard let status = daemon.requests.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
+                guard let status = context.requests.status(of: name) else { return client.reply(.failure("no such app '\(name)'")) }
                 // No daemon block for one app: lifectl shows only the app (human and --json output, lifectl(1)),
                 // and building it (sources, sorted notification types, mechanisms) would be most of the query's cost.
                 client.reply(ControlReply(ok: true, apps: shown([status], to: client)))
             } else {
-                client.reply(ControlReply(ok: true, apps: shown(daemon.requests.allStatuses(), to: client), daemon: daemon.daemonStatus()))
+                client.reply(ControlReply(ok: true, apps: shown(context.requests.allStatuses(), to: client), daemon: context.host.daemonStatus()))
             }
         default:
             let verbs = ControlRequest.queryVerbs + ControlRequest.lifecycleVerbs + ControlRequest.otherVerbs
@@ -208,24 +213,24 @@ final class ControlServer {
             case .allowed:
                 break
             }
-            daemon.persistence.writeAfterThisCallback()
+            persistence.writeAfterThisCallback()
             if request.verb == "simulate-memory-pressure" {
                 // For machines whose kernel takes no PSI trigger, and for tests: the same path a trigger takes.
                 Log.notice("Memory pressure simulated by uid \(client.uid) (pid \(client.pid))")
-                daemon.memoryPressure(reading: ["simulated": true])
+                context.host.memoryPressure(reading: ["simulated": true])
                 return client.reply(ControlReply(ok: true))
             }
             if request.verb == "resume-all" {
                 Log.notice("Resume of every suspended app requested by uid \(client.uid) (pid \(client.pid))")
-                daemon.adoption.resumeAll()
-                return client.reply(ControlReply(ok: true, apps: daemon.requests.allStatuses()))
+                adoption.resumeAll()
+                return client.reply(ControlReply(ok: true, apps: context.requests.allStatuses()))
             }
             if request.verb == "reload" {
-                return client.reply(daemon.configuration.reloadRequested(by: client.uid, pid: client.pid))
+                return client.reply(context.configuration.reloadRequested(by: client.uid, pid: client.pid))
             }
             if request.verb == "post" {
                 guard let type = request.name, !type.isEmpty else { return client.reply(.failure("post needs a notification type")) }
-                return client.reply(daemon.requests.post(type, payload: request.data ?? .object([:]), to: request.app))
+                return client.reply(context.requests.post(type, payload: request.data ?? .object([:]), to: request.app))
             }
             guard let lifecycleRequest = request.lifecycleRequest else {
                 return client.reply(.failure("\(request.verb) needs a scene session (lifectl scenes lists them)"))
@@ -233,7 +238,7 @@ final class ControlServer {
             guard let name = request.app, !name.isEmpty else {
                 return client.reply(.failure("\(request.verb) needs an app name"))
             }
-            daemon.requests.handle(lifecycleRequest, for: name, from: client)
+            context.requests.handle(lifecycleRequest, for: name, from: client)
         }
     }
 }

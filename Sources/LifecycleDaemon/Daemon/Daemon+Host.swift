@@ -5,7 +5,7 @@ import LifecycleProtocol
 extension Daemon: DaemonHost {
     var now: MonotonicTime { loop.now }
     var stopping: Bool { shutdown.stopping }
-    var appNames: [String] { apps.keys.sorted() }
+    var appNames: [String] { registry.names }
     func record(_ name: String) -> AppRecord? { model.app(name) }
     func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? { model.withApp(name, body) }
     var records: [AppRecord] { model.records }
@@ -21,37 +21,24 @@ extension Daemon: DaemonHost {
         let at = max(min(at ?? loop.now, loop.now), model.now)
         let wasBusy = busy
         busy = true
-        let outcome: Outcome
-        switch input {
-        case .request(let request, let name, _) where model.projectedState(of: name)?.isRunning == false:
-            outcome = launching(input, request: request, for: name, at: at)
-        default:
-            outcome = model.handle(input, now: at)
-        }
+        var outcome = model.handle(input, now: at)
+        if case .request(_, let name, _) = input, let spawned = spawnFirst(name, of: &outcome) { outcome = spawned }
         perform(outcome.effects, since: at)
         busy = wasBusy
         drain()
         return outcome
     }
 
-    /// A request that launches its app takes effect only once the app's process runs: the spawn comes first, and
-    /// when it fails the model is as it was before the request (no other app left the foreground, nobody was told
-    /// anything) and the failure is the request's refusal.
-    ///
-    /// Only a request that finds its app not running can launch it (the rules' table), so only then is the model
-    /// kept to go back to: a kept copy shares the apps' records, and the request's first write would copy all of
-    /// them.
-    private func launching(_ input: Input, request: Request, for name: String, at: MonotonicTime) -> Outcome {
-        let before = model
-        var outcome = model.handle(input, now: at)
-        guard let index = outcome.effects.firstIndex(where: { if case .spawn = $0 { true } else { false } }),
-              case .spawn(let launched, let options) = outcome.effects[index], let app = runtime(launched) else { return outcome }
-        outcome.effects.remove(at: index)
-        guard let failure = processes.spawn(app, options) else { return outcome }
-        let state = before.state(of: name)
-        model = before
-        log(launched, .spawnFailed(failure))
-        return Outcome(refusal: .request(RequestError(app: name, state: state, request: request, reason: .spawnFailed(failure))))
+    /// A request that launches its app takes effect only once the app's process runs (`LifecycleRules.launchWaitsForSpawn`):
+    /// the spawn comes first, taken out of the outcome; when it fails, the model undoes the request
+    /// (`Input.launchFailed`) and the failure is the request's refusal, which this returns.
+    private func spawnFirst(_ name: String, of outcome: inout Outcome) -> Outcome? {
+        guard model.launchIsPending(name), let app = runtime(name),
+              let index = outcome.effects.firstIndex(where: { if case .spawn(name, _) = $0 { true } else { false } }),
+              case .spawn(_, let options) = outcome.effects.remove(at: index) else { return nil }
+        guard let failure = processes.spawn(app, options) else { return nil }
+        log(name, .spawnFailed(failure))
+        return model.handle(.launchFailed(app: name, reason: failure), now: model.now)
     }
 
     func openConnection(_ app: String, fd: FileDescriptor) throws(SystemError) -> Connection { try sessions.open(app, fd: fd) }
@@ -68,5 +55,11 @@ extension Daemon: DaemonHost {
 
     func markDirty(_ name: String) {
         if let app = runtime(name) { persistence.markDirty(app) }
+    }
+
+    var adoptConfig: AdoptConfig { configuration.config.daemon.adopt }
+
+    func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool {
+        adoption.adoptWindows(picture, ownership: ownership)
     }
 }

@@ -24,8 +24,6 @@ public final class Daemon {
     let options: DaemonOptions
     let cgroups: CgroupSupport
     var model = Supervisor()
-    /// Every configured app, by name.
-    var apps: [String: AppRuntime] = [:]
     let coder = LineCoder()
     let startedAt: Duration
     var control: ControlServer?
@@ -46,8 +44,8 @@ public final class Daemon {
     /// production; logged as a warning when it fires.
     private let pauseAfter: PauseHook?
 
-    // The owners: each holds its own state, reaches the model and the event queue through this daemon
-    // (`DaemonHost`), and the owners it builds on (placement, fd store, processes) through their methods.
+    // The owners: each holds its own state, reaches the model and the event queue through the port (`DaemonHost`,
+    // which this daemon is), and the owners it builds on (placement, fd store, processes) through their methods.
     /// The host's layout, the place of every configured app (adopted apps have places of their own).
     let placement: any ProcessPlacement
     /// Why apps are, or are not, in systemd scopes (`ScopePlacement.make`), for the log.
@@ -62,34 +60,22 @@ public final class Daemon {
     private let retired: RetiredSources
     private let stateStore: StateStore
     /// The processes stopped for adopted apps, for the next daemon and `resume --all` (`StopLedger`).
-    private(set) lazy var stopLedger = StopLedger(stateDirectory: stateStore.directory)
-    private(set) lazy var suspension = Suspension(loop: loop, host: self, ledger: stopLedger)
-    private(set) lazy var processes = ProcessSupervisor(loop: loop, host: self, suspension: suspension,
-                                                        fdStore: fdStore, retired: retired, environment: options.environment)
-    private(set) lazy var sessions = ClientSessions(loop: loop, host: self, fdStore: fdStore, coder: coder)
-    private(set) lazy var requests = ControlRequests(loop: loop, host: self, placement: placement)
-    private(set) lazy var shutdown = Shutdown(
-        loop: loop, host: self, serviceManager: serviceManager, environment: options.environment, cgroups: cgroups,
-        placement: placement, persistence: persistence, requests: requests,
-        stopSources: { [unowned self] in
-            self.configuration.sources?.stop()
-            self.display.stop()
-            self.audio.stop()
-            self.adoption.stop()
-        },
-        closeSockets: { [unowned self] in
-            self.control?.close()
-            self.appSocket?.close()
-            self.bus?.stop()
-        })
-    private(set) lazy var externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
-    private(set) lazy var configuration = ConfigReload(daemon: self)
-    private(set) lazy var adoption = Adoption(daemon: self, stateDirectory: stateStore.directory)
-    private(set) lazy var display = DisplayFollower(loop: loop, host: self)
-    private(set) lazy var audio = AudioFollower(loop: loop, host: self)
-    private(set) lazy var persistence = Persistence(loop: loop, host: self, store: stateStore, placement: placement,
-                                                    processes: processes, externalApps: externalApps, fdStore: fdStore,
-                                                    retired: retired)
+    let stopLedger: StopLedger
+    // Swift lets an owner take the daemon as its port only once every stored property has a value: the owners are
+    // implicitly unwrapped, and each is set once, in `init`, in the order they depend on each other.
+    private(set) var suspension: Suspension!
+    private(set) var processes: ProcessSupervisor!
+    private(set) var sessions: ClientSessions!
+    private(set) var requests: ControlRequests!
+    private(set) var externalApps: ExternalApps!
+    private(set) var persistence: Persistence!
+    /// Every app, configured or adopted: the one place that adds and forgets them.
+    private(set) var registry: AppRegistry!
+    private(set) var display: DisplayFollower!
+    private(set) var audio: AudioFollower!
+    private(set) var adoption: Adoption!
+    private(set) var configuration: ConfigReload!
+    private(set) var shutdown: Shutdown!
 
     struct PauseHook {
         var kind: String
@@ -130,10 +116,44 @@ public final class Daemon {
         fdStore = FDStore(serviceManager: serviceManager)
         retired = RetiredSources(loop: loop)
         stateStore = StateStore(runtimeDirectory: options.runtimeDirectory)
+        stopLedger = StopLedger(stateDirectory: stateStore.directory)
         pauseAfter = options.environment["LIFECYCLED_TEST_PAUSE_AFTER"].flatMap { text in
             let parts = text.split(separator: ":").map(String.init)
             return parts.count >= 2 ? PauseHook(kind: parts[0], app: parts[1], message: parts.count > 2 ? parts[2] : nil) : nil
         }
+        suspension = Suspension(loop: loop, host: self, ledger: stopLedger)
+        processes = ProcessSupervisor(loop: loop, host: self, suspension: suspension, fdStore: fdStore, retired: retired,
+                                      environment: options.environment)
+        sessions = ClientSessions(loop: loop, host: self, fdStore: fdStore, coder: coder)
+        requests = ControlRequests(loop: loop, host: self, placement: placement)
+        externalApps = ExternalApps(host: self, placement: placement, processes: processes, fdStore: fdStore)
+        persistence = Persistence(loop: loop, host: self, store: stateStore, placement: placement, processes: processes,
+                                  externalApps: externalApps, fdStore: fdStore, retired: retired)
+        registry = AppRegistry(host: self, observers: observers, keepers: [requests, persistence])
+        display = DisplayFollower(loop: loop, host: self, requests: requests)
+        audio = AudioFollower(loop: loop, host: self)
+        adoption = Adoption(host: self, loop: loop, registry: registry, display: display, stopLedger: stopLedger,
+                            stateDirectory: stateStore.directory, environment: options.environment,
+                            managerBus: (placement as? ScopePlacement)?.bus)
+        observers.add(display)
+        configuration = ConfigReload(host: self, loop: loop, directory: options.configDirectory, environment: options.environment,
+                                     serviceManager: serviceManager, registry: registry, observers: observers,
+                                     placement: placement, processes: processes, persistence: persistence,
+                                     externalApps: externalApps, adoption: adoption, display: display, audio: audio)
+        shutdown = Shutdown(
+            loop: loop, host: self, serviceManager: serviceManager, environment: options.environment, cgroups: cgroups,
+            placement: placement, persistence: persistence, requests: requests,
+            stopSources: { [configuration, display, audio, adoption] in
+                configuration?.sources?.stop()
+                display?.stop()
+                audio?.stop()
+                adoption?.stop()
+            },
+            closeSockets: { [unowned self] in
+                self.control?.close()
+                self.appSocket?.close()
+                self.bus?.stop()
+            })
     }
 
     private func pauseForTest(_ effect: Effect) {
@@ -156,10 +176,11 @@ public final class Daemon {
 
         let passed = ServiceManager.passedSockets()
         if passed["control"] == nil { try makeDirectory(options.runtimeDirectory) }
-        control = try ControlServer(daemon: self, path: RuntimeDirectory.controlSocket(in: options.runtimeDirectory),
-                                    passedFD: passed["control"])
+        control = try ControlServer(context: controlContext, persistence: persistence, adoption: adoption,
+                                    path: RuntimeDirectory.controlSocket(in: options.runtimeDirectory), passedFD: passed["control"])
         do {
-            appSocket = try AppSocketServer(daemon: self, path: RuntimeDirectory.appSocket(in: options.runtimeDirectory))
+            appSocket = try AppSocketServer(loop: loop, coder: coder, sessions: sessions, externalApps: externalApps,
+                                            path: RuntimeDirectory.appSocket(in: options.runtimeDirectory))
         } catch {
             Log.error("Failed to open the app socket: \(error); clients cannot reconnect after a restart of lifecycled")
         }
@@ -175,10 +196,6 @@ public final class Daemon {
         adoption.recoverPreviousRun()
         configuration.load()
         startBus()
-        display.adoptWindows = { [unowned self] picture, ownership in self.adoption.adoptWindows(picture, ownership: ownership) }
-        display.unanswered = { [unowned self] name in if let app = self.runtime(name) { self.requests.settled(app) } }
-        observers.add(display)
-        display.adoptConfig = { [unowned self] in self.configuration.config.daemon.adopt }
         display.start(configuration.config.daemon.display, environment: options.environment)
         do {
             try stateStore.prepare()
@@ -186,20 +203,25 @@ public final class Daemon {
             Log.error("Failed to prepare the state directory: \(error); a restart of lifecycled will not find its apps")
         }
         persistence.restorePreviousRun(keepingStateOf: configuration.unloadedApps)
-        adoption.apply(configuration.config.daemon.adopt)
+        adoption.apply(configuration.config)
         fdStore.dropUnusedPidfds()
         sessions.attachStored(fdStore.takeConnections())
         processes.launchingTogether {
-            for name in apps.keys.sorted() where model.app(name)?.state.isRunning != true { configuration.autoLaunch(name) }
+            for name in registry.names where model.state(of: name)?.isRunning != true { configuration.autoLaunch(name) }
         }
 
         serviceManager.ready { [unowned self] in self.statusLine() }
         return loop.run()
     }
 
+    /// What the control socket and the D-Bus API serve requests with.
+    var controlContext: ControlContext {
+        ControlContext(host: self, loop: loop, coder: coder, observers: observers, requests: requests, configuration: configuration)
+    }
+
     // MARK: Events
 
-    func runtime(_ name: String) -> AppRuntime? { apps[name] }
+    func runtime(_ name: String) -> AppRuntime? { registry.runtime(name) }
 
     /// Feeds the queued events to the model, each carried out before the next is taken.
     func drain() {
@@ -295,20 +317,8 @@ public final class Daemon {
         guard let app = runtime(name) else { return }
         requests.settled(app)
         let running = model.state(of: name)?.isRunning ?? false
-        if app.removeWhenStopped && !running { forget(name) }
+        if app.removeWhenStopped && !running { registry.forget(name) }
         shutdown.finishIfDone()
-    }
-
-    func forget(_ name: String) {
-        guard let app = runtime(name) else { return }
-        configuration.forget(name)
-        requests.fail(app, "\(name) was removed from the configuration")
-        app.place.remove(app)
-        model.remove(name)
-        apps[name] = nil
-        persistence.forget(app)
-        Log.info("\(name): removed")
-        observers.tell(.removed(name))
     }
 
     // MARK: Status
@@ -318,7 +328,7 @@ public final class Daemon {
     func memoryPressure(reading: JSONValue) {
         var residentBytes: [String: UInt64] = [:]
         for record in model.records where record.state == .suspended {
-            residentBytes[record.name] = apps[record.name].map { ProcessTable.residentBytes(of: $0.place.members(of: $0)) } ?? 0
+            residentBytes[record.name] = runtime(record.name).map { ProcessTable.residentBytes(of: $0.place.members(of: $0)) } ?? 0
         }
         handle(.event(.memoryPressure(residentBytes: residentBytes, reading: reading)))
     }

@@ -1,8 +1,10 @@
 import LifecycleModel
+import LifecycleProtocol
 
-/// What the daemon's owners (processes, sessions, persistence) ask of the daemon: the apps, the model's view of
-/// them, and the model's one input. The daemon alone holds the model and the event queue; an owner changes the model
-/// only through `handle`, so every change is performed and drained in one place.
+/// The port: what the daemon's owners ask of the daemon, and all they hold of it: the apps, the model's view of
+/// them, the model's one input, and the few requests that cross between owners. The daemon alone holds the model and
+/// the event queue; an owner changes the model only through `handle`, so every change is performed and drained in
+/// one place. Tests give an owner a fake of it.
 protocol DaemonHost: AnyObject {
     /// The loop's monotonic time.
     var now: MonotonicTime { get }
@@ -40,6 +42,18 @@ protocol DaemonHost: AnyObject {
     func throughDisplay(_ request: Request, for name: String) -> Bool
     /// The app's state file is to be saved once the callback returns.
     func markDirty(_ name: String)
+    /// `[Adopt]` as in force.
+    var adoptConfig: AdoptConfig { get }
+    /// Each display picture, before the model hears it again: with `[Adopt] Windows=yes`, the processes of windows
+    /// no app owns become apps (`Adoption`). Returns whether any did.
+    func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool
+    /// Memory pressure crossed the threshold: the model warns the apps, then terminates suspended ones while it
+    /// persists.
+    func memoryPressure(reading: JSONValue)
+    /// One line for systemd's STATUS=.
+    func statusLine() -> String
+    /// The daemon's part of `lifectl status`.
+    func daemonStatus() -> DaemonStatus
 }
 
 extension DaemonHost {

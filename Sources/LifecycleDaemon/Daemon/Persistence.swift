@@ -5,7 +5,7 @@ import LifecycleModel
 /// The apps' state files in RUNTIME_DIR/state: which apps are to be saved and when, and, at start, taking back
 /// what a previous daemon left (re-adoption), so that no process it started stays stopped without a daemon that
 /// knows it.
-final class Persistence {
+final class Persistence: AppKeeper {
     private let loop: EventLoop
     private unowned let host: any DaemonHost
     private let store: StateStore
@@ -77,8 +77,8 @@ final class Persistence {
         saveDirty()
     }
 
-    /// The app left the configuration: nothing of it is saved any more.
-    func forget(_ app: AppRuntime) {
+    /// The app is forgotten (`AppRegistry`): nothing of it is saved any more, and its file goes.
+    func forgetting(_ app: AppRuntime) {
         app.dirty = false
         dirty.removeAll { $0 === app }
         held.removeAll { $0 === app }

@@ -7,6 +7,8 @@ import LifecycleModel
 final class DisplayFollower {
     private unowned let host: any DaemonHost
     private let loop: EventLoop
+    /// Whose requests the display server did not answer in time are answered with their app's status.
+    private let requests: ControlRequests
     private(set) var source: (any DisplaySource)?
     /// `Source=dbus`'s source, made with the bus API (nil when the daemon offers none).
     var dbusSource: (any DisplaySource)?
@@ -17,8 +19,6 @@ final class DisplayFollower {
     private var running = DisplayConfig()
     /// `Source=` as configured, for the status line (`auto` says so beside what it picked).
     private var chosen = DisplayConfig.Source.none
-    /// Called for an app whose request the display server has not answered in time: its waiters get its status.
-    var unanswered: (String) -> Void = { _ in }
     private var answerTimers: [String: LoopTimer] = [:]
     /// The owner of each window's process, kept while the apps stay the same.
     private let owners = ProcessOwners()
@@ -28,9 +28,10 @@ final class DisplayFollower {
     /// How long a request asked of the display server waits for it to report the change.
     static let answerTimeout: Duration = .seconds(3)
 
-    init(loop: EventLoop, host: any DaemonHost) {
+    init(loop: EventLoop, host: any DaemonHost, requests: ControlRequests) {
         self.loop = loop
         self.host = host
+        self.requests = requests
     }
 
     /// Where a sway socket is looked for when none is given, and whose it must be. A socket the configuration or
@@ -44,7 +45,7 @@ final class DisplayFollower {
             let own = environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/run/user/\(getuid())"
             return ([own], getuid())
         }
-        guard let user = adoptConfig().user, let uid = ConfigLoader.systemUserID(user) else { return ([], nil) }
+        guard let user = host.adoptConfig.user, let uid = ConfigLoader.systemUserID(user) else { return ([], nil) }
         return (["/run/user/\(uid)"], uid)
     }
 
@@ -54,7 +55,7 @@ final class DisplayFollower {
     private func x11Owners() -> [uid_t] {
         var owners: [uid_t] = [0]
         if getuid() != 0 { owners.append(getuid()) }
-        if let user = adoptConfig().user, let uid = ConfigLoader.systemUserID(user), !owners.contains(uid) { owners.append(uid) }
+        if let user = host.adoptConfig.user, let uid = ConfigLoader.systemUserID(user), !owners.contains(uid) { owners.append(uid) }
         return owners
     }
 
@@ -76,7 +77,7 @@ final class DisplayFollower {
             guard let address = config.resolved(environment: environment, runtimeDirectories: searched).address else {
                 unavailable = "sway (no socket: set SwaySocket= or SWAYSOCK)"
                 return Log.warning("display: Source=sway but no sway socket is given or found"
-                    + (getuid() == 0 && adoptConfig().user == nil ? " (a root lifecycled looks only in [Adopt] User='s runtime directory)" : "")
+                    + (getuid() == 0 && host.adoptConfig.user == nil ? " (a root lifecycled looks only in [Adopt] User='s runtime directory)" : "")
                     + "; focus follows lifectl alone")
             }
             let source = SwaySource(loop: loop, socketPath: address, owner: owner,
@@ -113,13 +114,11 @@ final class DisplayFollower {
 
     func stop() { source?.stop() }
 
-    /// `[Adopt]` as in force: `Source=gnome` finds the app slice as adoption does.
-    var adoptConfig: () -> AdoptConfig = { AdoptConfig() }
-
     private func findSlice() throws(AdoptFailure) -> AppSlice {
         let mountinfo = (try? readKernelFile("/proc/self/mountinfo")) ?? ""
         let own = (try? readKernelFile("/proc/self/cgroup")) ?? ""
-        return try AppSlice.find(adoptConfig(), mountinfo: mountinfo, ownCgroup: own, uid: ConfigLoader.systemUserID)
+        // `[Adopt]` as in force: `Source=gnome` finds the app slice as adoption does.
+        return try AppSlice.find(host.adoptConfig, mountinfo: mountinfo, ownCgroup: own, uid: ConfigLoader.systemUserID)
     }
 
     private func startGnome(_ config: DisplayConfig) {
@@ -153,10 +152,6 @@ final class DisplayFollower {
         return unavailable ?? "none (focus follows lifectl alone)"
     }
 
-    /// Called with each picture before the model hears it (`Adoption`): takes on the processes of windows no app
-    /// owns, and says whether it did, so that the picture is read again with them.
-    var adoptWindows: (WindowPicture, WindowOwnership) -> Bool = { _, _ in false }
-
     /// The last picture read again (adoption was turned on by a reload, or after the first one came).
     func refresh() {
         if source?.connected == true { reported(picture) }
@@ -168,7 +163,7 @@ final class DisplayFollower {
         // this pass; windows no app owns are adopted after, and the picture read again with them.
         let ownership = ownership()
         host.handle(.display(ownership.facts(of: picture)), at: picture.changedAt)
-        if adoptWindows(picture, ownership) { host.handle(.display(self.ownership().facts(of: picture))) }
+        if host.adoptWindows(picture, ownership: ownership) { host.handle(.display(self.ownership().facts(of: picture))) }
     }
 
     /// The rule, with the owner of each window's process as `owners` finds it once per process.
@@ -209,7 +204,10 @@ final class DisplayFollower {
     /// the app's state as it is after a while rather than never.
     private func awaitAnswer(_ name: String) {
         if answerTimers[name] == nil {
-            answerTimers[name] = try? LoopTimer(loop: loop) { [unowned self] in self.unanswered(name) }
+            // Unanswered in time: the app's waiters get its status as it is.
+            answerTimers[name] = try? LoopTimer(loop: loop) { [unowned self] in
+                if let app = self.host.runtime(name) { self.requests.settled(app) }
+            }
         }
         answerTimers[name]?.arm(after: Self.answerTimeout)
     }
