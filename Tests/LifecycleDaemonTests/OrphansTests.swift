@@ -81,16 +81,23 @@ import Testing
         # Foundation's Process may have made it a group leader already, which setsid() refuses.
         if os.getpgid(0) != os.getpid():
             os.setsid()
+        ready_read, ready_write = os.pipe()
+        def ready_then_sleep():
+            os.write(ready_write, b".")
+            time.sleep(100)
+            os._exit(0)
         if os.fork() == 0:
             if os.fork() == 0:
-                time.sleep(100)
+                ready_then_sleep()
             os._exit(0)
         os.wait()
         if os.fork() == 0:
-            time.sleep(100)
+            ready_then_sleep()
         if os.fork() == 0:
             os.setpgid(0, 0)
-            time.sleep(100)
+            ready_then_sleep()
+        for _ in range(3):
+            os.read(ready_read, 1)
         print("ready", flush=True)
         time.sleep(100)
         """
