@@ -107,7 +107,7 @@ final class Adoption {
     // MARK: Adopting
 
     /// The policy of an adopted app, from its own file (`[App] AppId=ID` without `Exec=`) or else from
-    /// `[Defaults]` with the `[Adopt]` grace time and wakes: unaware and never restarted either way. With the file's
+    /// `[Defaults]` with the `[Adopt]` grace time, wakes and reclaim: unaware and never restarted either way. With the file's
     /// `SuspendMethod=`, which a scope overrides with its freezer.
     private func settings(for appID: String) -> (AppPolicy, SuspendMethod?) {
         let loaded = daemon.configuration.config
@@ -118,6 +118,8 @@ final class Adoption {
             policy.onlyOnBattery = config.onlyOnBattery
             policy.resumeEvery = config.resumeEvery
             policy.resumeFor = config.resumeFor
+            policy.reclaim = config.reclaim
+            policy.reclaimAfter = config.reclaimAfter
         }
         policy.speaksProtocol = false
         policy.adopted = true
