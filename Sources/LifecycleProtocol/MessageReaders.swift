@@ -190,6 +190,7 @@ extension AppStatus {
         var observing: [String]?, backgroundTasks: [TaskStatus]?, taskOverruns: Int?, backgroundModes: [String]?
         var memoryTerminations: Int?, terminatedInBackground: Bool?
         var pid: Int32?, adopted: String?, awaiting: String?, cgroup: String?, backgroundTimeRemaining: Double?, scenes: [SceneStatus]?
+        var reclaim: ReclaimStatus?
         for (key, value) in zip(keys, values) {
             switch key {
             case "name": name = value.plainString
@@ -233,6 +234,10 @@ extension AppStatus {
                 guard !value.isNull else { continue }
                 guard let sessions = value.elements(SceneStatus.init(parsed:)) else { return nil }
                 scenes = sessions
+            case "reclaim":
+                guard !value.isNull else { continue }
+                guard let status = ReclaimStatus(parsed: value) else { return nil }
+                reclaim = status
             default: return nil
             }
         }
@@ -255,6 +260,45 @@ extension AppStatus {
         self.terminatedInBackground = terminatedInBackground
         self.scenes = scenes
         self.adopted = adopted
+        self.reclaim = reclaim
+    }
+}
+
+extension ReclaimStatus {
+    init?(parsed value: ParsedValue) {
+        guard case .object(let keys, let values) = value else { return nil }
+        var method: String?, outcome: String?, swap: Bool?, began: String?
+        var residentBefore: UInt64?, swappedBefore: UInt64?, anonymousBefore: UInt64?
+        var residentAfter: UInt64?, swappedAfter: UInt64?, anonymousAfter: UInt64?, seconds: Double?
+        func bytes(_ value: ParsedValue) -> UInt64?? {
+            if value.isNull { return .some(nil) }
+            guard let number = value.plainInt, number >= 0 else { return nil }
+            return .some(UInt64(number))
+        }
+        for (key, value) in zip(keys, values) {
+            switch key {
+            case "method": method = value.plainString
+            case "outcome": outcome = value.plainString
+            case "swap": swap = value.plainBool
+            case "began": began = value.plainString
+            case "residentBefore": guard let read = bytes(value) else { return nil }; residentBefore = read
+            case "swappedBefore": guard let read = bytes(value) else { return nil }; swappedBefore = read
+            case "anonymousBefore": guard let read = bytes(value) else { return nil }; anonymousBefore = read
+            case "residentAfter": guard let read = bytes(value) else { return nil }; residentAfter = read
+            case "swappedAfter": guard let read = bytes(value) else { return nil }; swappedAfter = read
+            case "anonymousAfter": guard let read = bytes(value) else { return nil }; anonymousAfter = read
+            case "seconds":
+                guard !value.isNull else { continue }
+                guard let number = value.plainDouble else { return nil }
+                seconds = number
+            default: return nil
+            }
+        }
+        guard let method, let outcome, let swap, let began, let residentBefore, let swappedBefore, let anonymousBefore
+        else { return nil }
+        self.init(method: method, outcome: outcome, swap: swap, began: began, residentBefore: residentBefore,
+                  swappedBefore: swappedBefore, residentAfter: residentAfter, swappedAfter: swappedAfter,
+                  anonymousBefore: anonymousBefore, anonymousAfter: anonymousAfter, seconds: seconds)
     }
 }
 

@@ -119,6 +119,10 @@ extension AppStatus {
         writer.integer(Int64(queuedNotifications))
         writer.raw(#","queuedPosts":"#)
         writer.integer(Int64(queuedPosts))
+        if let reclaim {
+            writer.raw(#","reclaim":"#)
+            try reclaim.writeJSON(into: &writer)
+        }
         if let scenes {
             writer.raw(#","scenes":"#)
             try writer.array(scenes) { (writer, scene) throws(JSONWriter.Unrepresentable) in try scene.writeJSON(into: &writer) }
@@ -135,6 +139,38 @@ extension AppStatus {
         writer.integer(Int64(taskOverruns))
         writer.raw(#","terminatedInBackground":"#)
         writer.bool(terminatedInBackground)
+        writer.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension ReclaimStatus {
+    func writeJSON(into writer: inout JSONWriter) throws(JSONWriter.Unrepresentable) {
+        writer.byte(UInt8(ascii: "{"))
+        if let anonymousAfter {
+            writer.raw(#""anonymousAfter":"#)
+            writer.unsigned(anonymousAfter)
+            writer.byte(UInt8(ascii: ","))
+        }
+        writer.raw(#""anonymousBefore":"#)
+        writer.unsigned(anonymousBefore)
+        writer.raw(#","began":"#)
+        writer.string(began)
+        writer.raw(#","method":"#)
+        writer.string(method)
+        writer.raw(#","outcome":"#)
+        writer.string(outcome)
+        writer.member(#","residentAfter":"#, residentAfter)
+        writer.raw(#","residentBefore":"#)
+        writer.unsigned(residentBefore)
+        if let seconds {
+            writer.raw(#","seconds":"#)
+            try writer.double(seconds)
+        }
+        writer.raw(#","swap":"#)
+        writer.bool(swap)
+        writer.member(#","swappedAfter":"#, swappedAfter)
+        writer.raw(#","swappedBefore":"#)
+        writer.unsigned(swappedBefore)
         writer.byte(UInt8(ascii: "}"))
     }
 }

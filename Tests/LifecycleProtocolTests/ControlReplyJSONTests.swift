@@ -73,6 +73,16 @@ struct ControlReplyJSONTests {
             app.taskOverruns = cut(app.taskOverruns)
             app.memoryTerminations = cut(app.memoryTerminations)
             app.backgroundTasks = app.backgroundTasks.map { TaskStatus(task: cut($0.task), name: $0.name) }
+            if var reclaim = app.reclaim {
+                func cut(_ bytes: UInt64) -> UInt64 { bytes % 1_000_000_000_000 }
+                reclaim.residentBefore = cut(reclaim.residentBefore)
+                reclaim.swappedBefore = cut(reclaim.swappedBefore)
+                reclaim.anonymousBefore = cut(reclaim.anonymousBefore)
+                reclaim.residentAfter = reclaim.residentAfter.map(cut)
+                reclaim.swappedAfter = reclaim.swappedAfter.map(cut)
+                reclaim.anonymousAfter = reclaim.anonymousAfter.map(cut)
+                app.reclaim = reclaim
+            }
             return app
         }
         reply.posted = reply.posted.map { PostSummary(delivered: cut($0.delivered), queued: cut($0.queued)) }
@@ -196,6 +206,7 @@ struct ControlReplyJSONTests {
         #expect(try Self.keys(of: status) == Self.labels(of: status))
         #expect(try Self.keys(of: status.scenes![0]) == Self.labels(of: status.scenes![0]))
         #expect(try Self.keys(of: status.backgroundTasks[0]) == Self.labels(of: status.backgroundTasks[0]))
+        #expect(try Self.keys(of: status.reclaim!) == Self.labels(of: status.reclaim!))
         #expect(try Self.keys(of: daemon) == Self.labels(of: daemon))
         #expect(try Self.keys(of: reply.posted!) == Self.labels(of: reply.posted!))
         try expectHandReadAsJSONDecoder(Array(LineCoder().encode(reply).dropLast()))

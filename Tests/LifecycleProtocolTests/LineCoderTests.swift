@@ -51,6 +51,10 @@ struct LineCoderTests {
         status.backgroundTimeRemaining = 29.5
         status.backgroundModes = ["audio"]
         status.adopted = "scope app-gnome-\(name)-1234.scope"
+        status.reclaim = ReclaimStatus(method: "process_madvise", outcome: "done", swap: true, began: "2026-12-02T14:33:40.125Z",
+                                       residentBefore: 112_394_240, swappedBefore: 0, residentAfter: 9_801_728,
+                                       swappedAfter: 102_592_512, anonymousBefore: 105_906_176, anonymousAfter: 1_515_520,
+                                       seconds: 0.25)
         return status
     }
 

@@ -96,6 +96,15 @@ struct MessageJSONTests {
         status.memoryTerminations = randomInt(&generator)
         status.terminatedInBackground = chance(&generator)
         if chance(&generator) {
+            func bytes(_ generator: inout SplitMix64) -> UInt64 { chance(&generator) ? generator.next() % 1_000_000_000 : generator.next() }
+            status.reclaim = ReclaimStatus(
+                method: randomString(&generator), outcome: randomString(&generator), swap: chance(&generator),
+                began: randomString(&generator), residentBefore: bytes(&generator), swappedBefore: bytes(&generator),
+                residentAfter: chance(&generator) ? bytes(&generator) : nil, swappedAfter: chance(&generator) ? bytes(&generator) : nil,
+                anonymousBefore: bytes(&generator), anonymousAfter: chance(&generator) ? bytes(&generator) : nil,
+                seconds: chance(&generator) ? randomDouble(&generator) : nil)
+        }
+        if chance(&generator) {
             status.scenes = (0..<generator.next() % 3).map { _ in
                 SceneStatus(scene: randomString(&generator), role: randomString(&generator), configuration: randomString(&generator),
                             state: randomString(&generator),
@@ -331,7 +340,8 @@ struct MessageJSONTests {
         guard case .object(let reply) = try JSONDecoder().decode(JSONValue.self, from: Data(statusBytes)),
               case .array(let apps) = reply["apps"], case .object(let app) = apps.first,
               case .array(let scenes) = app["scenes"], case .object(let scene) = scenes.first,
-              case .array(let tasks) = app["backgroundTasks"], case .object(let task) = tasks.first
+              case .array(let tasks) = app["backgroundTasks"], case .object(let task) = tasks.first,
+              case .object(let reclaim) = app["reclaim"]
         else {
             Issue.record("not the expected shape: \(String(decoding: statusBytes, as: UTF8.self))")
             return
@@ -339,6 +349,7 @@ struct MessageJSONTests {
         #expect(Set(app.keys) == Set(Mirror(reflecting: status).children.compactMap(\.label)))
         #expect(Set(scene.keys) == Set(Mirror(reflecting: status.scenes![0]).children.compactMap(\.label)))
         #expect(Set(task.keys) == Set(Mirror(reflecting: status.backgroundTasks[0]).children.compactMap(\.label)))
+        #expect(Set(reclaim.keys) == Set(Mirror(reflecting: status.reclaim!).children.compactMap(\.label)))
 
         let full = ControlReply(ok: false, error: "e", apps: [], scene: "s1")
         let handWrittenKeys = try keys(of: try #require(Self.handWritten(full)))

@@ -64,6 +64,7 @@ public final class Daemon {
     /// The processes stopped for adopted apps, for the next daemon and `resume --all` (`StopLedger`).
     private(set) lazy var stopLedger = StopLedger(stateDirectory: stateStore.directory)
     private(set) lazy var suspension = Suspension(loop: loop, host: self, ledger: stopLedger)
+    private(set) lazy var reclaimer = MemoryReclaimer(loop: loop, host: self, observers: observers)
     private(set) lazy var processes = ProcessSupervisor(loop: loop, host: self, suspension: suspension,
                                                         fdStore: fdStore, retired: retired, environment: options.environment)
     private(set) lazy var sessions = ClientSessions(loop: loop, host: self, fdStore: fdStore, coder: coder)
@@ -224,6 +225,7 @@ public final class Daemon {
             case .send(let name, let delivery): sessions.send(name, delivery)
             case .stopProcess(let name): if let app = runtime(name) { suspension.suspend(app) }
             case .continueProcess(let name): suspension.resume(name)
+            case .reclaimMemory(let name): if let app = runtime(name) { reclaimer.start(app) }
             case .signal(let name, let signal): if let app = runtime(name) { suspension.signal(app, signal) }
             // The model's timers end what it promised (a grace time, a deadline): on time, not coalesced.
             case .armTimer(let name, let kind, let delay):
@@ -275,6 +277,8 @@ public final class Daemon {
                       LogLines.transitionFields(app: name, from: from, to: to, reason: reason, pid: app.pid))
         }
         processes.transitioned(app, to: to)
+        // Resumed, continued by someone else, or ended: what is left of its reclaim would only be faulted back.
+        if from == .suspended { reclaimer.stop(name) }
         serviceManager.statusChanged(loop: loop)
         observers.tell(.transition(app: name, from: from, to: to, reason: reason))
     }
@@ -328,7 +332,7 @@ public final class Daemon {
                                          sources: (configuration.sources?.descriptions ?? []) + [audio.description],
                                          catalog: model.catalog)
         status.display = display.description
-        status.mechanisms = mechanisms + ["adopt: \(adoption.description)"]
+        status.mechanisms = mechanisms + ["adopt: \(adoption.description)", reclaimer.description]
         return status
     }
 
