@@ -107,8 +107,8 @@ final class Adoption {
     // MARK: Adopting
 
     /// The policy of an adopted app, from its own file (`[App] AppId=ID` without `Exec=`) or else from
-    /// `[Defaults]` with the `[Adopt]` grace time, wakes and reclaim: unaware and never restarted either way. With the file's
-    /// `SuspendMethod=`, which a scope overrides with its freezer.
+    /// `[Defaults]` with the `[Adopt]` grace time, wakes and reclaim: unaware and never restarted either way. With
+    /// the file's `SuspendMethod=`, which a scope overrides with its freezer.
     private func settings(for appID: String) -> (AppPolicy, SuspendMethod?) {
         let loaded = daemon.configuration.config
         let own = loaded.adoptSettings[appID]
