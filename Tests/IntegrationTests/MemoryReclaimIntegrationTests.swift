@@ -75,11 +75,13 @@ struct MemoryReclaimIntegrationTests {
             #expect(status.swap)
             #expect((status.anonymousAfter ?? .max) <= status.anonymousBefore / 10, "\(status)")
             #expect((status.swappedAfter ?? 0) >= status.swappedBefore + (60 << 20), "\(status)")
+            #expect(try harness.lifectl("status").stdout.contains("reclaim: swap on"))
         } else {
             #expect(after.anonymous >= before.anonymous / 10 * 9, "without swap the anonymous memory stays: \(after)")
             #expect(!status.swap)
             #expect(text.contains("no swap: only file pages leave RAM"))
             #expect(harness.log.contains("the machine has no swap"))
+            #expect(try harness.lifectl("status").stdout.contains("reclaim: no swap: only file pages leave RAM"))
         }
 
         // Reclaim=no: suspended as long, its memory stays where it was, and status has nothing to say.
