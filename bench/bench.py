@@ -1209,6 +1209,44 @@ def display_verdicts(text):
     return out
 
 
+def memory_figures(text):
+    """bench/memory.sh's lines: name -> list of numbers (the first line's words as pairs under "run")."""
+    out = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] == "apps":
+            out["run"] = dict(zip(fields[0::2], fields[1::2]))
+            continue
+        try:
+            out[fields[0]] = [float(x) for x in fields[1:]]
+        except ValueError:
+            pass
+    return out
+
+
+def memory_verdicts(text):
+    """The memory benchmark's targets: reclaim within 2 s, twice the apps in the same budget, the resume cost."""
+    m = memory_figures(text)
+    out = []
+    if "reclaim-within" not in m:
+        return [("memory: reclaim of suspended apps measured", False, "memory.sh printed no result")] if text.strip() else []
+    within, total = m["reclaim-within"]
+    out.append(("memory: at least 90% of each suspended app's anonymous memory out of RAM within 2 s of ReclaimAfterSec",
+                within == total,
+                f"{within:.0f} of {total:.0f} apps; out of RAM {m['reclaim-out-pct'][1]:.1f}–{m['reclaim-out-pct'][2]:.1f}%,"
+                f" over {m['reclaim-late-ms'][1]:,.0f}–{m['reclaim-late-ms'][2]:,.0f} ms after it was due (all {m['reclaim-all-ms'][0]:,.0f} ms);"
+                f" resume {m['resume-reclaimed-ms'][0]:,.1f} ms after reclaim against {m['resume-kept-ms'][0]:,.1f} ms without"))
+    if "budget-resumable" in m:
+        reclaimed, kept, apps = m["budget-resumable"]
+        out.append((f"memory: at least 2x the apps kept resumable in a {m['budget-mib'][0]:,.0f} MiB budget with reclaim",
+                    kept > 0 and reclaimed >= 2 * kept if kept else reclaimed > 0,
+                    f"{reclaimed:.0f} of {apps:.0f} with reclaim, {kept:.0f} with termination alone"
+                    + (f" ({reclaimed / kept:.1f}x)" if kept else "")))
+    return out
+
+
 def dbus_figures(text):
     """bench/dbus.sh's lines: measure -> (median, min, max) in µs."""
     out = {}
@@ -1292,6 +1330,7 @@ RAW_FILES = {
     "desktop": ("desktop.md", "the desktop: adopted apps (bench/desktop.sh)"),
     "desktop_peers": ("desktop-peers.md", "the desktop beside xsuspender and the floor (bench/desktop-peers.sh)"),
     "dbus": ("dbus.md", "the D-Bus API against the control socket (bench/dbus.sh)"),
+    "memory": ("memory.md", "memory: a suspended app gives its memory back (bench/memory.sh)"),
 }
 
 
@@ -1477,6 +1516,21 @@ def analysis(raw, extra, args):
           f" (the control socket's `focus` less its `status`, {switch:,.0f} µs), {bus['focus'][0] / (bus['ping'][0] + switch):.2f}x their")
         p("sum. A changing call asks the bus daemon for the caller's credentials before it acts; a read needs none.")
         p("")
+    mem = memory_figures(f.texts.get("memory", ""))
+    if "reclaim-out-pct" in mem and "run" in mem:
+        run_ = mem["run"]
+        p(f"**Memory.** {run_['apps']} apps each touched {run_['size_mib']} MiB of their own memory and {run_['suspended']} were suspended,"
+          f" with `ReclaimAfterSec={run_['reclaim_after_s']}` ({run_['method']}, swap: {run_['swap']}): their anonymous memory in RAM fell by"
+          f" {mem['reclaim-out-pct'][0]:.1f}% (median), {mem['reclaim-resident-mib'][0]:,.0f} MiB to {mem['reclaim-resident-mib'][1]:,.0f} MiB in all;")
+        p(f"one app's reclaim took {mem['reclaim-took-ms'][0]:,.0f} ms (median), the apps in turn on the daemon's loop, all of them over"
+          f" {mem['reclaim-all-ms'][0]:,.0f} ms after the first was due. A resume (`lifectl focus` until the app has touched its whole")
+        p(f"working set again) took {mem['resume-reclaimed-ms'][0]:,.1f} ms after reclaim against {mem['resume-kept-ms'][0]:,.1f} ms with its memory"
+          " resident: the price of the pages faulted back from compressed swap.")
+        if "budget-resumable" in mem:
+            reclaimed, kept, apps = mem["budget-resumable"]
+            p(f"In a {mem['budget-mib'][0]:,.0f} MiB budget, {reclaimed:.0f} of {apps:.0f} apps stayed resumable with reclaim against {kept:.0f} with"
+              " termination alone.")
+        p("")
     p("**Method.** The host's load moves every figure, the floors included, from one second to the next: ratios within")
     p("one run, and the switch measured in rounds with its floor, are the honest summary, and the load average before")
     p("and after the run is given above. Temporary directories are on tmpfs, as `/run` is on a systemd machine.")
@@ -1561,14 +1615,16 @@ def render(raw, args):
     core, extra = core_tables(results, args)
     checks = (verdicts(results, extra, args) + display_verdicts(raw["texts"].get("display", ""))
               + desktop_verdicts(raw["texts"].get("desktop", ""))
-              + desktop_peers_verdicts(raw.get("desktop_peers"), raw["texts"].get("desktop_peers", "")))
+              + desktop_peers_verdicts(raw.get("desktop_peers"), raw["texts"].get("desktop_peers", ""))
+              + memory_verdicts(raw["texts"].get("memory", "")))
     L = [INTRO.rstrip("\n"), ""] + this_run(raw, args) + ["", "## Verdicts against the targets", "",
                                                           "| target | verdict | figures |", "|---|---|---|"]
     for target, ok, text in checks:
         L.append(f"| {target} | **{'met' if ok else 'missed'}** | {text} |")
     L += [""] + glance(raw, extra, args) + analysis(raw, extra, args)
     files = {RAW_FILES["core"][0]: "\n".join(core) + "\n"}
-    titles = {"notifications": "```\n{}\n```", "display": "{}", "desktop": "{}", "desktop_peers": "{}", "dbus": "```\n{}\n```"}
+    titles = {"notifications": "```\n{}\n```", "display": "{}", "desktop": "{}", "desktop_peers": "{}", "dbus": "```\n{}\n```",
+              "memory": "```\n{}\n```"}
     for key, template in titles.items():
         text = raw["texts"].get(key, "").strip()
         if text:
@@ -1602,6 +1658,7 @@ def main():
     parser.add_argument("--desktop-peers-json", default="", help="file with desktop-peers.sh's figures (DESKTOP_PEERS_JSON)")
     parser.add_argument("--dbus", default="", help="file with dbus.sh's output")
     parser.add_argument("--dbus-calls", type=int, default=0)
+    parser.add_argument("--memory", default="", help="file with memory.sh's output")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
     parser.add_argument("--raw-dir", default=os.path.join(ROOT, "docs", "bench"), help="where the raw tables go")
     parser.add_argument("--svg", default=os.path.join(ROOT, "docs", "bench-launch-memory.svg"))
@@ -1636,7 +1693,8 @@ def main():
         started = args.started or t0
         raw = {"results": results,
                "texts": {"notifications": read(args.notifications), "display": read(args.display),
-                         "desktop": read(args.desktop), "desktop_peers": read(args.desktop_peers), "dbus": read(args.dbus)},
+                         "desktop": read(args.desktop), "desktop_peers": read(args.desktop_peers), "dbus": read(args.dbus),
+                         "memory": read(args.memory)},
                "desktop_peers": json.loads(peers) if peers.strip() else None,
                "meta": dict(machine_meta(), when=datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
                             .strftime("%Y-%m-%d %H:%M UTC"),

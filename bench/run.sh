@@ -15,7 +15,7 @@
 # Environment: REPS (default 3), BENCH_SCRATCH (the release build directory, default
 # /var/tmp/lifecycled-bench-build: its own, so that it never waits on .build's lock nor disturbs it),
 # NO_NOTIFICATIONS=1, NO_DISPLAY=1 (skip bench/display.sh), NO_DESKTOP=1 (skip bench/desktop.sh),
-# NO_DESKTOP_PEERS=1 (skip bench/desktop-peers.sh), NO_DBUS=1 (skip bench/dbus.sh), CI (set: run apt-get update
+# NO_DESKTOP_PEERS=1 (skip bench/desktop-peers.sh), NO_DBUS=1 (skip bench/dbus.sh), NO_MEMORY=1 (skip bench/memory.sh), CI (set: run apt-get update
 # before installing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -179,6 +179,21 @@ if [ -z "${NO_DBUS:-}" ]; then
     fi
     args+=(--dbus "$tmp/dbus.txt" --dbus-calls "$calls")
 fi
+memory_failed=
+if [ -z "${NO_MEMORY:-}" ]; then
+    # Smoke: 4 apps of 32 MiB instead of 20 of 100 MiB.
+    if [ "$mode" = smoke ]; then memory_args=(--smoke) limit=180; else memory_args=() limit=900; fi
+    echo "memory benchmark (reclaim of suspended apps on zram${memory_args:+: smoke})…" >&2
+    status=0
+    LIFECYCLED_BIN_DIR="$bin" LIFECTL_BIN_DIR="$lifectl_dir" TMPDIR="$base" timeout "$limit" bash bench/memory.sh "${memory_args[@]}" \
+        > "$tmp/memory.txt" 2> "$tmp/memory.log" || status=$?
+    if [ "$status" != 0 ]; then
+        { echo "(memory.sh failed, status $status)"; tail -5 "$tmp/memory.log"; } >> "$tmp/memory.txt"
+        memory_failed=$status
+        tail -5 "$tmp/memory.log" >&2
+    fi
+    args+=(--memory "$tmp/memory.txt")
+fi
 if [ "$mode" = smoke ]; then
     timeout --signal=INT --kill-after=30 "${SMOKE_TIMEOUT:-240}" python3 bench/bench.py "${args[@]}" &
 else
@@ -209,6 +224,10 @@ if [ -n "$desktop_failed" ]; then
 fi
 if [ -n "$dbus_failed" ]; then
     echo "bench/run.sh: the D-Bus benchmark failed (status $dbus_failed)" >&2
+    exit 1
+fi
+if [ -n "$memory_failed" ]; then
+    echo "bench/run.sh: the memory benchmark failed (status $memory_failed)" >&2
     exit 1
 fi
 if [ -n "$desktop_peers_failed" ]; then

@@ -60,6 +60,18 @@ BackgroundTimeSec=infinity
 CONF
 done
 
+# memhog: 64 MiB of its own anonymous memory (a shell variable), reclaimed through its scope's memory.reclaim.
+cat >/etc/lifecycled/apps/memhog.conf <<'CONF'
+[App]
+Exec=/bin/sh -c 's=$(head -c 67108864 /dev/zero | tr -c x x); while :; do sleep 100000; done'
+Protocol=none
+
+[Lifecycle]
+BackgroundTimeSec=infinity
+Reclaim=yes
+ReclaimAfterSec=1
+CONF
+
 log "systemctl start lifecycled"
 timeout 30 systemctl start lifecycled >>"$D" 2>&1 && pass "systemctl start lifecycled" || fail "systemctl start lifecycled" "$(show ActiveState)"
 wait_for '[ -n "$(app_field plain 3)" ] && [ -n "$(app_field forker 3)" ]'
@@ -163,6 +175,34 @@ echo "$j" | grep -q 'Found left-over process' && fail "no left-over process warn
 lifectl resume frozen >>"$D" 2>&1; lifectl resume stopped >>"$D" 2>&1
 wait_for 'grep -q "frozen 0" "$(scope_of frozen)/cgroup.events"' 30 \
     && pass "resume by ThawUnit after the crashes" || fail "resume by ThawUnit after the crashes" "$(cat "$(scope_of frozen)/cgroup.events" 2>/dev/null | tr '\n' ' ')"
+
+# Memory reclaim through the scope's memory.reclaim (the cgroup2 memory controller), into a zram swap device.
+rss_anon() { awk '/^RssAnon:/ { print $2 }' /proc/$1/status 2>/dev/null; }
+modprobe zram 2>>"$D"
+if [ -e /sys/block/zram0 ] && echo 256M >/sys/block/zram0/disksize 2>>"$D" && mkswap /dev/zram0 >>"$D" 2>&1 && swapon /dev/zram0 2>>"$D"; then
+    lifectl launch memhog --background >>"$D" 2>&1
+    wait_for '[ -n "$(app_field memhog 3)" ]' 100
+    hog=$(app_field memhog 3)
+    wait_for '[ "$(rss_anon $hog)" -gt 60000 ] 2>/dev/null' 300
+    before=$(rss_anon $hog)
+    [ -f "$(scope_of memhog)/memory.reclaim" ] && pass "memhog's scope has the memory controller" \
+        || fail "memhog's scope has the memory controller" "$(cat "$(scope_of memhog)/cgroup.controllers" 2>/dev/null)"
+    lifectl suspend memhog >>"$D" 2>&1
+    wait_for 'lifectl status memhog 2>/dev/null | grep -q "reclaim: *done"' 300
+    lifectl status memhog >>"$D" 2>&1
+    after=$(rss_anon $hog)
+    if lifectl status memhog 2>/dev/null | grep -q "reclaim: *done with memory.reclaim"; then
+        pass "a suspended app's memory reclaimed with memory.reclaim on its scope" "RssAnon ${before} kB -> ${after} kB"
+    else
+        fail "reclaim with memory.reclaim" "$(lifectl status memhog 2>&1 | grep reclaim)"
+    fi
+    [ -n "$after" ] && [ "$after" -le $((before / 10)) ] && pass "at least 90% of its anonymous memory left RAM" "${before} kB -> ${after} kB" \
+        || fail "at least 90% of its anonymous memory left RAM" "${before} kB -> ${after:-?} kB"
+    lifectl terminate memhog >>"$D" 2>&1
+    swapoff /dev/zram0 2>>"$D"
+else
+    fail "a zram swap device in the VM" "$(ls /sys/block | tr '\n' ' ')"
+fi
 
 # A suspended app whose state file is lost, then a crash: the next daemon cannot re-adopt the process left in the
 # scope, so it continues and terminates it (a stray); nothing stays stopped.

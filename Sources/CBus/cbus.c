@@ -85,6 +85,7 @@ static const sd_bus_vtable app_vtable[] = {
     SD_BUS_PROPERTY("DeadlineMisses", "u", property, 0, CHANGES),
     SD_BUS_PROPERTY("QueuedNotifications", "u", property, 0, CHANGES),
     SD_BUS_PROPERTY("Scenes", "a(ssss)", property, 0, CHANGES),
+    SD_BUS_PROPERTY("Reclaim", "(stttt)", property, 0, CHANGES),
     SD_BUS_METHOD_WITH_NAMES("Launch", "b", SD_BUS_PARAM(background), "", , method, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD("Focus", "", "", method, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD("Deactivate", "", "", method, SD_BUS_VTABLE_UNPRIVILEGED),

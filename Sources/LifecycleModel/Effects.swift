@@ -21,6 +21,8 @@ public enum TimerKind: String, Sendable, Equatable, CaseIterable {
     case resumeEvery
     /// The end of a background wake (`ResumeForSec=`) of an app that gets no `performFetch`.
     case fetchWindow
+    /// A suspended app's memory is to be reclaimed (`ReclaimAfterSec=`).
+    case reclaim
 }
 
 /// How a process ended, from `waitid`.
@@ -210,6 +212,9 @@ public enum Effect: Sendable, Equatable {
     case taskExpiring(app: String, tasks: [BackgroundTask], remaining: Duration)
     /// Answer the request that opened a scene: the session it created.
     case sceneOpened(app: String, scene: String)
+    /// Take the suspended app's memory out of RAM (`Reclaim=`): once per suspension, `ReclaimAfterSec=` after it
+    /// began. The daemon stops the work when the app runs again or ends.
+    case reclaimMemory(app: String)
     /// What the daemon keeps of the app across its own restart changed (AppSnapshot, or its process): write it.
     /// At most once per app per call, after the other effects.
     case save(app: String)
@@ -370,7 +375,7 @@ extension Effect {
         case .spawn(let app, _), .send(let app, _), .stopProcess(let app), .continueProcess(let app), .signal(let app, _),
              .armTimer(let app, _, _), .cancelTimer(let app, _), .transition(let app, _, _, _), .note(let app, _),
              .settled(let app), .notify(let app, _), .taskBegan(let app, _, _), .taskExpiring(let app, _, _),
-             .sceneOpened(let app, _), .save(let app):
+             .sceneOpened(let app, _), .save(let app), .reclaimMemory(let app):
             app
         }
     }
@@ -393,6 +398,7 @@ extension Effect {
         case .taskExpiring: "taskExpiring"
         case .sceneOpened: "sceneOpened"
         case .save: "save"
+        case .reclaimMemory: "reclaimMemory"
         }
     }
 
@@ -403,7 +409,8 @@ extension Effect {
         // .note: counters, discarded and created sessions. A .send saves only when its id passes the recorded
         // bound (Supervisor.deliver).
         case .spawn, .stopProcess, .continueProcess, .transition, .note, .notify: true
-        case .send, .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring, .sceneOpened, .save: false
+        case .send, .signal, .armTimer, .cancelTimer, .settled, .taskBegan, .taskExpiring, .sceneOpened, .save,
+             .reclaimMemory: false
         }
     }
 }

@@ -53,6 +53,13 @@ public struct AppPolicy: Sendable, Equatable {
     /// `ResumeForSec=`: how long such a wake lasts before the app is suspended again (a protocol app: the deadline
     /// of its `performFetch`, or its ack, whichever comes first).
     public var resumeFor: Duration = .seconds(10)
+    /// `Reclaim=`: once the app has been suspended for `reclaimAfter`, the daemon asks the kernel to take its memory
+    /// out of RAM (into swap, compressed with zram), as iOS compresses a suspended app's memory and Android's
+    /// CachedAppOptimizer compacts cached apps. The app faults its pages back in when it runs again.
+    public var reclaim = true
+    /// `ReclaimAfterSec=`: how long an app stays suspended before its memory is reclaimed. A resume before then costs
+    /// nothing; the delay spares the apps a user switches straight back to (docs/CONFIG.md gives the measurement).
+    public var reclaimAfter: Duration = .seconds(30)
     /// Adopted from the desktop (`[Adopt]`): a process someone else started and no file configures. Like an
     /// external app it is never launched nor restarted by the daemon, and it speaks no protocol.
     public var adopted = false

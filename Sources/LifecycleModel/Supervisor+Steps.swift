@@ -274,6 +274,7 @@ extension Supervisor {
             table[slot].tasks = []
         }
         backgroundWakeFollows(name, from: from, to: state, reason: reason)
+        reclaimFollows(name, from: from, to: state, reason: reason)
         if state == .active { activeApp = name } else if activeApp == name { activeApp = nil }
         if state.isForeground { foregroundApps.insert(name) } else { foregroundApps.remove(name) }
         emit(.transition(app: name, from: from, to: state, reason: reason))

@@ -72,6 +72,8 @@ extension Supervisor {
             wakeForFetch(name)
         case .fetchWindow:
             endWake(name, result: nil, answered: false)
+        case .reclaim:
+            reclaimDue(name)
         case .kill:
             guard app.run.termination == .signalled, app.state.isRunning else { return }
             emit(.note(app: name, .killTimeout(after: app.policy.stopTimeout)))

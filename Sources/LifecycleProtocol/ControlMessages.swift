@@ -103,6 +103,8 @@ public struct AppStatus: Sendable, Equatable {
     public var scenes: [SceneStatus]?
     /// For an app adopted from the desktop (`[Adopt]`): `scope UNIT` or `process PID`; nil for a configured app.
     public var adopted: String?
+    /// Its last memory reclaim while suspended (`Reclaim=`), nil before the first one.
+    public var reclaim: ReclaimStatus?
 
     public init(name: String, state: AppState, pid: Int32?, since: String, sinceSeconds: Double, protocol: String,
                 launches: Int, deadlineMisses: Int, awaiting: String?, suspendMethod: String, cgroup: String?) {
@@ -117,6 +119,46 @@ public struct AppStatus: Sendable, Equatable {
         self.awaiting = awaiting
         self.suspendMethod = suspendMethod
         self.cgroup = cgroup
+    }
+}
+
+/// A suspended app's last memory reclaim: its memory before and after (bytes, from /proc/PID/status of each of its
+/// processes), how it was done, and how long it took.
+public struct ReclaimStatus: Sendable, Equatable {
+    /// `memory.reclaim` (the app's cgroup2 group) or `process_madvise` (each process's private mappings).
+    public var method: String
+    /// `running`, `done`, `stopped` (the app ran again or ended first), or `failed`.
+    public var outcome: String
+    /// Whether the machine had swap: without it only file pages leave RAM.
+    public var swap: Bool
+    /// When it began: RFC 3339, UTC.
+    public var began: String
+    /// Resident memory (RssAnon + RssFile + RssShmem) and memory in swap (VmSwap) before it began.
+    public var residentBefore: UInt64
+    public var swappedBefore: UInt64
+    /// Anonymous resident memory (RssAnon) before: the part only swap can take.
+    public var anonymousBefore: UInt64
+    /// The same once it ended; nil while it runs, or when the process it measured is gone.
+    public var residentAfter: UInt64?
+    public var swappedAfter: UInt64?
+    public var anonymousAfter: UInt64?
+    /// How long it took, nil while it runs.
+    public var seconds: Double?
+
+    public init(method: String, outcome: String, swap: Bool, began: String, residentBefore: UInt64, swappedBefore: UInt64,
+                residentAfter: UInt64?, swappedAfter: UInt64?, anonymousBefore: UInt64, anonymousAfter: UInt64?,
+                seconds: Double?) {
+        self.method = method
+        self.outcome = outcome
+        self.swap = swap
+        self.began = began
+        self.residentBefore = residentBefore
+        self.swappedBefore = swappedBefore
+        self.anonymousBefore = anonymousBefore
+        self.residentAfter = residentAfter
+        self.swappedAfter = swappedAfter
+        self.anonymousAfter = anonymousAfter
+        self.seconds = seconds
     }
 }
 
@@ -287,6 +329,7 @@ extension AppStatus: JSONReadable, JSONWritable {
         terminatedInBackground = try fields.required("terminatedInBackground")
         scenes = try fields.optional("scenes")
         adopted = try fields.optional("adopted")
+        reclaim = try fields.optional("reclaim")
     }
 
     public func writeJSON(into writer: inout JSONWriter) {
@@ -306,6 +349,7 @@ extension AppStatus: JSONReadable, JSONWritable {
         writer.member("protocol", `protocol`)
         writer.member("queuedNotifications", queuedNotifications)
         writer.member("queuedPosts", queuedPosts)
+        writer.member("reclaim", reclaim)
         writer.member("scenes", scenes)
         writer.member("since", since)
         writer.member("sinceSeconds", sinceSeconds)
@@ -313,6 +357,34 @@ extension AppStatus: JSONReadable, JSONWritable {
         writer.member("suspendMethod", suspendMethod)
         writer.member("taskOverruns", taskOverruns)
         writer.member("terminatedInBackground", terminatedInBackground)
+        writer.endObject()
+    }
+}
+
+extension ReclaimStatus: JSONReadable, JSONWritable {
+    public init(json: ParsedJSON, path: String) throws(ProtocolError) {
+        let fields = try JSONFields(json, path: path)
+        self.init(method: try fields.required("method"), outcome: try fields.required("outcome"),
+                  swap: try fields.required("swap"), began: try fields.required("began"),
+                  residentBefore: try fields.required("residentBefore"), swappedBefore: try fields.required("swappedBefore"),
+                  residentAfter: try fields.optional("residentAfter"), swappedAfter: try fields.optional("swappedAfter"),
+                  anonymousBefore: try fields.required("anonymousBefore"), anonymousAfter: try fields.optional("anonymousAfter"),
+                  seconds: try fields.optional("seconds"))
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("anonymousAfter", anonymousAfter)
+        writer.member("anonymousBefore", anonymousBefore)
+        writer.member("began", began)
+        writer.member("method", method)
+        writer.member("outcome", outcome)
+        writer.member("residentAfter", residentAfter)
+        writer.member("residentBefore", residentBefore)
+        writer.member("seconds", seconds)
+        writer.member("swap", swap)
+        writer.member("swappedAfter", swappedAfter)
+        writer.member("swappedBefore", swappedBefore)
         writer.endObject()
     }
 }

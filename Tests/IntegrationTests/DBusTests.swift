@@ -151,6 +151,7 @@ struct DBusTests {
             #expect(try property(bus, "DeadlineMisses", of: "a") == "u 0")
             #expect(try property(bus, "QueuedNotifications", of: "a") == "u 0")
             #expect(try property(bus, "Scenes", of: "a") == "a(ssss) 0")
+            #expect(try property(bus, "Reclaim", of: "a") == "(stttt) \"\" 0 0 0 0", "no reclaim yet")
             let since = try property(bus, "Since", of: "a").split(separator: " ").last.flatMap { UInt64($0) } ?? 0
             let now = UInt64(Date().timeIntervalSince1970 * 1_000_000)
             #expect(since > now - 600_000_000 && since <= now, "Since is the transition's realtime in microseconds")

@@ -33,6 +33,17 @@ import Testing
         #expect(daemon.adopt.backgroundTime == .seconds(30))
     }
 
+    @Test func adoptReclaimKeysAreParsed() {
+        let (daemon, diagnostics) = ConfigLoader.parseDaemon(text: "[Adopt]\nReclaim=no\nReclaimAfterSec=90s\n",
+                                                             file: "lifecycled.conf")
+        #expect(diagnostics == [])
+        #expect(!daemon.adopt.reclaim)
+        #expect(daemon.adopt.reclaimAfter == .seconds(90))
+        let (defaults, _) = ConfigLoader.parseDaemon(text: "", file: "lifecycled.conf")
+        #expect(defaults.adopt.reclaim == AppPolicy().reclaim)
+        #expect(defaults.adopt.reclaimAfter == AppPolicy().reclaimAfter)
+    }
+
     @Test func aSlicePathThatClimbsOutIsAnError() {
         let (daemon, diagnostics) = ConfigLoader.parseDaemon(text: "[Adopt]\nAppSlice=../etc\n", file: "lifecycled.conf")
         #expect(daemon.adopt.appSlice == nil)

@@ -330,6 +330,27 @@ private func parseApp(_ text: String, name: String = "notes", defaults: AppDefau
         #expect(daemon.defaults == AppDefaults(policy: policy, suspendMethod: .freezer))
     }
 
+    @Test func reclaimKeysAreParsedInDefaultsAndAnAppOverridesThem() throws {
+        let (daemon, diagnostics) = ConfigLoader.parseDaemon(text: "[Defaults]\nReclaim=no\nReclaimAfterSec=2min\n",
+                                                             file: "lifecycled.conf")
+        #expect(diagnostics == [])
+        #expect(!daemon.defaults.policy.reclaim)
+        #expect(daemon.defaults.policy.reclaimAfter == .seconds(120))
+
+        let (app, appDiagnostics) = parseApp("[App]\nExec=notes\n[Lifecycle]\nReclaim=yes\nReclaimAfterSec=0\n",
+                                             defaults: daemon.defaults)
+        #expect(appDiagnostics == [])
+        #expect(app?.policy.reclaim == true)
+        #expect(app?.policy.reclaimAfter == .zero, "0: at the suspension, as iOS compresses a suspended app at once")
+    }
+
+    @Test func reclaimAfterSecTakesNoInfinityAndKeepsItsValue() throws {
+        let (app, diagnostics) = parseApp("[App]\nExec=notes\n[Lifecycle]\nReclaimAfterSec=infinity\nReclaim=maybe\n")
+        #expect(diagnostics.map(\.severity) == [.error, .error])
+        #expect(app?.policy.reclaimAfter == AppPolicy().reclaimAfter)
+        #expect(app?.policy.reclaim == AppPolicy().reclaim)
+    }
+
     @Test func appOnlyKeysAreUnknownInDefaults() {
         let (daemon, diagnostics) = ConfigLoader.parseDaemon(
             text: "[Defaults]\nExec=/bin/true\nProtocol=none\n[App]\nAutoLaunch=yes\n", file: "lifecycled.conf")

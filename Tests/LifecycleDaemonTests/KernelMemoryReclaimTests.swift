@@ -65,6 +65,33 @@ import Testing
         #expect(kill(pid, 0) == 0)
     }
 
+    @Test(.enabled(if: getuid() == 0, "another process's memory needs root"))
+    func aMappingLargerThanTheBudgetIsPagedOutAPartAtATime() throws {
+        let children = Children()
+        defer { children.killAndReapAll() }
+        let pid = try children.spawn(SpawnRequest(executable: "/usr/bin/python3", argv: ["python3", "-c", """
+            b = bytearray(64 << 20)
+            for i in range(0, len(b), 4096): b[i] = 1
+            import time
+            time.sleep(600)
+            """]))
+        try #require(eventually(timeout: 30) { (ProcessMemory.of(pid)?.residentAnonymous ?? 0) > 60 << 20 })
+        kill(pid, SIGSTOP)
+        try #require(eventually(timeout: 10) { ProcessTable.state(of: pid) == "T" })
+
+        let budget: UInt = 4 << 20
+        var pageOut = try PageOut(pid: pid)
+        var largest: UInt64 = 0
+        while !pageOut.done {
+            let before = pageOut.advised
+            try pageOut.step(budget: budget)
+            largest = max(largest, pageOut.advised - before)
+        }
+        #expect(pageOut.advised >= 64 << 20, "every private mapping advised")
+        #expect(largest <= UInt64(budget), "no step advised more than its budget: \(largest) bytes")
+        kill(pid, SIGCONT)
+    }
+
     @Test func aProcessThatIsGoneIsAnError() throws {
         let children = Children()
         let pid = try children.spawn(SpawnRequest(executable: "/bin/true", argv: ["true"]))

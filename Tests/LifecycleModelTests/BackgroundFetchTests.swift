@@ -38,7 +38,7 @@ struct BackgroundFetchTests {
 
         let woke = h.fire(.resumeEvery, "a")
         #expect(woke == [.note(app: "a", .backgroundWake(for: .seconds(5))),
-                         .cancelTimer(app: "a", .resumeEvery),
+                         .cancelTimer(app: "a", .resumeEvery), .cancelTimer(app: "a", .reclaim),
                          .transition(app: "a", from: .suspended, to: .background, reason: "resumed"),
                          .continueProcess(app: "a"),
                          .armTimer(app: "a", .fetchWindow, after: .seconds(5)),
@@ -46,7 +46,7 @@ struct BackgroundFetchTests {
         #expect(h.armed(.grace, "a", in: woke).isEmpty, "the wake ends on its own clock")
 
         let slept = h.fire(.fetchWindow, "a")
-        #expect(slept == [.armTimer(app: "a", .resumeEvery, after: .seconds(60)),
+        #expect(slept == [.armTimer(app: "a", .resumeEvery, after: .seconds(60)), .armTimer(app: "a", .reclaim, after: .seconds(30)),
                           .transition(app: "a", from: .background, to: .suspended, reason: "background wake over"),
                           .stopProcess(app: "a"), .settled(app: "a")])
     }

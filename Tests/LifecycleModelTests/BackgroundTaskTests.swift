@@ -109,6 +109,7 @@ struct BackgroundTaskTests {
 
         let endedLast = h.end("a", Self.sync.id)
         #expect(endedLast == [.cancelTimer(app: "a", .taskWarning), .cancelTimer(app: "a", .taskDeadline),
+                              .armTimer(app: "a", .reclaim, after: .seconds(30)),
                               .transition(app: "a", from: .background, to: .suspended,
                                           reason: "background tasks ended after the background time"),
                               .stopProcess(app: "a"), .settled(app: "a")])
@@ -174,6 +175,7 @@ struct BackgroundTaskTests {
         let deadline = h.fire(.taskDeadline, "a")
 
         #expect(deadline == [.note(app: "a", .taskOverrun(["upload", "sync"], after: .seconds(30), overruns: 1)),
+                             .armTimer(app: "a", .reclaim, after: .seconds(30)),
                              .transition(app: "a", from: .background, to: .suspended, reason: "background task time over"),
                              .stopProcess(app: "a"), .settled(app: "a")])
         #expect(h.record(of: "a").taskOverruns == 1)
@@ -327,6 +329,7 @@ struct BackgroundTaskTests {
         #expect(suspended == [.cancelTimer(app: "a", .grace),
                               .cancelTimer(app: "a", .taskWarning), .cancelTimer(app: "a", .taskDeadline),
                               .note(app: "a", .tasksAbandoned(["upload", "sync"])),
+                              .armTimer(app: "a", .reclaim, after: .seconds(30)),
                               .transition(app: "a", from: .background, to: .suspended, reason: "suspend requested"),
                               .stopProcess(app: "a"), .settled(app: "a")])
         #expect(h.record(of: "a").tasks.isEmpty)

@@ -33,7 +33,7 @@ struct ExternalStopTests {
 
         let effects = h.event(.processContinued(app: "a"))
 
-        #expect(effects == [.note(app: "a", .continuedExternally),
+        #expect(effects == [.note(app: "a", .continuedExternally), .cancelTimer(app: "a", .reclaim),
                             .transition(app: "a", from: .suspended, to: .background,
                                         reason: "continued by someone else"),
                             .armTimer(app: "a", .grace, after: .seconds(10)),
@@ -68,7 +68,8 @@ struct ExternalStopTests {
 
         let effects = try h.cooperating { h throws in try h.request(request, "a") }
 
-        #expect(effects.prefix(2) == [.transition(app: "a", from: .suspended, to: .background, reason: "resumed"),
+        #expect(effects.prefix(3) == [.cancelTimer(app: "a", .reclaim),
+                                      .transition(app: "a", from: .suspended, to: .background, reason: "resumed"),
                                       .continueProcess(app: "a")])
         #expect(h.state("a") == (request == .focus ? .active : .background))
     }

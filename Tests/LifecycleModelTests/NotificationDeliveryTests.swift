@@ -169,6 +169,7 @@ struct NotificationDeliveryTests {
         let resumed = try p.request(.resume, "a")
 
         #expect(resumed == [
+            .cancelTimer(app: "a", .reclaim),
             .transition(app: "a", from: .suspended, to: .background, reason: "resumed"),
             .continueProcess(app: "a"),
             .notify(app: "a", NotificationDelivery(name: "userDefaultsDidChange", payload: ["theme": "dark", "size": 14], posts: 2)),
@@ -193,6 +194,7 @@ struct NotificationDeliveryTests {
 
         let id = try #require(p.inFlight("a")?.id)
         #expect(focused == [
+            .cancelTimer(app: "a", .reclaim),
             .transition(app: "a", from: .suspended, to: .background, reason: "resumed"),
             .continueProcess(app: "a"),
             .notify(app: "a", NotificationDelivery(name: "currentLocaleDidChange", payload: "fr_FR", posts: 1)),
@@ -237,6 +239,7 @@ struct NotificationDeliveryTests {
 
         #expect(continued == [
             .note(app: "a", .continuedExternally),
+            .cancelTimer(app: "a", .reclaim),
             .transition(app: "a", from: .suspended, to: .background, reason: "continued by someone else"),
             .notify(app: "a", NotificationDelivery(name: "batteryStateDidChange", payload: "full", posts: 2)),
             .armTimer(app: "a", .grace, after: .seconds(10)),

@@ -276,6 +276,10 @@ struct JSONCodingTests {
         var status = Self.status("a")
         status.scenes = [SceneStatus(scene: "s1", role: "window", configuration: "Default", state: "background", savedState: ["k": 1],
                                      savedStateHidden: true)]
+        status.reclaim = ReclaimStatus(method: "process_madvise", outcome: "done", swap: true, began: "2026-12-02T14:33:40.125Z",
+                                       residentBefore: 112_394_240, swappedBefore: 0, residentAfter: 9_801_728,
+                                       swappedAfter: 102_592_512, anonymousBefore: 105_906_176, anonymousAfter: 1_515_520,
+                                       seconds: 0.25)
         let reply = ControlReply(ok: true, error: "e", apps: [status], daemon: Self.daemon, posted: PostSummary(delivered: 1, queued: 2),
                                  scene: "s1")
         let request = ControlRequest(verb: "post", app: "a", background: false, name: "n", data: [1], scene: "s", role: "r",
@@ -286,6 +290,7 @@ struct JSONCodingTests {
         #expect(try keys(of: status) == labels(of: status))
         #expect(try keys(of: status.scenes![0]) == labels(of: status.scenes![0]))
         #expect(try keys(of: status.backgroundTasks[0]) == labels(of: status.backgroundTasks[0]))
+        #expect(try keys(of: status.reclaim!) == labels(of: status.reclaim!))
         #expect(try keys(of: Self.daemon) == labels(of: Self.daemon))
         #expect(try keys(of: reply.posted!) == labels(of: reply.posted!))
         #expect(try keys(of: request) == labels(of: request))
@@ -331,6 +336,15 @@ struct JSONCodingTests {
         status.backgroundModes = (0..<generator.next() % 3).map { _ in randomString(&generator) }
         status.memoryTerminations = randomInt(&generator)
         status.terminatedInBackground = chance(&generator)
+        if chance(&generator) {
+            func bytes(_ generator: inout SplitMix64) -> UInt64 { chance(&generator) ? generator.next() % 1_000_000_000 : generator.next() }
+            status.reclaim = ReclaimStatus(
+                method: randomString(&generator), outcome: randomString(&generator), swap: chance(&generator),
+                began: randomString(&generator), residentBefore: bytes(&generator), swappedBefore: bytes(&generator),
+                residentAfter: chance(&generator) ? bytes(&generator) : nil, swappedAfter: chance(&generator) ? bytes(&generator) : nil,
+                anonymousBefore: bytes(&generator), anonymousAfter: chance(&generator) ? bytes(&generator) : nil,
+                seconds: chance(&generator) ? randomDouble(&generator) : nil)
+        }
         if chance(&generator) {
             status.scenes = (0..<generator.next() % 3).map { _ in
                 SceneStatus(scene: randomString(&generator), role: randomString(&generator), configuration: randomString(&generator),

@@ -134,8 +134,8 @@ final class Adoption {
     // MARK: Adopting
 
     /// The policy of an adopted app, from its own file (`[App] AppId=ID` without `Exec=`) or else from
-    /// `[Defaults]` with the `[Adopt]` grace time and wakes: unaware and never restarted either way. With the file's
-    /// `SuspendMethod=`, which a scope overrides with its freezer.
+    /// `[Defaults]` with the `[Adopt]` grace time, wakes and reclaim: unaware and never restarted either way. With
+    /// the file's `SuspendMethod=`, which a scope overrides with its freezer.
     private func settings(for appID: String) -> (AppPolicy, SuspendMethod?) {
         let own = loaded.adoptSettings[appID]
         var policy = own?.policy ?? loaded.daemon.defaults.policy
@@ -144,6 +144,8 @@ final class Adoption {
             policy.onlyOnBattery = config.onlyOnBattery
             policy.resumeEvery = config.resumeEvery
             policy.resumeFor = config.resumeFor
+            policy.reclaim = config.reclaim
+            policy.reclaimAfter = config.reclaimAfter
         }
         policy.speaksProtocol = false
         policy.adopted = true

@@ -20,8 +20,12 @@ struct BusAppProperties: Equatable {
     var queuedNotifications: UInt32
     /// id, role, configuration, state.
     var scenes: [[String]]
+    /// The last memory reclaim: its outcome ("" before the first), resident and swapped bytes before, and after.
+    var reclaimOutcome: String
+    var reclaimBytes: [UInt64]
 
-    static let names = ["Name", "State", "Pid", "Since", "Protocol", "Adopted", "DeadlineMisses", "QueuedNotifications", "Scenes"]
+    static let names = ["Name", "State", "Pid", "Since", "Protocol", "Adopted", "DeadlineMisses", "QueuedNotifications", "Scenes",
+                        "Reclaim"]
 
     init(_ status: AppStatus, runtime: AppRuntime) {
         name = status.name
@@ -33,6 +37,9 @@ struct BusAppProperties: Equatable {
         deadlineMisses = UInt32(clamping: status.deadlineMisses)
         queuedNotifications = UInt32(clamping: status.queuedNotifications)
         scenes = (status.scenes ?? []).map { [$0.scene, $0.role, $0.configuration, $0.state] }
+        reclaimOutcome = status.reclaim?.outcome ?? ""
+        reclaimBytes = status.reclaim.map { [$0.residentBefore, $0.swappedBefore, $0.residentAfter ?? 0, $0.swappedAfter ?? 0] }
+            ?? [0, 0, 0, 0]
     }
 
     func changed(from old: BusAppProperties) -> [String] {
@@ -45,6 +52,7 @@ struct BusAppProperties: Equatable {
         if deadlineMisses != old.deadlineMisses { names.append("DeadlineMisses") }
         if queuedNotifications != old.queuedNotifications { names.append("QueuedNotifications") }
         if scenes != old.scenes { names.append("Scenes") }
+        if reclaimOutcome != old.reclaimOutcome || reclaimBytes != old.reclaimBytes { names.append("Reclaim") }
         return names
     }
 
@@ -64,6 +72,11 @@ struct BusAppProperties: Equatable {
                 for scene in scenes {
                     writer.container(BusType.structure, "ssss") { writer in for field in scene { writer.string(field) } }
                 }
+            }
+        case "Reclaim":
+            writer.container(BusType.structure, "stttt") { writer in
+                writer.string(reclaimOutcome)
+                for bytes in reclaimBytes { writer.uint64(bytes) }
             }
         default: return false
         }

@@ -23,6 +23,10 @@ public struct AdoptConfig: Sendable, Equatable {
     public var onlyOnBattery = false
     public var resumeEvery: Duration?
     public var resumeFor: Duration = .seconds(10)
+    /// `Reclaim=`, `ReclaimAfterSec=`: whether and when a suspended adopted app's memory leaves RAM, with the
+    /// defaults of `[Lifecycle]`.
+    public var reclaim = AppPolicy().reclaim
+    public var reclaimAfter = AppPolicy().reclaimAfter
 
     public init() {}
 
@@ -46,6 +50,8 @@ extension ConfigLoader {
         .value("Adopt", "OnlyOnBattery", \.adopt.onlyOnBattery, parseBoolean, shown: formatBoolean),
         .value("Adopt", "ResumeEverySec", \.adopt.resumeEvery, parseResumeEvery, shown: formatDuration),
         .value("Adopt", "ResumeForSec", \.adopt.resumeFor, parseFiniteDuration, shown: formatDuration),
+        .value("Adopt", "Reclaim", \.adopt.reclaim, parseBoolean, shown: formatBoolean),
+        .value("Adopt", "ReclaimAfterSec", \.adopt.reclaimAfter, parseFiniteDuration, shown: formatDuration),
     ]
 
     /// `AppSlice=`: a cgroup path below the cgroup2 mount, with or without its leading `/`; never one that climbs

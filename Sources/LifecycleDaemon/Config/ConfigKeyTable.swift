@@ -66,6 +66,8 @@ extension ConfigLoader {
             .value(section, "OnlyOnBattery", \.policy.onlyOnBattery, parseBoolean, shown: formatBoolean),
             .value(section, "ResumeEverySec", \.policy.resumeEvery, parseResumeEvery, shown: formatDuration),
             .value(section, "ResumeForSec", \.policy.resumeFor, parseFiniteDuration, shown: formatDuration),
+            .value(section, "Reclaim", \.policy.reclaim, parseBoolean, shown: formatBoolean),
+            .value(section, "ReclaimAfterSec", \.policy.reclaimAfter, parseFiniteDuration, shown: formatDuration),
         ]
     }
 

@@ -75,6 +75,8 @@ final class AppRuntime {
     var removeWhenStopped = false
     /// For an app adopted from the desktop (`[Adopt]`): what it is, as status shows it (`scope UNIT`, `process PID`).
     var adoptedAs: String?
+    /// Its process's last memory reclaim (`MemoryReclaimer`), for status.
+    var reclaim: ReclaimRecord?
 
     init(name: String, config: AppConfig, place: any AppPlace) {
         self.name = name
@@ -91,6 +93,7 @@ final class AppRuntime {
         helloed = false
         priority = nil
         suspension = .running
+        reclaim = nil
     }
 
     /// The process is the app's no more (it exited, was let go, or never became the app): nothing of its stop,

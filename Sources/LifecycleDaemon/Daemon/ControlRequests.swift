@@ -94,7 +94,8 @@ final class ControlRequests: AppKeeper {
         let method = StatusReport.suspendMethod(inForce: app.suspension.mechanism, configured: app.config.suspendMethod,
                                                 freezerAvailable: app.place.freezer(of: app) != nil || placement.canFreeze)
         let process = StatusReport.Process(pid: app.pid, sinceWall: app.sinceWall, suspendMethod: method,
-                                           cgroupPath: app.place.displayPath(of: app), adoptedAs: app.adoptedAs)
+                                           cgroupPath: app.place.displayPath(of: app), adoptedAs: app.adoptedAs,
+                                           reclaim: app.reclaim)
         let wallNow = wallClockNow(), now = loop.now
         var status = host.withRecord(name) { record in StatusReport.app(record, process: process, wallNow: wallNow, now: now) }
         status?.backgroundModes = host.backgroundModes(of: name).sorted()

@@ -64,6 +64,7 @@ public final class Daemon {
     // Swift lets an owner take the daemon as its port only once every stored property has a value: the owners are
     // implicitly unwrapped, and each is set once, in `init`, in the order they depend on each other.
     private(set) var suspension: Suspension!
+    private(set) var reclaimer: MemoryReclaimer!
     private(set) var processes: ProcessSupervisor!
     private(set) var sessions: ClientSessions!
     private(set) var requests: ControlRequests!
@@ -122,6 +123,7 @@ public final class Daemon {
             return parts.count >= 2 ? PauseHook(kind: parts[0], app: parts[1], message: parts.count > 2 ? parts[2] : nil) : nil
         }
         suspension = Suspension(loop: loop, host: self, ledger: stopLedger)
+        reclaimer = MemoryReclaimer(loop: loop, host: self, observers: observers)
         processes = ProcessSupervisor(loop: loop, host: self, suspension: suspension, fdStore: fdStore, retired: retired,
                                       environment: options.environment)
         sessions = ClientSessions(loop: loop, host: self, fdStore: fdStore, coder: coder)
@@ -247,6 +249,7 @@ public final class Daemon {
             case .send(let name, let delivery): sessions.send(name, delivery)
             case .stopProcess(let name): if let app = runtime(name) { suspension.suspend(app) }
             case .continueProcess(let name): suspension.resume(name)
+            case .reclaimMemory(let name): if let app = runtime(name) { reclaimer.start(app) }
             case .signal(let name, let signal): if let app = runtime(name) { suspension.signal(app, signal) }
             // The model's timers end what it promised (a grace time, a deadline): on time, not coalesced.
             case .armTimer(let name, let kind, let delay):
@@ -298,6 +301,8 @@ public final class Daemon {
                       LogLines.transitionFields(app: name, from: from, to: to, reason: reason, pid: app.pid))
         }
         processes.transitioned(app, to: to)
+        // Resumed, continued by someone else, or ended: what is left of its reclaim would only be faulted back.
+        if from == .suspended { reclaimer.stop(name) }
         serviceManager.statusChanged(loop: loop)
         observers.tell(.transition(app: name, from: from, to: to, reason: reason))
     }
@@ -339,7 +344,7 @@ public final class Daemon {
                                          sources: (configuration.sources?.descriptions ?? []) + [audio.description],
                                          catalog: model.catalog)
         status.display = display.description
-        status.mechanisms = mechanisms + ["adopt: \(adoption.description)"]
+        status.mechanisms = mechanisms + ["adopt: \(adoption.description)", reclaimer.description]
         return status
     }
 

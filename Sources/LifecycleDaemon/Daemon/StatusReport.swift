@@ -16,6 +16,8 @@ enum StatusReport {
         var cgroupPath: String?
         /// For an adopted app: its scope or process (`AppRuntime.adoptedAs`).
         var adoptedAs: String? = nil
+        /// Its last memory reclaim.
+        var reclaim: ReclaimRecord? = nil
     }
 
     /// The suspension in force if there is one, else the one the next suspension uses: the freezer only where the
@@ -40,6 +42,7 @@ enum StatusReport {
                                awaiting: record.awaitingCallback?.rawValue, suspendMethod: process.suspendMethod,
                                cgroup: process.cgroupPath)
         status.adopted = process.adoptedAs
+        status.reclaim = process.reclaim?.status()
         status.queuedNotifications = record.queue.count
         status.queuedPosts = record.queue.postCount
         status.observing = record.observing.sorted()

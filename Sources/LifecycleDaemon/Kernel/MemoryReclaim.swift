@@ -88,18 +88,27 @@ struct PageOut {
         return ranges
     }
 
-    /// Pages out the next mappings, about `budget` bytes of address space (at least one mapping, at most 64, the
-    /// shim's batch). Throws when the process is gone or the kernel refuses (ENOSYS before 5.10; EPERM without
-    /// CAP_SYS_NICE over another user's process).
+    /// Pages out the next mappings, at most `budget` bytes of address space (at most 64 mappings, the shim's
+    /// batch): a mapping larger than that is taken a part at a time, since the kernel's time grows with the pages
+    /// it walks and one heap can hold gigabytes. Throws when the process is gone or the kernel refuses (ENOSYS
+    /// before 5.10; EPERM without CAP_SYS_NICE over another user's process).
     mutating func step(budget: UInt) throws(SystemError) {
         var starts: [UInt] = []
         var lengths: [UInt] = []
         var taken: UInt = 0
-        while next < ranges.count, starts.count < 64, starts.isEmpty || taken + ranges[next].length <= budget {
+        let pageSize = UInt(sysconf(Int32(_SC_PAGESIZE)))
+        let budget = max(budget / pageSize * pageSize, pageSize)
+        while next < ranges.count, starts.count < 64, taken < budget {
+            let part = min(ranges[next].length, budget - taken)
             starts.append(ranges[next].start)
-            lengths.append(ranges[next].length)
-            taken += ranges[next].length
-            next += 1
+            lengths.append(part)
+            taken += part
+            if part == ranges[next].length {
+                next += 1
+            } else {
+                ranges[next].start += part
+                ranges[next].length -= part
+            }
         }
         guard !starts.isEmpty else { return }
         let result = starts.withUnsafeBufferPointer { starts in
@@ -114,12 +123,19 @@ struct PageOut {
     }
 }
 
-/// Asks the cgroup2 memory controller to reclaim `bytes` from the cgroup at `path` (memory.reclaim). EAGAIN means
-/// the kernel reclaimed less than asked, which is not an error here: what could go, went.
-func reclaimCgroupMemory(_ path: String, bytes: UInt64) throws(SystemError) {
+/// Asks the cgroup2 memory controller to reclaim `bytes` from the cgroup at `path` (memory.reclaim). Returns false
+/// when the kernel reclaimed less than asked (EAGAIN), which is not an error here: what could go, went.
+@discardableResult
+func reclaimCgroupMemory(_ path: String, bytes: UInt64) throws(SystemError) -> Bool {
     do {
         try writeKernelFile("\(path)/memory.reclaim", String(bytes))
+        return true
     } catch where error.errno == EAGAIN {
-        return
+        return false
     }
+}
+
+/// The memory the cgroup at `path` is charged now (memory.current), nil where it has no memory controller.
+func cgroupMemoryCurrent(_ path: String) -> UInt64? {
+    (try? readKernelFile("\(path)/memory.current")).flatMap { UInt64($0.split(separator: "\n").first ?? "") }
 }

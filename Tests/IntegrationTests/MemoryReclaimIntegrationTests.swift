@@ -1,0 +1,167 @@
+import Foundation
+import Glibc
+import LifecycleProtocol
+import Testing
+
+/// `Reclaim=`, end to end: a real app that touched its own anonymous memory is suspended, and after
+/// `ReclaimAfterSec=` the daemon pages it out (process_madvise: this host's cgroup2 has no memory controller, so
+/// memory.reclaim is checked in the VM of `make test-systemd`). Anonymous memory leaves RAM only into swap: the
+/// suite makes a zram swap device of its own where the machine has no swap (and removes it); where no swap can be
+/// had it checks the other half of the promise (status and the log say so, and the anonymous memory stays).
+@Suite("memory reclaim of suspended apps", .serialized)
+struct MemoryReclaimIntegrationTests {
+    static let toucher = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/memory_toucher.py").path
+
+    /// An app that touches `mebibytes` MiB, then idles, touching it all again each time it is continued. It stays in
+    /// the background until the test suspends it, once it has touched its memory.
+    static func app(_ mebibytes: Int, marker: URL, lifecycle: String) -> String {
+        "[App]\nExec=/usr/bin/python3 \(toucher) \(mebibytes) \(marker.path)\nProtocol=none\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n\(lifecycle)\n"
+    }
+
+    /// The passes the toucher has made over its memory, from its marker file.
+    static func passes(_ marker: URL) -> Int {
+        ((try? String(contentsOf: marker, encoding: .utf8)) ?? "").split(separator: " ").first.flatMap { Int($0) } ?? 0
+    }
+
+    /// RssAnon and VmSwap of /proc/PID/status, in bytes.
+    static func memory(_ pid: pid_t) -> (anonymous: UInt64, swapped: UInt64) {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> UInt64 {
+            guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
+            return (line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { UInt64($0) } ?? 0) * 1024
+        }
+        return (field("RssAnon"), field("VmSwap"))
+    }
+
+    @Test("a suspended app's anonymous memory leaves RAM after ReclaimAfterSec; status shows it; a resume touches it again; Reclaim=no keeps it")
+    func suspendedAppGivesItsMemoryBack() throws {
+        let swap = ZramSwap()
+        defer { swap.remove() }
+        #expect(swap.on || !FileManager.default.fileExists(atPath: "/sys/class/zram-control"),
+                "a machine with zram gets its swap device")
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let reclaimed = harness.root.appendingPathComponent("reclaimed.marker")
+        let kept = harness.root.appendingPathComponent("kept.marker")
+        try harness.app("reclaimed", Self.app(64, marker: reclaimed, lifecycle: "Reclaim=yes\nReclaimAfterSec=1"))
+        // Suspended first, with a shorter delay: when the other app's reclaim is done, this one's time has passed.
+        try harness.app("kept", Self.app(64, marker: kept, lifecycle: "Reclaim=no\nReclaimAfterSec=0.5"))
+        try harness.start()
+
+        try harness.control("launch", "kept", "--background")
+        try harness.control("launch", "reclaimed", "--background")
+        let pid = try #require(try harness.status("reclaimed").pid)
+        let keptPID = try #require(try harness.status("kept").pid)
+        try harness.waitUntil("both apps touched their 64 MiB") { Self.passes(reclaimed) >= 1 && Self.passes(kept) >= 1 }
+        let before = Self.memory(pid)
+        let keptBefore = Self.memory(keptPID)
+        #expect(before.anonymous >= 64 << 20)
+        try harness.control("suspend", "kept")
+        try harness.control("suspend", "reclaimed")
+        #expect(try harness.status("reclaimed").reclaim == nil, "nothing is reclaimed before ReclaimAfterSec")
+
+        try harness.waitUntil("the reclaim is over") { try harness.status("reclaimed").reclaim?.outcome == "done" }
+        let after = Self.memory(pid)
+        let status = try #require(try harness.status("reclaimed").reclaim)
+        #expect(status.method == "process_madvise")
+        #expect(status.anonymousBefore >= 64 << 20, "\(status)")
+        #expect(status.residentBefore >= status.anonymousBefore)
+        #expect(status.residentAfter != nil && status.swappedAfter != nil)
+        let text = try harness.lifectl("status", "reclaimed").stdout
+        #expect(text.contains("reclaim:         done with process_madvise in "), "\(text)")
+        if swap.on {
+            #expect(after.anonymous <= before.anonymous / 10, "90% of the anonymous memory left RAM: before \(before), after \(after)")
+            #expect(after.swapped >= 60 << 20, "it is in swap: \(after)")
+            #expect(status.swap)
+            #expect((status.anonymousAfter ?? .max) <= status.anonymousBefore / 10, "\(status)")
+            #expect((status.swappedAfter ?? 0) >= status.swappedBefore + (60 << 20), "\(status)")
+            #expect(try harness.lifectl("status").stdout.contains("reclaim: swap on"))
+        } else {
+            #expect(after.anonymous >= before.anonymous / 10 * 9, "without swap the anonymous memory stays: \(after)")
+            #expect(!status.swap)
+            #expect(text.contains("no swap: only file pages leave RAM"))
+            #expect(harness.log.contains("the machine has no swap"))
+            #expect(try harness.lifectl("status").stdout.contains("reclaim: no swap: only file pages leave RAM"))
+        }
+
+        // Reclaim=no: suspended as long, its memory stays where it was, and status has nothing to say.
+        #expect(try harness.status("kept").state == .suspended)
+        #expect(try harness.status("kept").reclaim == nil)
+        #expect(Self.memory(keptPID).anonymous >= keptBefore.anonymous / 10 * 9,
+                "Reclaim=no: before \(keptBefore), now \(Self.memory(keptPID))")
+
+        // Resumed, it runs and touches its whole working set again: its pages come back.
+        let passesBefore = Self.passes(reclaimed)
+        try harness.control("resume", "reclaimed")
+        try harness.waitUntil("the app touched its memory again") { Self.passes(reclaimed) > passesBefore }
+        #expect(Self.memory(pid).anonymous >= 64 << 20, "faulted back: \(Self.memory(pid))")
+        #expect(try harness.status("reclaimed").state == .background)
+    }
+
+    @Test("an app resumed while its memory is being reclaimed stops the reclaim where it is")
+    func resumeStopsAReclaimUnderWay() throws {
+        let swap = ZramSwap(size: "1G")
+        defer { swap.remove() }
+        // Without swap the anonymous memory has nowhere to go and the work is over at once: nothing to stop.
+        try #require(swap.on, "this test needs swap; the machine has zram")
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let marker = harness.root.appendingPathComponent("big.marker")
+        try harness.app("big", Self.app(384, marker: marker, lifecycle: "ReclaimAfterSec=0"))
+        try harness.start()
+        try harness.control("launch", "big", "--background")
+        let pid = try #require(try harness.status("big").pid)
+        try harness.waitUntil("the app touched its memory") { Self.passes(marker) >= 1 }
+
+        try harness.control("suspend", "big")
+        try harness.waitUntil("the reclaim began") { try harness.status("big").reclaim != nil }
+        try harness.control("resume", "big")
+
+        let status = try #require(try harness.status("big").reclaim)
+        #expect(status.outcome == "stopped", "\(status)")
+        try harness.waitUntil("the app touched its memory again") { Self.passes(marker) >= 2 }
+        #expect(harness.log.contains("big: memory reclaim stopped"))
+        #expect(!harness.log.contains("big: memory reclaimed with"))
+        #expect(Kernel.state(pid) != "T")
+    }
+}
+
+/// A zram swap device of the suite's own (`/sys/class/zram-control/hot_add`, so that no other user of `zram0` is
+/// disturbed) for the test's lifetime, unless the machine has swap already (then that one is used) or cannot
+/// have one (then `on` is false).
+struct ZramSwap {
+    let on: Bool
+    private let device: Int?
+
+    init(size: String = "512M") {
+        if (try? String(contentsOfFile: "/proc/swaps", encoding: .utf8))?.split(separator: "\n").count ?? 0 > 1 {
+            on = true
+            device = nil
+            return
+        }
+        _ = Self.shell("modprobe zram 2>/dev/null; true")
+        guard let added = (try? String(contentsOfFile: "/sys/class/zram-control/hot_add", encoding: .utf8))
+            .flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            on = false
+            device = nil
+            return
+        }
+        device = added
+        on = Self.shell("echo \(size) > /sys/block/zram\(added)/disksize && mkswap /dev/zram\(added) >/dev/null && swapon /dev/zram\(added)")
+    }
+
+    func remove() {
+        guard let device else { return }
+        _ = Self.shell("swapoff /dev/zram\(device) 2>/dev/null; echo \(device) > /sys/class/zram-control/hot_remove")
+    }
+
+    @discardableResult
+    static func shell(_ command: String) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+}
