@@ -15,7 +15,8 @@ public enum ParsedJSON: Sendable, Equatable {
     case number(Double)
     case string(String)
     case array([ParsedJSON])
-    case object(keys: [String], values: [ParsedJSON])
+    /// Members in the order written, a key given twice included.
+    case object([JSONMember])
 
     /// What a person calls this kind of value, for errors.
     var kind: String {
@@ -28,6 +29,12 @@ public enum ParsedJSON: Sendable, Equatable {
         case .object: "an object"
         }
     }
+}
+
+/// One member of a parsed object: key and value side by side, so that an object is one allocation.
+public struct JSONMember: Sendable, Equatable {
+    public var key: String
+    public var value: ParsedJSON
 }
 
 /// The strict parser: one JSON value per line, whitespace around it allowed, nothing else. It refuses what RFC 8259
@@ -47,6 +54,7 @@ public struct JSONParser {
     }
 
     static let maxDepth = 256
+    static let objectCapacity = 8
 
     let bytes: UnsafeBufferPointer<UInt8>
     var position = 0
@@ -96,26 +104,28 @@ public struct JSONParser {
         guard depth <= Self.maxDepth else { throw Refused() }
         defer { depth -= 1 }
         position += 1
-        var keys: [String] = [], values: [ParsedJSON] = []
+        var members: [JSONMember] = []
         skipWhitespace()
         if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
             position += 1
-            return .object(keys: keys, values: values)
+            return .object(members)
         }
+        // Room for a message's members at once: growing from empty would reallocate on the first members.
+        members.reserveCapacity(Self.objectCapacity)
         while true {
             skipWhitespace()
             guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw Refused() }
-            keys.append(try parseString())
+            let key = try parseString()
             skipWhitespace()
             guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw Refused() }
             position += 1
-            values.append(try parseValue())
+            members.append(JSONMember(key: key, value: try parseValue()))
             skipWhitespace()
             guard position < bytes.count else { throw Refused() }
             if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
             guard bytes[position] == UInt8(ascii: "}") else { throw Refused() }
             position += 1
-            return .object(keys: keys, values: values)
+            return .object(members)
         }
     }
 
@@ -153,7 +163,7 @@ public struct JSONParser {
                 let span = UnsafeBufferPointer(rebasing: bytes[start..<position])
                 position += 1
                 // ASCII needs no validation.
-                if ascii { return String(decoding: span, as: UTF8.self) }
+                if ascii { return Self.common(span) ?? String(decoding: span, as: UTF8.self) }
                 guard let text = String(validating: span, as: UTF8.self) else { throw Refused() }
                 return text
             }
@@ -203,6 +213,31 @@ public struct JSONParser {
             }
         }
         throw Refused()
+    }
+
+    /// The keys of the messages an app switch reads (and an ack's type), as literals: creating a String from bytes
+    /// costs more than comparing a few bytes.
+    private static func common(_ span: UnsafeBufferPointer<UInt8>) -> String? {
+        switch span.count {
+        case 2:
+            if matches(span, "id") { return "id" }
+            if matches(span, "ok") { return "ok" }
+        case 3:
+            if matches(span, "ack") { return "ack" }
+            if matches(span, "app") { return "app" }
+        case 4:
+            if matches(span, "type") { return "type" }
+            if matches(span, "verb") { return "verb" }
+        case 5:
+            if matches(span, "state") { return "state" }
+        default: break
+        }
+        return nil
+    }
+
+    private static func matches(_ span: UnsafeBufferPointer<UInt8>, _ word: StaticString) -> Bool {
+        for index in 0..<span.count where span[index] != word.utf8Start[index] { return false }
+        return true
     }
 
     private mutating func parseHex4() throws(Refused) -> UInt32 {
@@ -281,31 +316,60 @@ public protocol JSONReadable {
 /// The members of one JSON object, read one field at a time. A field absent or null is nil to `optional`; unknown
 /// members are ignored, so that later versions may add fields; of a key given twice, the first counts.
 public struct JSONFields {
-    let keys: [String]
-    let values: [ParsedJSON]
+    let members: [JSONMember]
     /// Where the object sits, with a trailing dot (empty for the line itself).
     let prefix: String
 
     public init(_ value: ParsedJSON, path: String) throws(ProtocolError) {
-        guard case .object(let keys, let values) = value else {
+        guard case .object(let members) = value else {
             if path.isEmpty { throw .notAnObject }
             throw .badField(path, expected: "an object", found: value)
         }
-        self.keys = keys
-        self.values = values
+        self.members = members
         prefix = path.isEmpty ? "" : path + "."
     }
 
     /// The member's value, nil when the key is absent.
     public func value(_ key: String) -> ParsedJSON? {
-        guard let index = keys.firstIndex(of: key) else { return nil }
-        return values[index]
+        // Lengths first: most keys differ in length, and comparing lengths is cheaper than comparing strings.
+        let length = key.utf8.count
+        for index in members.indices where members[index].key.utf8.count == length && members[index].key == key {
+            return members[index].value
+        }
+        return nil
     }
 
     /// A member the type cannot do without.
     public func required<T: JSONReadable>(_ key: String, as type: T.Type = T.self) throws(ProtocolError) -> T {
         guard let value = value(key) else { throw ProtocolError("missing field '\(prefix)\(key)'") }
         return try T(json: value, path: prefix + key)
+    }
+
+    // The members most types read are strings and integers: these take the matching value without building the
+    // member's path, which only an error needs, and leave every other value to the general reading for its error.
+
+    /// A string member the type cannot do without.
+    public func required(_ key: String, as type: String.Type = String.self) throws(ProtocolError) -> String {
+        guard let value = value(key) else { throw ProtocolError("missing field '\(prefix)\(key)'") }
+        if case .string(let text) = value { return text }
+        return try String(json: value, path: prefix + key)
+    }
+
+    /// An integer member the type cannot do without.
+    public func required(_ key: String, as type: Int.Type = Int.self) throws(ProtocolError) -> Int {
+        guard let value = value(key) else { throw ProtocolError("missing field '\(prefix)\(key)'") }
+        if case .integer(let number) = value, let exact = Int(exactly: number) { return exact }
+        return try Int(json: value, path: prefix + key)
+    }
+
+    /// A string member that may be absent or null.
+    public func optional(_ key: String, as type: String.Type = String.self) throws(ProtocolError) -> String? {
+        guard let value = value(key) else { return nil }
+        switch value {
+        case .null: return nil
+        case .string(let text): return text
+        default: return try String(json: value, path: prefix + key)
+        }
     }
 
     /// A member that may be absent or null.
@@ -422,8 +486,8 @@ extension ParsedJSON {
         case .number(let value): .number(value)
         case .string(let value): .string(value)
         case .array(let items): .array(items.map(\.jsonValue))
-        case .object(let keys, let values):
-            .object(Dictionary(zip(keys, values.lazy.map(\.jsonValue)), uniquingKeysWith: { first, _ in first }))
+        case .object(let members):
+            .object(Dictionary(members.lazy.map { ($0.key, $0.value.jsonValue) }, uniquingKeysWith: { first, _ in first }))
         }
     }
 }

@@ -43,12 +43,12 @@ extension Told: JSONReadable, JSONWritable {
     public init(json: ParsedJSON, path: String) throws(ProtocolError) {
         let fields = try JSONFields(json, path: path)
         guard let scenesValue = fields.value("scenes") else { throw ProtocolError("missing field '\(fields.prefix)scenes'") }
-        guard case .object(let ids, let states) = scenesValue else {
+        guard case .object(let members) = scenesValue else {
             throw .badField(fields.prefix + "scenes", expected: "an object", found: scenesValue)
         }
         var scenes: [String: SceneActivationState] = [:]
-        for (id, state) in zip(ids, states) {
-            scenes[id] = try SceneActivationState(json: state, path: fields.prefix + "scenes." + id)
+        for member in members {
+            scenes[member.key] = try SceneActivationState(json: member.value, path: fields.prefix + "scenes." + member.key)
         }
         self.init(state: try fields.required("state"), scenes: scenes, launch: try fields.optional("launch"))
     }

@@ -263,8 +263,8 @@ struct JSONCodingTests {
 
     /// The keys written for `value`, an object.
     func keys(of value: some JSONWritable) throws -> Set<String> {
-        guard case .object(let keys, _) = try JSONParser.parse(Array(coder.encode(value).dropLast())) else { return [] }
-        return Set(keys)
+        guard case .object(let members) = try JSONParser.parse(Array(coder.encode(value).dropLast())) else { return [] }
+        return Set(members.map(\.key))
     }
 
     func labels(of value: Any) -> Set<String> { Set(Mirror(reflecting: value).children.compactMap(\.label)) }
