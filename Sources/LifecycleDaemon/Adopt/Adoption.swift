@@ -62,9 +62,10 @@ final class Adoption {
         }
         // The grace time and the apps' own settings may have changed: every adopted app takes them from now on.
         for (name, appID) in appIDs {
-            let (policy, _) = settings(for: appID)
+            let (policy, _, memoryLow) = settings(for: appID)
             daemon.model.setPolicy(policy, for: name)
             daemon.runtime(name)?.config.policy = policy
+            daemon.runtime(name)?.config.memoryLow = memoryLow
         }
         if new.scopes && (!scopes.running || new.appSlice != old.appSlice || new.user != old.user) {
             // Another slice: the units of the old one are watched no more, so their apps are let go first.
@@ -108,8 +109,8 @@ final class Adoption {
 
     /// The policy of an adopted app, from its own file (`[App] AppId=ID` without `Exec=`) or else from
     /// `[Defaults]` with the `[Adopt]` grace time and wakes: unaware and never restarted either way. With the file's
-    /// `SuspendMethod=`, which a scope overrides with its freezer.
-    private func settings(for appID: String) -> (AppPolicy, SuspendMethod?) {
+    /// `SuspendMethod=`, which a scope overrides with its freezer, and the file's `MemoryLow=`, else `[Adopt]`'s.
+    private func settings(for appID: String) -> (AppPolicy, SuspendMethod?, MemoryProtection) {
         let loaded = daemon.configuration.config
         let own = loaded.adoptSettings[appID]
         var policy = own?.policy ?? loaded.daemon.defaults.policy
@@ -124,7 +125,7 @@ final class Adoption {
         policy.external = false
         policy.restart = .no
         policy.scenes = nil
-        return (policy, own?.suspendMethod)
+        return (policy, own?.suspendMethod, own?.memoryLow ?? config.memoryLow)
     }
 
     /// `[Adopt] User=root`: root's own session is the one adopted from, windows included.
@@ -157,9 +158,10 @@ final class Adoption {
             if case .process(let pid, _) = place, pids.contains(pid) { release(name, reason: "its process is in \(unit.unit) now") }
         }
         guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
-        let (policy, _) = settings(for: unit.appID)
-        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer,
-                                                           policy: policy), place: AdoptedScope(originals: originals))
+        let (policy, _, memoryLow) = settings(for: unit.appID)
+        var appConfig = AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer, policy: policy)
+        appConfig.memoryLow = memoryLow
+        let app = AppRuntime(name: name, config: appConfig, place: AdoptedScope(originals: originals))
         app.cgroup = scope
         appIDs[name] = unit.appID
         adopt(app, leader: leader, place: .scope(path),
@@ -179,8 +181,10 @@ final class Adoption {
     /// A window's process, checked by `WindowAdoption`, becomes the app named by its app id. Returns its name.
     func adoptWindowProcess(appID: String, pid: pid_t, pidfd: FileDescriptor, startTime: UInt64, what: String) -> String? {
         guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
-        let (policy, method) = settings(for: appID)
-        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy),
+        let (policy, method, memoryLow) = settings(for: appID)
+        var appConfig = AppConfig(name: name, exec: [], suspendMethod: method ?? .signal, policy: policy)
+        appConfig.memoryLow = memoryLow
+        let app = AppRuntime(name: name, config: appConfig,
                              place: AdoptedProcessTree(originals: originals, sessions: sessions))
         appIDs[name] = appID
         adopt(app, leader: pid, pidfd: pidfd, place: .process(pid, startTime: startTime), what: what)

@@ -20,6 +20,8 @@ public struct AdoptConfig: Sendable, Equatable {
     public var onlyOnBattery = false
     public var resumeEvery: Duration?
     public var resumeFor: Duration = .seconds(10)
+    /// `MemoryLow=`: the memory protection of adopted apps in the foreground (an app's own file may say otherwise).
+    public var memoryLow: MemoryProtection = .infinity
 
     public init() {}
 
@@ -42,6 +44,7 @@ extension ConfigLoader {
         .value("Adopt", "OnlyOnBattery", \.adopt.onlyOnBattery, parseBoolean, shown: formatBoolean),
         .value("Adopt", "ResumeEverySec", \.adopt.resumeEvery, parseResumeEvery, shown: formatDuration),
         .value("Adopt", "ResumeForSec", \.adopt.resumeFor, parseFiniteDuration, shown: formatDuration),
+        .value("Adopt", "MemoryLow", \.adopt.memoryLow, parseMemoryProtection, shown: formatMemoryProtection),
     ]
 
     /// `AppSlice=`: a cgroup path below the cgroup2 mount, with or without its leading `/`; never one that climbs

@@ -47,6 +47,7 @@ extension ConfigLoader {
     protocol SharedSettings {
         var policy: AppPolicy { get set }
         var suspendMethod: SuspendMethod { get set }
+        var memoryLow: MemoryProtection { get set }
     }
 
     /// The keys of an app's `[Lifecycle]`, which `[Defaults]` also takes.
@@ -66,6 +67,7 @@ extension ConfigLoader {
             .value(section, "OnlyOnBattery", \.policy.onlyOnBattery, parseBoolean, shown: formatBoolean),
             .value(section, "ResumeEverySec", \.policy.resumeEvery, parseResumeEvery, shown: formatDuration),
             .value(section, "ResumeForSec", \.policy.resumeFor, parseFiniteDuration, shown: formatDuration),
+            .value(section, "MemoryLow", \.memoryLow, parseMemoryProtection, shown: formatMemoryProtection),
         ]
     }
 
