@@ -34,7 +34,9 @@ squeeze_configure() {
 squeeze_setup() {
     squeeze_configure "$1"
     mkdir -p $SQ; rm -f $SQ/*
-    systemctl restart lifecycled >>"$D" 2>&1
+    # A stop and a start, not a restart: a restart hands the running apps over to the next daemon.
+    timeout 100 systemctl stop lifecycled >>"$D" 2>&1
+    systemctl start lifecycled >>"$D" 2>&1
     wait_for 'lifectl list >/dev/null 2>&1' 100
     local app
     lifectl focus old >>"$D" 2>&1
@@ -154,6 +156,8 @@ squeeze_compare() {
     squeeze_start $1
     wait_for 'grep -q pressure $SQ/squeezer.log' 600
     sleep 20
+    # $3: a command whose report is wanted while the squeeze holds.
+    [ -n "${3:-}" ] && $3 >>"$D" 2>&1
     local ended; ended=$(squeeze_ended)
     journalctl --no-pager -o short-monotonic --since "@${squeeze_t0%.*}" $2 >$SQ/$1.journal 2>&1
     { echo "### $1"; cat $SQ/$1.journal; } >>"$D"
@@ -175,8 +179,7 @@ if [ -x /lib/systemd/systemd-oomd ]; then
     printf '[OOM]\nDefaultMemoryPressureDurationSec=2s\n' >/etc/systemd/oomd.conf.d/squeeze.conf
     systemctl set-property --runtime lifecycled.slice ManagedOOMMemoryPressure=kill ManagedOOMMemoryPressureLimit=10% >>"$D" 2>&1
     systemctl start systemd-oomd >>"$D" 2>&1
-    squeeze_compare systemd-oomd "-u systemd-oomd"
-    oomctl >>"$D" 2>&1
+    squeeze_compare systemd-oomd "-u systemd-oomd" oomctl
     systemctl stop systemd-oomd systemd-oomd.socket >>"$D" 2>&1
 else
     echo "INFO systemd-oomd: not in the VM's tree" | tee -a "$R"
