@@ -3,7 +3,8 @@
 # cloud kernel) in a qemu VM, on pure cgroup2 with its controllers (cpu, io, memory), which a container cannot have.
 # What it proves: crash recovery. The apps live in systemd scopes, the daemon's service cgroup stays a leaf, and
 # after a SIGKILL, a SIGSEGV and a watchdog timeout of the main process systemd starts the daemon again, which
-# re-adopts every app and leaves none stopped.
+# re-adopts every app and leaves none stopped. Then a real memory squeeze in the apps' slice (systemd/vm-squeeze.sh):
+# memory protection of the apps in front, lifecycled's jetsam, and what earlyoom and systemd-oomd do with the same.
 #
 #   sudo systemd/test-in-vm.sh                    # from the repository root; needs root
 #   make test-systemd-vm
@@ -12,7 +13,8 @@
 #   1. builds lifecycled and lifectl as test-in-container.sh does (or takes LIFECYCLED_BIN_DIR);
 #   2. debootstraps a bookworm tree with systemd, udev and linux-image-cloud-amd64 ONCE into $WORK/root and makes a
 #      root disk image of it ($WORK/root.img, cached); the VM runs it with -snapshot, so the image never changes;
-#   3. puts the binaries, the unit and the check script on a second small disk, mounted at /check in the VM;
+#   3. puts the binaries (with the squeeze's app and squeezer, built static here), the unit and the check scripts on
+#      a second small disk, mounted at /check in the VM;
 #   4. boots the VM (KVM when a guest runs under it, else TCG), whose check unit writes PASS/FAIL lines to /check/out
 #      and powers off; the results are read back from the disk image with debugfs.
 #
@@ -27,7 +29,8 @@
 #   LIFECYCLED_BIN_DIR       use lifecycled and lifectl from this directory instead of building them
 #
 # Needs: root, qemu-system-x86 (apt-get install --no-install-recommends qemu-system-x86), debootstrap,
-# e2fsprogs (mkfs.ext4 -d, debugfs), swift (unless LIFECYCLED_BIN_DIR).
+# e2fsprogs (mkfs.ext4 -d, debugfs), a C compiler with a static libc (cc, libc6-dev), swift (unless
+# LIFECYCLED_BIN_DIR).
 set -u -o pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,6 +49,7 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap and the image need it)"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: apt-get install --no-install-recommends qemu-system-x86"
 command -v debugfs >/dev/null && command -v mkfs.ext4 >/dev/null || die "e2fsprogs missing"
+command -v cc >/dev/null || die "cc missing (the squeeze's app and squeezer are built here): apt-get install gcc libc6-dev"
 mkdir -p "$WORK" || die "cannot create $WORK"
 
 # --- 1. binaries ------------------------------------------------------------------------------------------------
@@ -73,14 +77,20 @@ if [ "${LIFECYCLED_VM_REBUILD:-0}" = 1 ]; then rm -rf "$ROOT" "$IMAGE"; fi
 needed=$(readelf -d "$BIN/lifecycled" "$BIN/lifectl" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | sort -u)
 missing_in_tree() { local lib; for lib in $needed; do ls "$ROOT"/usr/lib/*/"$lib" "$ROOT"/lib/*/"$lib" >/dev/null 2>&1 || echo "$lib"; done; }
 if [ -n "$(missing_in_tree)" ]; then rm -f "$ROOT/.lifecycled-tree-complete"; fi
+# The squeeze's comparison needs earlyoom and systemd-oomd in the tree: one cached before they were added is built again.
+for program in usr/bin/earlyoom lib/systemd/systemd-oomd; do
+    [ -e "$ROOT/$program" ] || rm -f "$ROOT/.lifecycled-tree-complete"
+done
 if [ ! -e "$ROOT/.lifecycled-tree-complete" ]; then
     command -v debootstrap >/dev/null || die "debootstrap missing: apt-get install debootstrap"
     rm -rf "$ROOT" "$IMAGE"
     t=$(now)
     echo "== debootstrap --variant=minbase bookworm $ROOT with a kernel (once; cached afterwards)"
-    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0,libpulse0,udev,kmod,initramfs-tools,linux-image-cloud-amd64 \
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libxcb1,libxcb-res0,libpulse0,udev,kmod,initramfs-tools,linux-image-cloud-amd64,earlyoom,systemd-oomd \
         bookworm "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 \
         || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed ($WORK/debootstrap.log)"; }
+    # Installed for the squeeze's comparison only, which starts them itself: at boot they would act on every check.
+    find "$ROOT/etc/systemd/system" -type l \( -name earlyoom.service -o -name 'systemd-oomd.*' \) -path '*.wants/*' -delete
     touch "$ROOT/.lifecycled-tree-complete"
     echo "   debootstrap took $(elapsed "$t") s"
 fi
@@ -121,6 +131,11 @@ rm -rf "$CHECK" "$OUT"; mkdir -p "$CHECK/bin" "$CHECK/out" "$OUT"
 cp "$BIN/lifecycled" "$BIN/lifectl" "$CHECK/bin/"
 cp "$here/systemd/lifecycled.service" "$CHECK/"
 cp "$here/systemd/vm-check.sh" "$CHECK/check.sh"
+cp "$here/systemd/vm-squeeze.sh" "$CHECK/squeeze.sh"
+# The squeeze's app (a real client, on liblifecycle's sources) and its squeezer, static: the VM's tree has no compiler.
+cc -O2 -std=gnu11 -static -I"$here/clients/c/include" -o "$CHECK/bin/vm-app" "$here/systemd/vm-app.c" "$here"/clients/c/src/*.c \
+    && cc -O2 -std=gnu11 -static -o "$CHECK/bin/vm-squeezer" "$here/systemd/vm-squeezer.c" \
+    || die "building the squeeze's vm-app and vm-squeezer failed"
 echo "${PLACEMENT}" >"$CHECK/placement"
 mkfs.ext4 -q -F -L lifecycled-check -d "$CHECK" "$CHECKIMG" 512M >/dev/null 2>&1 || die "mkfs.ext4 of the check disk failed"
 

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs inside the VM of test-in-vm.sh, started by lifecycled-check.service once systemd is up: crash recovery of
-# lifecycled on pure cgroup2 with real controllers. Writes PASS/FAIL lines to /check/out/results.
+# lifecycled on pure cgroup2 with real controllers, then a memory squeeze (squeeze.sh, systemd/vm-squeeze.sh).
+# Writes PASS/FAIL lines to /check/out/results.
 set -u
 R=/check/out/results; D=/check/out/details
 : >"$R"; : >"$D"
@@ -227,4 +228,7 @@ timeout 100 systemctl stop lifecycled >>"$D" 2>&1 && pass "systemctl stop lifecy
 left=$(cat /sys/fs/cgroup/lifecycled.slice/app-lifecycled-*.scope/cgroup.procs 2>/dev/null | tr '\n' ' ')
 [ -z "$left" ] && pass "no app process left after the stop" || fail "no app process left after the stop" "$left"
 journalctl -u lifecycled --no-pager -o short-monotonic >>"$D" 2>&1
+
+# The memory squeeze: protection of the apps in front, jetsam, and earlyoom and systemd-oomd on the same squeeze.
+. /check/squeeze.sh
 echo DONE >>"$R"

@@ -136,6 +136,7 @@ private let onHybridRoot = ConditionTrait.enabled(
             "cgroup2 controllers for apps: cpu io memory",
             "background priority: cgroup2 cpu.weight 100 → 20, kept while suspended",
             "background io priority: cgroup2 io.weight 100 → 20, kept while suspended",
+            "foreground memory protection: cgroup2 memory.low (the app's MemoryLow=), none in the background or suspended",
             "suspend (freezer): cgroup2 cgroup.freeze",
             "oom_score_adj: 0 / 500 / 900",
         ])

@@ -67,9 +67,11 @@ import Testing
     @Test func theWeightsAreTheOnesTheCgroupfsPlacementWrites() {
         for priority in [PriorityClass.foreground, .background, .suspended] {
             let weight = UInt64(priority.cgroupWeight)
-            #expect(UnitProperty.weights(priority) == [.uint64("CPUWeight", weight), .uint64("IOWeight", weight)])
+            #expect(UnitProperty.weights(priority, memoryLow: .bytes(0)) == [
+                .uint64("CPUWeight", weight), .uint64("IOWeight", weight), .uint64("MemoryLow", 0),
+            ])
         }
-        #expect(UnitProperty.weights(.background) == UnitProperty.weights(.suspended))
+        #expect(UnitProperty.weights(.background, memoryLow: .infinity) == UnitProperty.weights(.suspended, memoryLow: .infinity))
     }
 
     /// A message built on a bus over a socketpair (sd-bus builds messages only for a started bus), sealed and read
@@ -101,7 +103,7 @@ import Testing
         } == "ssa(sv)a(sa(sv))")
         #expect(try message("SetUnitProperties") { message in
             try SystemdManagerBus.appendSetUnitProperties(message, unit: "app-lifecycled-a.scope",
-                                                          properties: UnitProperty.weights(.background))
+                                                          properties: UnitProperty.weights(.background, memoryLow: .infinity))
         } == "sba(sv)")
     }
 }

@@ -3,7 +3,7 @@ import LifecycleModel
 
 /// An adopted app in a launcher's scope (`AppRuntime.cgroup`, a cgroup the daemon did not make and never removes):
 /// frozen through its `cgroup.freeze` and weighed through its `cpu.weight`/`io.weight` where the hierarchy has
-/// them, else nice on each of its processes.
+/// them, else nice on each of its processes; protected through its `memory.low` in the foreground where it has one.
 final class AdoptedScope: AppPlace {
     /// Where what the scope and its processes had is kept, to be given back.
     private let originals: OriginalPriorities?
@@ -48,6 +48,12 @@ final class AdoptedScope: AppPlace {
                 byWeights = true
             } catch {
                 Log.debug("\(app.name): Failed to set its scope's weights: \(error)")
+            }
+        }
+        if let scope = app.cgroup, let memoryLow = scope.memoryLowFile, previous?.weightClass != priority.weightClass {
+            originals?.record(app.name, files: [memoryLow])
+            do { try scope.protectMemory(priority, app.config.memoryLow) } catch {
+                Log.debug("\(app.name): Failed to set its scope's memory protection: \(error), ignoring")
             }
         }
         originals?.record(app.name, pids: members)

@@ -81,9 +81,10 @@ final class Adoption {
         }
         // The grace time and the apps' own settings may have changed: every adopted app takes them from now on.
         for (name, appID) in appIDs {
-            let (policy, _) = settings(for: appID)
+            let (policy, _, memoryLow) = settings(for: appID)
             guard var adopted = registry.runtime(name)?.config else { continue }
             adopted.policy = policy
+            adopted.memoryLow = memoryLow
             registry.configure(name, adopted)
         }
         if new.scopes && (!scopes.running || new.appSlice != old.appSlice || new.user != old.user) {
@@ -135,8 +136,9 @@ final class Adoption {
 
     /// The policy of an adopted app, from its own file (`[App] AppId=ID` without `Exec=`) or else from
     /// `[Defaults]` with the `[Adopt]` grace time, wakes and reclaim: unaware and never restarted either way. With
-    /// the file's `SuspendMethod=`, which a scope overrides with its freezer.
-    private func settings(for appID: String) -> (AppPolicy, SuspendMethod?) {
+    /// the file's `SuspendMethod=`, which a scope overrides with its freezer, and the file's `MemoryLow=`, else
+    /// `[Adopt]`'s.
+    private func settings(for appID: String) -> (AppPolicy, SuspendMethod?, MemoryProtection) {
         let own = loaded.adoptSettings[appID]
         var policy = own?.policy ?? loaded.daemon.defaults.policy
         if own == nil {
@@ -152,7 +154,7 @@ final class Adoption {
         policy.external = false
         policy.restart = .no
         policy.scenes = nil
-        return (policy, own?.suspendMethod)
+        return (policy, own?.suspendMethod, own?.memoryLow ?? config.memoryLow)
     }
 
     /// `[Adopt] User=root`: root's own session is the one adopted from, windows included.
@@ -185,9 +187,10 @@ final class Adoption {
             if let pid = place.pid, pids.contains(pid) { release(name, reason: "its process is in \(unit.unit) now") }
         }
         guard let name = freeName(for: unit.appID) else { refuse(unit.unit, "its app id is no valid app name"); return nil }
-        let (policy, _) = settings(for: unit.appID)
-        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer,
-                                                           policy: policy), place: AdoptedScope(originals: originals))
+        let (policy, _, memoryLow) = settings(for: unit.appID)
+        var appConfig = AppConfig(name: name, exec: [], suspendMethod: scope.freezer == nil ? .signal : .freezer, policy: policy)
+        appConfig.memoryLow = memoryLow
+        let app = AppRuntime(name: name, config: appConfig, place: AdoptedScope(originals: originals))
         app.cgroup = scope
         appIDs[name] = unit.appID
         adopt(app, leader: leader, place: .scope(path),
@@ -207,13 +210,13 @@ final class Adoption {
     /// A window's process, checked by `WindowAdoption`, becomes the app named by its app id. Returns its name.
     func adoptWindowProcess(appID: String, pid: pid_t, pidfd: FileDescriptor, startTime: UInt64, what: String) -> String? {
         guard let name = freeName(for: appID) else { refuse("window process \(pid)", "\(what): its app id is no valid app name"); return nil }
-        let (policy, method) = settings(for: appID)
+        let (policy, method, memoryLow) = settings(for: appID)
         let tree = ProcessTree.descendants(of: pid)
         let scope = treeScopes.scope(for: name, leader: pid, members: (tree + orphans.rest(of: pid, besides: tree)).sorted())
         // In a scope, frozen as a launcher's scope is, unless its own file says otherwise.
-        let app = AppRuntime(name: name, config: AppConfig(name: name, exec: [], suspendMethod: method ?? (scope == nil ? .signal : .freezer),
-                                                           policy: policy),
-                             place: AdoptedProcessTree(originals: originals, orphans: orphans))
+        var appConfig = AppConfig(name: name, exec: [], suspendMethod: method ?? (scope == nil ? .signal : .freezer), policy: policy)
+        appConfig.memoryLow = memoryLow
+        let app = AppRuntime(name: name, config: appConfig, place: AdoptedProcessTree(originals: originals, orphans: orphans))
         app.cgroup = scope?.cgroup
         appIDs[name] = appID
         let recorded = RecordedProcess(pid: pid, startTime: startTime)

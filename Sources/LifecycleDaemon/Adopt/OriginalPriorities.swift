@@ -1,9 +1,9 @@
 import Glibc
 
 /// What adopted apps had before the daemon changed them: each process's nice value and `oom_score_adj`, and each
-/// scope's weight files. The daemon gives them back when it lets an app go (a release, its stop) and, since they
-/// are recorded in RUNTIME_DIR/state/adopted-priorities (`RecordFile`) as they are found, at the next start after a
-/// crash.
+/// scope's weight files and `memory.low`. The daemon gives them back when it lets an app go (a release, its stop)
+/// and, since they are recorded in RUNTIME_DIR/state/adopted-priorities (`RecordFile`) as they are found, at the next
+/// start after a crash.
 final class OriginalPriorities {
     struct Process: Equatable {
         var process: RecordedProcess
@@ -36,7 +36,7 @@ final class OriginalPriorities {
         if added { save() }
     }
 
-    /// Before the daemon writes weight files of `app`'s scope: their values now, for those not seen yet.
+    /// Before the daemon writes weight or memory.low files of `app`'s scope: their values now, for those not seen yet.
     func record(_ app: String, files paths: [String]) {
         var known = files[app, default: [:]]
         var added = false

@@ -27,6 +27,8 @@ public struct AdoptConfig: Sendable, Equatable {
     /// defaults of `[Lifecycle]`.
     public var reclaim = AppPolicy().reclaim
     public var reclaimAfter = AppPolicy().reclaimAfter
+    /// `MemoryLow=`: the memory protection of adopted apps in the foreground (an app's own file may say otherwise).
+    public var memoryLow: MemoryProtection = .infinity
 
     public init() {}
 
@@ -52,6 +54,7 @@ extension ConfigLoader {
         .value("Adopt", "ResumeForSec", \.adopt.resumeFor, parseFiniteDuration, shown: formatDuration),
         .value("Adopt", "Reclaim", \.adopt.reclaim, parseBoolean, shown: formatBoolean),
         .value("Adopt", "ReclaimAfterSec", \.adopt.reclaimAfter, parseFiniteDuration, shown: formatDuration),
+        .value("Adopt", "MemoryLow", \.adopt.memoryLow, parseMemoryProtection, shown: formatMemoryProtection),
     ]
 
     /// `AppSlice=`: a cgroup path below the cgroup2 mount, with or without its leading `/`; never one that climbs

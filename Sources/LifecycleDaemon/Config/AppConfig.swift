@@ -20,6 +20,31 @@ public enum SuspendMethod: String, Sendable, Equatable, CaseIterable {
     case freezer
 }
 
+/// `MemoryLow=`: how much of an app's memory the kernel reclaims last while the app is in the foreground (cgroup2
+/// `memory.low`); in the background and suspended it has none.
+public enum MemoryProtection: Sendable, Equatable {
+    /// All of it (`max`).
+    case infinity
+    /// Up to this many bytes; 0 is no protection.
+    case bytes(UInt64)
+
+    /// The value of a cgroup's memory.low.
+    var cgroupValue: String {
+        switch self {
+        case .infinity: "max"
+        case .bytes(let count): String(count)
+        }
+    }
+
+    /// The value of systemd's MemoryLow= on the bus, where infinity is the largest number.
+    var unitValue: UInt64 {
+        switch self {
+        case .infinity: .max
+        case .bytes(let count): count
+        }
+    }
+}
+
 /// `ExternalFrom=`: which processes of `ExternalUser=` may attach as an external app (`External=yes`). In both
 /// cases the attaching process must lead its own process group, and that group (with its cgroup, for `cgroup`) is
 /// what the daemon stops, continues and kills.
@@ -35,10 +60,12 @@ public enum ExternalFrom: String, Sendable, Equatable, CaseIterable {
 public struct AppDefaults: Sendable, Equatable {
     public var policy: AppPolicy
     public var suspendMethod: SuspendMethod
+    public var memoryLow: MemoryProtection
 
-    public init(policy: AppPolicy = AppPolicy(), suspendMethod: SuspendMethod = .signal) {
+    public init(policy: AppPolicy = AppPolicy(), suspendMethod: SuspendMethod = .signal, memoryLow: MemoryProtection = .infinity) {
         self.policy = policy
         self.suspendMethod = suspendMethod
+        self.memoryLow = memoryLow
     }
 }
 
@@ -63,6 +90,8 @@ public struct AppConfig: Sendable, Equatable {
     public var autoLaunch: AutoLaunch
     /// `SuspendMethod=`.
     public var suspendMethod: SuspendMethod
+    /// `MemoryLow=`: the app's memory protection while it is in the foreground.
+    public var memoryLow: MemoryProtection = .infinity
     /// `Protocol=`, `Restart=` and the timing keys.
     public var policy: AppPolicy
     /// `PreferencesFile=`: an absolute path; its changes on disk are posted to this app as `userDefaultsDidChange`.
@@ -109,6 +138,7 @@ public struct AppConfig: Sendable, Equatable {
     /// An app with no `Exec=` yet and every other key from `defaults`: where parsing an app file starts.
     public init(name: String, defaults: AppDefaults) {
         self.init(name: name, exec: [], suspendMethod: defaults.suspendMethod, policy: defaults.policy)
+        memoryLow = defaults.memoryLow
     }
 }
 

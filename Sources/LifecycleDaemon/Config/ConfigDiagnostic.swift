@@ -65,6 +65,8 @@ public enum ConfigSyntaxError: Error, Sendable, Equatable, CustomStringConvertib
     case invalidPressureTrigger(String)
     /// A `[Scenes] Configuration=` word that is not `ROLE:NAME`.
     case invalidSceneConfiguration(String)
+    /// Not a size: `infinity`, or bytes with an optional K, M, G or T.
+    case invalidSize(String)
 
     public var description: String {
         switch self {
@@ -98,6 +100,8 @@ public enum ConfigSyntaxError: Error, Sendable, Equatable, CustomStringConvertib
         case .invalidSceneConfiguration(let text):
             "invalid scene configuration '\(text)' (expected ROLE:NAME, e.g. window:Main or externalDisplay:Slides;"
                 + " letters, digits, _, . and - only)"
+        case .invalidSize(let text):
+            "invalid size '\(text)' (expected infinity, a number of bytes, or a number with K, M, G or T, e.g. 512M)"
         }
     }
 

@@ -47,6 +47,7 @@ extension ConfigLoader {
     protocol SharedSettings {
         var policy: AppPolicy { get set }
         var suspendMethod: SuspendMethod { get set }
+        var memoryLow: MemoryProtection { get set }
     }
 
     /// The keys of an app's `[Lifecycle]`, which `[Defaults]` also takes.
@@ -68,6 +69,7 @@ extension ConfigLoader {
             .value(section, "ResumeForSec", \.policy.resumeFor, parseFiniteDuration, shown: formatDuration),
             .value(section, "Reclaim", \.policy.reclaim, parseBoolean, shown: formatBoolean),
             .value(section, "ReclaimAfterSec", \.policy.reclaimAfter, parseFiniteDuration, shown: formatDuration),
+            .value(section, "MemoryLow", \.memoryLow, parseMemoryProtection, shown: formatMemoryProtection),
         ]
     }
 

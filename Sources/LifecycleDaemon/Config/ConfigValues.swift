@@ -144,6 +144,25 @@ extension ConfigLoader {
         return choice
     }
 
+    /// `MemoryLow=`: `infinity`, or a number of bytes with an optional `K`, `M`, `G` or `T` (powers of 1024, as
+    /// systemd reads them).
+    static func parseMemoryProtection(_ text: String) throws(ConfigSyntaxError) -> MemoryProtection {
+        if text == "infinity" { return .infinity }
+        let shifts: [Character: UInt64] = ["K": 10, "M": 20, "G": 30, "T": 40]
+        let shift = text.last.flatMap { shifts[$0] } ?? 0
+        let digits = shift == 0 ? Substring(text) : text.dropLast()
+        guard !digits.isEmpty, digits.utf8.allSatisfy(isDigit), let count = UInt64(digits),
+              count <= UInt64.max >> shift else { throw .invalidSize(text) }
+        return .bytes(count << shift)
+    }
+
+    static func formatMemoryProtection(_ protection: MemoryProtection) -> String {
+        switch protection {
+        case .infinity: "infinity"
+        case .bytes(let count): String(count)
+        }
+    }
+
     /// `Protocol=lifecycle|none`, as `AppPolicy.speaksProtocol`.
     static func parseProtocol(_ text: String) throws(ConfigSyntaxError) -> Bool {
         switch text {

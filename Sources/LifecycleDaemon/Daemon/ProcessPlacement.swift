@@ -253,6 +253,11 @@ final class CgroupPlacement: ProcessPlacement {
             previous = nil
             applied = nil
         }
+        if previous?.weightClass != priority.weightClass {
+            do { try cgroup.protectMemory(priority, app.config.memoryLow, kept: kept) } catch {
+                Log.debug("\(app.name): Failed to set its memory protection: \(error), ignoring")
+            }
+        }
         let failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members,
                                              useNice: !cpuByCgroup, kept: kept)
         for failure in failures { Log.debug("\(app.name): \(failure), ignoring") }

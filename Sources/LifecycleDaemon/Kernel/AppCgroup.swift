@@ -30,6 +30,8 @@ public struct AppCgroup: Sendable, Equatable {
     private let hasCPUWeight: Bool
     private let hasIOWeight: Bool
     private let hasCPUShares: Bool
+    /// The cgroup2 memory.low of the group, where the memory controller is enabled for it.
+    let memoryLowFile: String?
     /// Made by this `makeAppCgroup` call (every one of its groups), not found from an earlier run: it cannot be
     /// frozen, so the launch skips the check.
     public internal(set) var isNew = false
@@ -48,6 +50,7 @@ public struct AppCgroup: Sendable, Equatable {
         var hasCPUWeight = false
         var hasIOWeight = false
         var hasCPUShares = false
+        var hasMemoryLow = false
 
         init(unifiedPath: String?, cpuPath: String?) {
             hasFreeze = unifiedPath.map { fileExists($0 + "/cgroup.freeze") } ?? false
@@ -55,6 +58,7 @@ public struct AppCgroup: Sendable, Equatable {
             hasCPUWeight = unifiedPath.map { fileExists($0 + "/cpu.weight") } ?? false
             hasIOWeight = unifiedPath.map { fileExists($0 + "/io.weight") } ?? false
             hasCPUShares = cpuPath.map { fileExists($0 + "/cpu.shares") } ?? false
+            hasMemoryLow = unifiedPath.map { fileExists($0 + "/memory.low") } ?? false
         }
     }
 
@@ -76,6 +80,7 @@ public struct AppCgroup: Sendable, Equatable {
         cpuWeightFile = hasCPUWeight ? unifiedPath.map { $0 + "/cpu.weight" } : nil
         ioWeightFile = hasIOWeight ? unifiedPath.map { $0 + "/io.weight" } : nil
         cpuSharesFile = hasCPUShares ? cpuPath.map { $0 + "/cpu.shares" } : nil
+        memoryLowFile = files.hasMemoryLow ? unifiedPath.map { $0 + "/memory.low" } : nil
         procsFile = (unifiedPath ?? cpuPath ?? freezerPath).map { $0 + "/cgroup.procs" }
     }
 
@@ -105,6 +110,13 @@ public struct AppCgroup: Sendable, Equatable {
         if let cpuWeightFile { try write(cpuWeightFile, String(cls.cgroupWeight)) }
         if let ioWeightFile { try write(ioWeightFile, "default \(cls.cgroupWeight)") }
         if let cpuSharesFile { try write(cpuSharesFile, String(cls.cpuShares)) }
+    }
+
+    /// Sets memory.low for `cls` (`PriorityClass.memoryLow`), where the group has it; through `kept` when given.
+    func protectMemory(_ cls: PriorityClass, _ protection: MemoryProtection, kept: KeptKernelFiles? = nil) throws(SystemError) {
+        guard let memoryLowFile else { return }
+        let value = cls.memoryLow(protection).cgroupValue
+        if let kept { try kept.write(memoryLowFile, value) } else { try writeKernelFile(memoryLowFile, value) }
     }
 
     /// Starts freezing. The kernel finishes asynchronously (docs/PLATFORM.md): poll `isFrozen()`.

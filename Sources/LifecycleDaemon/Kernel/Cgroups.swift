@@ -64,6 +64,8 @@ public struct CgroupSupport: Sendable {
     var unifiedCPU = false
     var unifiedIO = false
     var unifiedFreezer = false
+    /// Whether app groups under `unifiedParent` get memory.low (the memory controller is enabled for them).
+    var unifiedMemory = false
     /// The controllers enabled for the app groups of a delegated subtree, and why some are not.
     var delegatedControllers: Set<String> = []
     /// The files of an app group, probed once (`AppCgroup.Files`).
@@ -113,6 +115,9 @@ public struct CgroupSupport: Sendable {
         }
         if unifiedIO {
             lines.append("background io priority: cgroup2 io.weight \(fg.cgroupWeight) → \(bg.cgroupWeight), kept while suspended")
+        }
+        if unifiedMemory {
+            lines.append("foreground memory protection: cgroup2 memory.low (the app's MemoryLow=), none in the background or suspended")
         }
         if unifiedFreezer {
             lines.append("suspend (freezer): cgroup2 cgroup.freeze")
@@ -238,6 +243,7 @@ public struct CgroupSupport: Sendable {
         support.controllerFailure = failure
         support.unifiedCPU = enabled.contains("cpu")
         support.unifiedIO = enabled.contains("io")
+        support.unifiedMemory = enabled.contains("memory")
         // Reading is allowed everywhere: a non-root cgroup2 group has cgroup.freeze, and so will
         // every app group below it.
         support.unifiedFreezer = fileExists(subtree.root + "/cgroup.freeze")
@@ -275,14 +281,15 @@ public struct CgroupSupport: Sendable {
         // rule), so weights need delegation.
         let ownDirectory = own == "/" ? mount : mount + own
         let parent = try Self.makeParent(ownDirectory + "/" + groupName, created: &created)
-        if own == "/" { _ = enableSubtreeControllers(in: mount, wanted: ["cpu", "io"]) }
+        if own == "/" { _ = enableSubtreeControllers(in: mount, wanted: ["cpu", "io", "memory"]) }
         // Best effort: a controller bound to a v1 hierarchy (hybrid) or missing from the parent's
-        // cgroup.controllers cannot be enabled, and then weights are simply not available.
-        _ = enableSubtreeControllers(in: parent, wanted: ["cpu", "io"])
+        // cgroup.controllers cannot be enabled, and then weights and memory protection are simply not available.
+        _ = enableSubtreeControllers(in: parent, wanted: ["cpu", "io", "memory"])
         unifiedParent = parent
         let delegated = cgroupFileWords(parent + "/cgroup.subtree_control")
         unifiedCPU = delegated.contains("cpu")
         unifiedIO = delegated.contains("io")
+        unifiedMemory = delegated.contains("memory")
         // The root group has no cgroup.freeze; our parent is never the root.
         unifiedFreezer = fileExists(parent + "/cgroup.freeze")
     }

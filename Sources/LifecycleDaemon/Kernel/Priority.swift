@@ -28,6 +28,13 @@ extension PriorityClass {
         }
     }
 
+    /// The memory protection of the class: an app's own `MemoryLow=` in the foreground, and none in the background
+    /// or suspended, so that the kernel reclaims from hidden apps before it reclaims from what the user sees. It
+    /// follows `weightClass`, so that it is written when the weights are.
+    func memoryLow(_ protection: MemoryProtection) -> MemoryProtection {
+        weightClass == .foreground ? protection : .bytes(0)
+    }
+
     /// cgroup v1 cpu.shares (default 1024, minimum 2).
     var cpuShares: Int {
         switch weightClass {

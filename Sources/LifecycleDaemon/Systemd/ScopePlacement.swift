@@ -58,6 +58,7 @@ final class ScopePlacement: ProcessPlacement {
         let (fg, bg) = (PriorityClass.foreground, PriorityClass.background)
         return ["app cgroups: systemd scopes \(ScopeUnits.prefix)NAME\(ScopeUnits.suffix) in \(ScopeUnits.slice) (systemd \(bus.version))",
                 "background priority: CPUWeight= and IOWeight= \(fg.cgroupWeight) → \(bg.cgroupWeight), kept while suspended",
+                "foreground memory protection: MemoryLow= (the app's MemoryLow=), none in the background or suspended",
                 "suspend (freezer): FreezeUnit/ThawUnit"]
     }
 
@@ -205,13 +206,15 @@ final class ScopePlacement: ProcessPlacement {
 
     func isFrozen(_ app: AppRuntime) -> Bool { app.cgroup?.isFrozen() ?? false }
 
-    /// Each change of weights is one SetUnitProperties, runtime only (a unit file of the scope would outlive it).
+    /// Each change of weights (and of memory protection with them) is one SetUnitProperties, runtime only (a unit
+    /// file of the scope would outlive it).
     /// `oom_score_adj` is per process, as elsewhere.
     func apply(_ priority: PriorityClass, previous: PriorityClass?, to app: AppRuntime, leader: pid_t, members: [pid_t]) -> PriorityClass? {
         if app.cgroup != nil && previous?.weightClass != priority.weightClass {
             let name = app.name
-            bus.setUnitProperties(ScopeUnits.unitName(app: name), UnitProperty.weights(priority)) { error, _ in
-                if let error { Log.debug("\(name): Failed to set its scope's weights: \(error)") }
+            let properties = UnitProperty.weights(priority, memoryLow: app.config.memoryLow)
+            bus.setUnitProperties(ScopeUnits.unitName(app: name), properties) { error, _ in
+                if let error { Log.debug("\(name): Failed to set its scope's weights and memory protection: \(error)") }
             }
         }
         let failures = ProcessPriority.apply(priority, from: previous, processGroup: leader, members: members,

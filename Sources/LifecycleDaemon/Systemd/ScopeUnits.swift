@@ -124,9 +124,11 @@ enum UnitProperty: Equatable {
          .string("CollectMode", "inactive-or-failed")]
     }
 
-    /// The weights of a priority class, the same numbers the cgroupfs placement writes to cpu.weight and io.weight.
-    static func weights(_ priority: PriorityClass) -> [UnitProperty] {
+    /// The weights of a priority class, the same numbers the cgroupfs placement writes to cpu.weight and io.weight,
+    /// and its memory protection (`PriorityClass.memoryLow`), which systemd writes to memory.low.
+    static func weights(_ priority: PriorityClass, memoryLow protection: MemoryProtection) -> [UnitProperty] {
         let weight = UInt64(priority.cgroupWeight)
-        return [.uint64("CPUWeight", weight), .uint64("IOWeight", weight)]
+        return [.uint64("CPUWeight", weight), .uint64("IOWeight", weight),
+                .uint64("MemoryLow", priority.memoryLow(protection).unitValue)]
     }
 }
