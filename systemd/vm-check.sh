@@ -229,6 +229,11 @@ left=$(cat /sys/fs/cgroup/lifecycled.slice/app-lifecycled-*.scope/cgroup.procs 2
 [ -z "$left" ] && pass "no app process left after the stop" || fail "no app process left after the stop" "$left"
 journalctl -u lifecycled --no-pager -o short-monotonic >>"$D" 2>&1
 
-# The memory squeeze: protection of the apps in front, jetsam, and earlyoom and systemd-oomd on the same squeeze.
-. /check/squeeze.sh
+# The memory squeeze: protection of the apps in front, jetsam, and earlyoom and systemd-oomd on the same squeeze
+# (SQUEEZE=1 puts it on the check disk: docs/MEMORY.md says why CI does not run it yet).
+if [ -f /check/squeeze.sh ]; then
+    . /check/squeeze.sh
+else
+    echo "INFO the memory squeeze was not run (SQUEEZE=1 runs it)" | tee -a "$R"
+fi
 echo DONE >>"$R"
