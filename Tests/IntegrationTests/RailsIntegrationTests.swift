@@ -163,16 +163,7 @@ struct RailsIntegrationTests {
         let pulse = try PulseServer()
         defer { pulse.stop() }
         try DaemonHarness.running([:], daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\n") { daemon in
-            try daemon.waitUntil("status says there is no sound server") {
-                try daemon.lifectl("status").stdout.contains("audio: off, no sound server")
-            }
-            #expect(try daemon.lifectl("status").stdout.contains("waiting for \(pulse.socket) to appear"))
-            let pid = try #require(daemon.daemonPID)
-            // Settle: the status request's own wakeups end with its answer.
-            usleep(200_000)
-            let before = runs(pid)
-            sleep(4)
-            #expect(runs(pid) == before, "the daemon woke while no sound server was there")
+            try expectAsleep(daemon, waitingFor: pulse.socket)
             try pulse.start()
             try daemon.waitUntil("the daemon connects to the new server", timeout: 10) {
                 try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), 0 playing processes")
@@ -189,11 +180,17 @@ struct RailsIntegrationTests {
         try daemon.daemonConfig("[Sources]\nAudio=yes\n")
         // Empty is unset for the daemon, as for libpulse.
         try daemon.start(extraEnvironment: ["XDG_RUNTIME_DIR": "", "PULSE_SERVER": "", "PULSE_RUNTIME_PATH": ""])
+        try expectAsleep(daemon, waitingFor: systemSocket)
+    }
+
+    /// Status says there is no sound server and names the socket waited for, and nothing wakes the daemon for 4 s.
+    private func expectAsleep(_ daemon: DaemonHarness, waitingFor socket: String) throws {
         try daemon.waitUntil("status says there is no sound server") {
             try daemon.lifectl("status").stdout.contains("audio: off, no sound server")
         }
-        #expect(try daemon.lifectl("status").stdout.contains("waiting for \(systemSocket) to appear"))
+        #expect(try daemon.lifectl("status").stdout.contains("waiting for \(socket) to appear"))
         let pid = try #require(daemon.daemonPID)
+        // Settle: the status request's own wakeups end with its answer.
         usleep(200_000)
         let before = runs(pid)
         sleep(4)

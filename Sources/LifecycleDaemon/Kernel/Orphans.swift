@@ -45,8 +45,8 @@ final class Orphans {
         return (tree + orphans).filter { getpgid($0) == leader }.sorted()
     }
 
-    /// The children of `pid`'s ancestors that `matches` takes, started no earlier than `pid`, with their descendants,
-    /// besides `known`, the ancestors and the daemon's own line.
+    /// The children of `pid`'s ancestors that `matches` takes, started no earlier than `pid`, with their descendants
+    /// that it takes too, besides `known`, the ancestors and the daemon's own line.
     private func orphans(of pid: pid_t, besides known: [pid_t], matching matches: (Child) -> Bool) -> [pid_t] {
         guard let started = ProcessTable.startTime(of: pid, procRoot: procRoot) else { return [] }
         let ancestors = ProcessTree.ancestors(of: pid, procRoot: procRoot)
@@ -56,7 +56,11 @@ final class Orphans {
         for ancestor in ancestors {
             for (child, what) in listed(ancestor) where !excluded.contains(child) {
                 guard let what, what.started >= started, matches(what) else { continue }
-                for member in ProcessTree.descendants(of: child, procRoot: procRoot) where excluded.insert(member).inserted {
+                // Its descendants as far as they are the same launch's: a process of another user or session below
+                // it is not the app's.
+                for member in ProcessTree.descendants(of: child, procRoot: procRoot)
+                where !excluded.contains(member) && (member == child || read(member).map(matches) == true) {
+                    excluded.insert(member)
                     found.append(member)
                 }
             }
