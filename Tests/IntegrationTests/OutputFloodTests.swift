@@ -66,7 +66,8 @@ struct OutputFloodTests {
         // Each interval writes at most its burst, and every line that was not written is counted.
         let size = (try? FileManager.default.attributesOfItem(atPath: daemon.logFile.path)[.size] as? Int) ?? 0
         #expect(size < 16 << 20, "the log is \(size) bytes")
-        #expect(dropped(daemon, "yes") > 0)
+        // Whether `yes` loses lines depends on how fast the loop reads it against the burst: the burst's own count,
+        // below, is exact either way.
         let burstLines = output(daemon, "burst")
         #expect(burstLines.allSatisfy { $0 == String(repeating: "b", count: 99) })
         #expect(burstLines.count + dropped(daemon, "burst") == 150000,
