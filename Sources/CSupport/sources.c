@@ -3,6 +3,7 @@
 #include "csupport_sources.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/xattr.h>
@@ -10,6 +11,7 @@
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/filter.h>
 #include <linux/netlink.h>
 
 _Static_assert(CS_IN_MODIFY == IN_MODIFY, "IN_MODIFY");
@@ -71,7 +73,57 @@ int cs_realtime_timer_consume(int fd) {
     }
 }
 
-int cs_uevent_open(void) {
+// A kernel uevent is the header `ACTION@DEVPATH` and a NUL, then `ACTION=…`, `DEVPATH=…` and `SUBSYSTEM=…`, each
+// ending in a NUL, in that order (lib/kobject_uevent.c). With the header's NUL at index i, ACTION and DEVPATH are
+// i - 1 bytes together, so SUBSYSTEM= starts at 2i + 17. Classic BPF has no loops: the search for the NUL is
+// unrolled over the first UEVENT_FILTER_SCAN bytes, and a message whose header is longer passes.
+#define UEVENT_FILTER_SCAN 256
+
+int cs_uevent_filter(int fd, const char *subsystem) {
+    char wanted[96];
+    int wanted_length = snprintf(wanted, sizeof(wanted), "SUBSYSTEM=%s", subsystem) + 1;  // its NUL included
+    if (wanted_length > (int) sizeof(wanted)) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct sock_filter program[4 * UEVENT_FILTER_SCAN + 2 * 96 + 8];
+    unsigned length = 0;
+    // Per byte: the NUL found at i puts the field's offset in X and jumps to the comparison.
+    unsigned compare = 4 * UEVENT_FILTER_SCAN + 1;
+    for (unsigned i = 0; i < UEVENT_FILTER_SCAN; i++) {
+        program[length++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_B | BPF_ABS, i);
+        program[length++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2);
+        program[length++] = (struct sock_filter) BPF_STMT(BPF_LDX | BPF_W | BPF_IMM, 2 * i + 17);
+        program[length] = (struct sock_filter) BPF_STMT(BPF_JMP | BPF_JA, compare - length - 1);
+        length++;
+    }
+    program[length++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, 0xffffffff);
+    // The comparison, four bytes at a time, then byte by byte; a load past the end drops the message.
+    unsigned checks = 0;
+    for (int at = 0; at < wanted_length; checks++) at += wanted_length - at >= 4 ? 4 : 1;
+    unsigned reject = length + 2 * checks + 1;
+    for (int at = 0; at < wanted_length;) {
+        const unsigned char *bytes = (const unsigned char *) wanted + at;
+        if (wanted_length - at >= 4) {
+            uint32_t word = (uint32_t) bytes[0] << 24 | (uint32_t) bytes[1] << 16 | (uint32_t) bytes[2] << 8 | bytes[3];
+            program[length++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_IND, (uint32_t) at);
+            program[length] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, word, 0, (uint8_t) (reject - length - 1));
+            length++;
+            at += 4;
+        } else {
+            program[length++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_B | BPF_IND, (uint32_t) at);
+            program[length] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, bytes[0], 0, (uint8_t) (reject - length - 1));
+            length++;
+            at += 1;
+        }
+    }
+    program[length++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, 0xffffffff);
+    program[length++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, 0);
+    struct sock_fprog filter = { .len = (unsigned short) length, .filter = program };
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &filter, sizeof(filter));
+}
+
+int cs_uevent_open(const char *subsystem) {
     int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_KOBJECT_UEVENT);
     if (fd < 0) return -1;
     // Hotplug of many devices at once (a dock, a boot) sends bursts; a larger buffer makes an overflow rarer.
@@ -83,6 +135,8 @@ int cs_uevent_open(void) {
     memset(&address, 0, sizeof(address));
     address.nl_family = AF_NETLINK;
     address.nl_groups = 1;  // the kernel's messages; group 2 is udev's, in libudev's own format
+    // Before the bind, so that no other subsystem's message is queued in between.
+    if (subsystem) (void) cs_uevent_filter(fd, subsystem);
     if (bind(fd, (struct sockaddr *) &address, sizeof(address)) < 0) {
         int saved = errno;
         close(fd);

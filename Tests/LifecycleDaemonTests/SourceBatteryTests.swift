@@ -1,3 +1,4 @@
+import CSupport
 import Glibc
 import LifecycleModel
 import Testing
@@ -97,14 +98,18 @@ extension SourceTests {
             #expect(harness.posts == expected)
         }
 
-        /// Real: the kernel's uevent socket opens and receives a real uevent (`change` written to the loopback
-        /// interface's `uevent` file makes the kernel send one, SUBSYSTEM=net), which is read and ignored.
-        /// A power_supply uevent cannot be produced here (no battery, no test_power module), so that path is the
-        /// parser test above plus the inotify path.
+        /// Real: the kernel sends a uevent of another subsystem (`change` written to the loopback interface's
+        /// `uevent` file makes it send one, SUBSYSTEM=net), as a test's own unfiltered socket sees, and the
+        /// daemon's socket filter drops it in the kernel: the loop is not woken. A power_supply uevent cannot be
+        /// produced here (no battery, no test_power module), so the filter's passing side is the socket-pair test
+        /// below, run by the kernel's own filter on crafted messages.
         @Test(.enabled(if: access("/sys/class/net/lo/uevent", W_OK) == 0, "needs a writable /sys"))
-        func aRealKernelUeventOfAnotherSubsystemIsReadAndIgnored() throws {
+        func aRealKernelUeventOfAnotherSubsystemDoesNotWakeTheLoop() throws {
             let harness = try Self.harness()
             #expect(harness.sources.descriptions[2].contains("kernel uevents (power_supply) and inotify on "))
+            let witness = cs_uevent_open(nil)
+            try #require(witness >= 0, "an unfiltered uevent socket of the test's own")
+            defer { close(witness) }
 
             let completed = try harness.run([
                 .act {
@@ -116,8 +121,50 @@ extension SourceTests {
             ])
 
             #expect(completed)
-            #expect(harness.sources.ueventsRead >= 1)
+            var subsystems: [String] = []
+            var buffer = [CChar](repeating: 0, count: 16 * 1024)
+            while true {
+                let count = cs_uevent_receive(witness, &buffer, buffer.count)
+                if count < 0 { break }
+                if count > 0, let event = KernelUevent.parse(buffer[0..<count].map { UInt8(bitPattern: $0) }) {
+                    subsystems.append(event.properties["SUBSYSTEM"] ?? "")
+                }
+            }
+            #expect(subsystems.contains("net"), "the kernel sent the uevent: \(subsystems)")
+            #expect(harness.sources.ueventsRead == 0)
+            #expect((harness.sources.wakeups["uevent"] ?? 0) == 0)
             #expect(harness.posts == [])
+        }
+
+        /// The filter, run by the kernel on a datagram socket pair: only a kernel-format uevent whose SUBSYSTEM is
+        /// exactly power_supply passes, and one whose header is too long for the filter to search passes too.
+        @Test func theSocketFilterPassesOnlyTheSubsystemItIsGiven() throws {
+            var pair: [Int32] = [-1, -1]
+            try #require(socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
+            defer { close(pair[0]); close(pair[1]) }
+            try #require(cs_uevent_filter(pair[1], "power_supply") == 0, "errno \(errno)")
+
+            func uevent(_ action: String, _ devpath: String, _ subsystem: String) -> [UInt8] {
+                Array("\(action)@\(devpath)\0ACTION=\(action)\0DEVPATH=\(devpath)\0SUBSYSTEM=\(subsystem)\0SEQNUM=7\0".utf8)
+            }
+            let battery = "/devices/LNXSYSTM:00/LNXSYBUS:00/PNP0C0A:00/power_supply/BAT0"
+            let deep = "/devices/" + String(repeating: "pci0000:00/", count: 30) + "power_supply/hid"
+            let cases: [(String, [UInt8], Bool)] = [
+                ("a battery's change", uevent("change", battery, "power_supply"), true),
+                ("a battery's add", uevent("add", battery, "power_supply"), true),
+                ("the network's change", uevent("change", "/devices/virtual/net/lo", "net"), false),
+                ("a longer subsystem name", uevent("change", battery, "power_supply2"), false),
+                ("a message cut inside the field", Array(uevent("change", battery, "power_supply").prefix(120)), false),
+                ("a header too long to search", uevent("change", deep, "net"), true),
+                ("no NUL at all", Array(String(repeating: "x", count: 64).utf8), false),
+            ]
+            for (what, bytes, passes) in cases {
+                #expect(send(pair[0], bytes, bytes.count, 0) == bytes.count, "\(what)")
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let received = recv(pair[1], &buffer, buffer.count, 0)
+                #expect((received == bytes.count) == passes, "\(what): received \(received)")
+                if !passes { #expect(received < 0 && errno == EAGAIN, "\(what)") }
+            }
         }
     }
 }

@@ -56,8 +56,13 @@ int cs_realtime_timer_consume(int fd);
 // MARK: kernel uevents
 
 /// A NETLINK_KOBJECT_UEVENT socket bound to multicast group 1 (the kernel's own messages, not udev's),
-/// non-blocking and close-on-exec.
-int cs_uevent_open(void);
+/// non-blocking and close-on-exec. With a `subsystem`, the kernel itself drops every other subsystem's messages
+/// (cs_uevent_filter), so that the machine's other devices never wake the reader; where the filter cannot be
+/// attached, every message arrives, as without one.
+int cs_uevent_open(const char *subsystem);
+/// Attaches to `fd` a socket filter that passes a kernel uevent only when its SUBSYSTEM is `subsystem` (and, to be
+/// safe, one whose header is too long for the filter to find the field). Returns 0, or -1 with errno.
+int cs_uevent_filter(int fd, const char *subsystem);
 /// Receives one datagram into `buffer`. Returns its length, 0 for a datagram that was dropped (not sent by the
 /// kernel, or truncated), or -1 with errno (EAGAIN: none left; ENOBUFS: the socket overflowed and messages
 /// were lost).

@@ -32,7 +32,8 @@ struct KernelUevent: Equatable {
 /// class: one directory per supply with `type`, `capacity` (percent) and `status`.
 ///
 /// sysfs attributes change without any inotify event, so on a real system the trigger is the kernel's uevent
-/// (`SUBSYSTEM=power_supply`), after which the files are read again. A
+/// (`SUBSYSTEM=power_supply`), after which the files are read again. The socket's filter lets the kernel drop the
+/// other subsystems' uevents, so that the machine's other devices do not wake the loop. A
 /// directory tree that is not sysfs (a test, a container's stand-in) does get inotify events, so the configured
 /// tree is watched that way too; on sysfs those watches simply never fire. Posts only when a value read differs
 /// from the last one; the values at start are read without posting. A battery that appears later posts both;
@@ -71,7 +72,7 @@ final class BatterySource {
         self.root = root
         self.post = post
         do {
-            ueventSocket = FileDescriptor(owning: try retryingEINTR("open the kernel uevent socket") { cs_uevent_open() }, path: "the kernel uevent socket")
+            ueventSocket = FileDescriptor(owning: try retryingEINTR("open the kernel uevent socket") { cs_uevent_open("power_supply") }, path: "the kernel uevent socket")
             ueventSource = try loop.watch(fd: ueventFD, events: IOEvents.readable) { [weak self] _ in self?.readUevents() }
         } catch {
             ueventProblem = error.description
