@@ -7,7 +7,8 @@
 #    read, does not depend on it. They are busy while a gate file exists, and the gate is closed while a
 #    supervisor starts and stops the hidden ones: on two CPUs a hundred runnable processes of any class delay
 #    each wake-up of a supervisor so much that it does not get to stop them.
-#    lifecycled adopts them (`[Display] Source=x11`, `[Adopt] Windows=yes`, `BackgroundTimeSec=GRACE`); xsuspender
+#    lifecycled adopts them (`[Display] Source=x11`, `[Adopt] Windows=yes`, `BackgroundTimeSec=GRACE`, `Reclaim=no`,
+#    since no peer pages memory out and bench/memory.sh measures that); xsuspender
 #    suspends the windows that lose the focus (`suspend_delay = GRACE`, a section per WM class); the floor is
 #    bench/x11_floor.c, which only sends SIGCONT when _NET_ACTIVE_WINDOW changes.
 #  - sway: the same with a headless sway and foot windows, the hidden ones each on a workspace of its own:
@@ -223,7 +224,9 @@ lifecycled_adopting() {
     else
         printf '[Display]\nSource=sway\nSwaySocket=%s\n\n' "$sock"
     fi > "$out/config/lifecycled.conf"
-    printf '[Adopt]\nWindows=yes\nUser=%s\nBackgroundTimeSec=%s\n' "$bench_user" "$GRACE" >> "$out/config/lifecycled.conf"
+    # Reclaim=no: neither xsuspender nor the floors page out memory, and the figures compare following the display;
+    # what reclaim costs is bench/memory.sh's to measure.
+    printf '[Adopt]\nWindows=yes\nUser=%s\nBackgroundTimeSec=%s\nReclaim=no\n' "$bench_user" "$GRACE" >> "$out/config/lifecycled.conf"
     lifecycled_start
 }
 
@@ -390,7 +393,7 @@ def med(values):
 names = {"lifecycled": "lifecycled", "xsuspender": "xsuspender", "floor": None}
 sizes = sorted({key[1] for key in rows})
 print(f"Adopted CPU-busy windows (bench/busy.c under SCHED_IDLE each, run as an unprivileged user), one shown, the others hidden; "
-      f"grace {grace} s for every supervisor (lifecycled `[Adopt] BackgroundTimeSec={grace}`, xsuspender `suspend_delay = {grace}`); "
+      f"grace {grace} s for every supervisor (lifecycled `[Adopt] BackgroundTimeSec={grace}` and `Reclaim=no`, as no peer pages memory out, xsuspender `suspend_delay = {grace}`); "
       f"{k} rounds per tool and N in {reps} interleaved repetition{'s' if reps != '1' else ''} (the order rotates); "
       f"idle phase {idle} s; {cpus} CPUs; load average {load0} before, {load1} after; {processes} processes on the machine "
       f"at the start (before the apps); {seconds} s in all. "

@@ -162,6 +162,63 @@ import Testing
         #expect(AdoptionLedger.parse("treescope 7 99\ntreescope x 1 /a\n".split(separator: "\n")) == [])
     }
 
+    /// The stop ledger appends a switch's lines rather than writing every app's again, and a later daemon reads
+    /// the lines in order: after many stops and continues of one app, the file stays small, and what a new daemon
+    /// continues is exactly the processes still recorded as stopped. Real processes (`sleep`) stopped with
+    /// SIGSTOP, a real file.
+    @Test func theStopLedgerAppendsEachChangeAndANewDaemonContinuesWhatHolds() throws {
+        let directory = NSTemporaryDirectory() + "stop-ledger-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var sleepers: [Process] = []
+        for _ in 0..<3 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sleep")
+            process.arguments = ["300"]
+            try process.run()
+            sleepers.append(process)
+        }
+        defer { for process in sleepers { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+        let (front, kept, other) = (sleepers[0].processIdentifier, sleepers[1].processIdentifier, sleepers[2].processIdentifier)
+        func state(_ pid: pid_t) -> Character? { ProcessTable.state(of: pid) }
+        func waitFor(_ pid: pid_t, _ wanted: Character) -> Bool {
+            for _ in 0..<500 where state(pid) != wanted { usleep(2_000) }
+            return state(pid) == wanted
+        }
+
+        let ledger = StopLedger(stateDirectory: directory)
+        ledger.record("kept", pids: [kept])
+        kill(kept, SIGSTOP)
+        ledger.record("other", pids: [other])
+        kill(other, SIGSTOP)
+        func inode() -> ino_t {
+            var status = stat()
+            return stat(directory + "/stopped", &status) == 0 ? status.st_ino : 0
+        }
+        let before = inode()
+        ledger.record("front", pids: [front])
+        kill(front, SIGSTOP)
+        ledger.continueAll(of: "front")
+        #expect(before != 0 && inode() == before, "one app's stop and continue are appended: the others' lines are not written again")
+        for _ in 0..<200 {
+            ledger.record("front", pids: [front])
+            kill(front, SIGSTOP)
+            ledger.continueAll(of: "front")
+        }
+        ledger.continueAll(of: "other")
+        #expect(waitFor(kept, "T") && waitFor(other, "S") && waitFor(front, "S"))
+        let lines = try String(contentsOfFile: directory + "/stopped", encoding: .utf8).split(separator: "\n")
+        #expect(lines.count <= 2 * 1 + 64 + 2, "appended and compacted: \(lines.count) lines for one stopped process")
+        #expect(StopLedger.parse(lines).map(\.process.pid) == [kept])
+
+        // The daemon is gone (as after a crash); the next one continues what the lines still hold.
+        let next = StopLedger(stateDirectory: directory)
+        next.continueLeftovers()
+        #expect(waitFor(kept, "S"), "the process left stopped is continued")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/stopped"))
+        #expect(StopLedger.parse(["a 10 1", "b 11 1", "a -", "a 12 1", "c -"]).map(\.process.pid) == [11, 12])
+    }
+
     /// The record files of a crashed daemon (stopped processes, original priorities): each write is the whole file,
     /// an empty record removes it, and each ledger reads back the lines it wrote. Real files in a temporary directory.
     @Test func recordFilesHoldTheirLinesAndGoWhenEmpty() throws {

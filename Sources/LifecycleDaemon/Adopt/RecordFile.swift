@@ -33,9 +33,10 @@ struct RecordedProcess: Equatable {
 
 /// A file in RUNTIME_DIR/state through which the next daemon, after a crash, undoes what this one did to processes it
 /// did not start: what it adopted (`AdoptionLedger`), stopped (`StopLedger`) or changed the priorities of
-/// (`OriginalPriorities`). One line per record, processes named by `RecordedProcess`. Each change rewrites the whole
-/// file (a temporary file renamed over, so that a crash leaves the old lines or the new ones); a file with nothing
-/// to record is removed, and the next daemon reads what is left once, at its start, and removes it.
+/// (`OriginalPriorities`). One line per record, processes named by `RecordedProcess`. A change rewrites the whole
+/// file (a temporary file renamed over, so that a crash leaves the old lines or the new ones), or appends lines in
+/// one `write(2)` for a ledger that changes at every switch (`StopLedger`); a file with nothing to record is
+/// removed, and the next daemon reads what is left once, at its start, and removes it.
 struct RecordFile {
     let path: String
     /// What a lost write costs, for its warning ("after a crash they may stay stopped").
@@ -57,6 +58,18 @@ struct RecordFile {
             try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: 0o600)
                 .write(Array(lines.map { $0 + "\n" }.joined().utf8))
             guard rename(temporary, path) == 0 else { throw SystemError(operation: "rename \(temporary)", errno: errno) }
+        } catch {
+            Log.warning("Failed to write \(path): \(error); \(loss)")
+        }
+    }
+
+    /// Adds `lines` at the end in one write, which a crash of the daemon cannot cut: the kernel has the whole of it or
+    /// none.
+    func append(_ lines: [String]) {
+        guard !lines.isEmpty else { return }
+        do {
+            try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, mode: 0o600)
+                .write(Array(lines.map { $0 + "\n" }.joined().utf8))
         } catch {
             Log.warning("Failed to write \(path): \(error); \(loss)")
         }

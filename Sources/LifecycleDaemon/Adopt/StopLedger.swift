@@ -3,7 +3,10 @@ import Glibc
 /// RUNTIME_DIR/state/stopped: every process this daemon stopped with SIGSTOP for an adopted app, written before the
 /// signal, so that none stays stopped for ever: not after the daemon's crash, and not when the process left the
 /// app's tree (its parent, the app's leader, died and it was reparented), where neither the adoption ledger's
-/// leader nor a signal to the app's members reaches it. One line per process (`RecordFile`): `APP PID STARTTIME`.
+/// leader nor a signal to the app's members reaches it. One line per process (`RecordFile`): `APP PID STARTTIME`,
+/// and `APP -` when the app's processes were continued. A stop or a continue appends its lines, so that a switch
+/// costs the lines of the app it moves, not of every app stopped; the file is written whole again only when the
+/// lines that are over outnumber the ones that hold.
 ///
 /// A configured app needs no line here: its state file and its cgroup or process group find its processes again.
 /// A freezer needs none either: the adoption ledger thaws the scope.
@@ -11,12 +14,17 @@ final class StopLedger {
     struct Entry: Equatable {
         var app: String
         var process: RecordedProcess
+
+        var line: String { "\(app) \(process.line)" }
     }
 
     private let file: RecordFile
     private let procRoot: String
     /// The processes stopped and not continued yet, by app.
     private var stopped: [String: [Entry]] = [:]
+    /// Lines in the file now, and how many of them still hold (records of processes in `stopped`).
+    private var fileLines = 0
+    private var liveLines = 0
 
     init(stateDirectory: String, procRoot: String = "/proc") {
         file = RecordFile(stateDirectory + "/stopped", loss: "after a crash the processes stopped for adopted apps may stay stopped")
@@ -29,14 +37,15 @@ final class StopLedger {
     /// A pid whose start time cannot be read is gone already.
     func record(_ app: String, pids: [pid_t]) {
         var known = stopped[app, default: []]
-        var added = false
+        var added: [String] = []
         for pid in pids where !known.contains(where: { $0.process.pid == pid }) {
             guard let process = RecordedProcess(running: pid, procRoot: procRoot) else { continue }
-            known.append(Entry(app: app, process: process))
-            added = true
+            let entry = Entry(app: app, process: process)
+            known.append(entry)
+            added.append(entry.line)
         }
         stopped[app] = known
-        if added { save() }
+        append(added, live: added.count)
     }
 
     /// `app` is continued (or let go): each process recorded for it that is still the same process gets SIGCONT,
@@ -44,7 +53,7 @@ final class StopLedger {
     func continueAll(of app: String) {
         guard let entries = stopped.removeValue(forKey: app) else { return }
         Self.continueEach(entries, procRoot: procRoot)
-        save()
+        append(["\(app) -"], live: -entries.count)
     }
 
     /// `lifectl resume --all`: every process still recorded, of whichever app (one the daemon forgot meanwhile
@@ -81,15 +90,37 @@ final class StopLedger {
         return wereStopped
     }
 
+    /// The entries that hold after the lines, in order: `APP -` takes back the app's lines before it.
     static func parse(_ lines: [Substring]) -> [Entry] {
-        lines.compactMap { line in
+        var entries: [Entry] = []
+        for line in lines {
             let words = line.split(separator: " ")
-            guard words.count == 3, let process = RecordedProcess(words[1], words[2]) else { return nil }
-            return Entry(app: String(words[0]), process: process)
+            if words.count == 2, words[1] == "-" {
+                entries.removeAll { $0.app == words[0] }
+            } else if words.count == 3, let process = RecordedProcess(words[1], words[2]) {
+                entries.append(Entry(app: String(words[0]), process: process))
+            }
+        }
+        return entries
+    }
+
+    /// Appends `lines`, which change the records that hold by `live`; the whole file again once the lines that
+    /// are over are more than those that hold (and a few), so the file stays within twice what it records.
+    private func append(_ lines: [String], live: Int) {
+        guard !lines.isEmpty else { return }
+        liveLines += live
+        if fileLines + lines.count > 2 * liveLines + 64 {
+            save()
+        } else {
+            file.append(lines)
+            fileLines += lines.count
         }
     }
 
     private func save() {
-        file.write(entries.map { "\($0.app) \($0.process.line)" })
+        let lines = entries.map(\.line)
+        file.write(lines)
+        fileLines = lines.count
+        liveLines = lines.count
     }
 }
