@@ -24,7 +24,13 @@ final class DisplayFollower {
     private let owners = ProcessOwners()
     /// The running apps as the rule sees them, read again only once an app was added, removed, launched or ended,
     /// or the configuration reloaded: a picture is not worth a read of every app.
-    private var ownershipApps: [WindowOwnership.App]?
+    private var ownershipApps: [WindowOwnership.App]? {
+        didSet { if ownershipApps == nil { lastFacts = nil } }
+    }
+    /// The facts the model heard last. A picture that changes none of them (a title, the stacking order, another
+    /// program's window) is not handed on, so that such events cost the model nothing; they are heard again after
+    /// anything that can change how the model reads them (an app added, launched or ended, a reload).
+    private var lastFacts: DisplayFacts?
     /// How long a request asked of the display server waits for it to report the change.
     static let answerTimeout: Duration = .seconds(3)
 
@@ -139,6 +145,7 @@ final class DisplayFollower {
         unavailable = nil
         picture = WindowPicture()
         host.handle(.displayForgotten)
+        lastFacts = nil
         start(config, environment: environment)
         Log.info("display: now \(description)")
     }
@@ -154,6 +161,7 @@ final class DisplayFollower {
 
     /// The last picture read again (adoption was turned on by a reload, or after the first one came).
     func refresh() {
+        lastFacts = nil
         if source?.connected == true { reported(picture) }
     }
 
@@ -162,8 +170,14 @@ final class DisplayFollower {
         // The model hears first, so that a window that shows continues its app before anything else is done in
         // this pass; windows no app owns are adopted after, and the picture read again with them.
         let ownership = ownership()
-        host.handle(.display(ownership.facts(of: picture)), at: picture.changedAt)
-        if host.adoptWindows(picture, ownership: ownership) { host.handle(.display(self.ownership().facts(of: picture))) }
+        tell(ownership.facts(of: picture), at: picture.changedAt)
+        if host.adoptWindows(picture, ownership: ownership) { tell(self.ownership().facts(of: picture), at: nil) }
+    }
+
+    private func tell(_ facts: DisplayFacts, at changedAt: Duration?) {
+        guard facts != lastFacts else { return }
+        lastFacts = facts
+        host.handle(.display(facts), at: changedAt)
     }
 
     /// The rule, with the owner of each window's process as `owners` finds it once per process.
