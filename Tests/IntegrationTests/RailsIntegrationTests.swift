@@ -4,30 +4,31 @@ import LifecycleModel
 import LifecycleProtocol
 import Testing
 
-/// The rails that apply to every app, end to end: audio is never cut off (a real PulseAudio and a real `pacat`),
-/// background wakes (a plain sleeper, and the Python client's performFetch), and OnlyOnBattery (a power-supply
-/// directory the test writes: this machine has no battery, so the supply is mocked as files in sysfs's layout).
+/// The rails that apply to every app, end to end: audio is never cut off (a real PulseAudio, or PipeWire with its
+/// PulseAudio service, and a real `pacat`), background wakes (a plain sleeper, and the Python client's
+/// performFetch), and OnlyOnBattery (a power-supply directory the test writes: this machine has no battery, so the
+/// supply is mocked as files in sysfs's layout).
 @Suite("the rails: audio, background wakes, battery", .serialized)
 struct RailsIntegrationTests {
     let python = DaemonHarness.pythonClient
 
     /// An app that plays silence through `pacat` (a real stream on the server) as a child, and sleeps.
-    func player(_ pulse: PulseServer, lifecycle: String) -> String {
+    func player(_ pulse: any SoundServerHarness, lifecycle: String) -> String {
         soundClient(pulse, "pacat --playback --raw < /dev/zero", lifecycle: lifecycle)
     }
 
     /// An app that runs `command`, a client of the sound server, as a child, and sleeps.
-    func soundClient(_ pulse: PulseServer, _ command: String, lifecycle: String) -> String {
+    func soundClient(_ pulse: any SoundServerHarness, _ command: String, lifecycle: String) -> String {
         "[App]\nExec=sh -c '\(command) & exec sleep 100000'\nProtocol=none\n"
             + "Environment=PULSE_SERVER=\(pulse.address)\n\n[Lifecycle]\n\(lifecycle)\n"
     }
 
     let marker = "[App]\nExec=/bin/sleep 100000\nProtocol=none\n\n[Lifecycle]\nBackgroundTimeSec=0.3\n"
 
-    @Test("an app whose process plays a stream is not suspended while it plays, and is suspended after it stops")
-    func playingAppIsNotSuspended() throws {
-        let pulse = try PulseServer()
-        try pulse.start()
+    @Test("an app whose process plays a stream is not suspended while it plays, and is suspended after it stops",
+          arguments: SoundServerKind.allCases)
+    func playingAppIsNotSuspended(_ server: SoundServerKind) throws {
+        let pulse = try server.start()
         defer { pulse.stop() }
         let apps = ["player": player(pulse, lifecycle: "BackgroundTimeSec=0.3"), "marker": marker]
         try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\n") { daemon in
@@ -58,7 +59,7 @@ struct RailsIntegrationTests {
 
     /// A `pacat` outside every app that plays silence and names `pid` as its process (`PULSE_PROP`), as any client
     /// may: the server passes the claim on as it is.
-    func impostor(_ pulse: PulseServer, claiming pid: pid_t) throws -> Process {
+    func impostor(_ pulse: any SoundServerHarness, claiming pid: pid_t) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "exec pacat --playback --raw < /dev/zero"]
@@ -70,10 +71,10 @@ struct RailsIntegrationTests {
         return process
     }
 
-    @Test("a stream that names another app's process does not keep that app awake; the app's own stream does")
-    func claimedPidIsNotTrusted() throws {
-        let pulse = try PulseServer()
-        try pulse.start()
+    @Test("a stream that names another app's process does not keep that app awake; the app's own stream does",
+          arguments: SoundServerKind.allCases)
+    func claimedPidIsNotTrusted(_ server: SoundServerKind) throws {
+        let pulse = try server.start()
         defer { pulse.stop() }
         // The listener holds a connection of its own (pactl subscribe claims the pactl's pid, rightly), so that a
         // second claim of that pid is one more than the process's connections.
