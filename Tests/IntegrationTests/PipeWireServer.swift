@@ -125,6 +125,18 @@ final class PipeWireServer: SoundServerHarness {
         try HeadlessSway.run("/usr/bin/timeout", ["-s", "KILL", "5", "/usr/bin/pactl", "--server=" + address] + arguments)
     }
 
+    /// A WAV header (16-bit mono, 8 kHz) whose data length is zero, in a file of its own: PipeWire's `pw-cat`
+    /// reads such a file from a pipe as a stream of unknown length, so the header then `/dev/zero` plays for ever.
+    func endlessWaveHeader() throws -> String {
+        func le32(_ value: UInt32) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+        func le16(_ value: UInt16) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+        let header = Array("RIFF".utf8) + le32(36) + Array("WAVEfmt ".utf8) + le32(16) + le16(1) + le16(1)
+            + le32(8000) + le32(16000) + le16(2) + le16(16) + Array("data".utf8) + le32(0)
+        let path = directory + "/endless.wav"
+        try Data(header).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
     /// Kills and reaps every server process, then the bus; removes the directory.
     func stop() {
         for process in processes.reversed() where process.isRunning {

@@ -117,10 +117,10 @@ struct RailsIntegrationTests {
         }
     }
 
-    @Test("AudioSilenceSec: a stream of zeros lets its app go after the bound; a stream of sound keeps its app awake")
-    func silenceIsLetGo() throws {
-        let pulse = try PulseServer()
-        try pulse.start()
+    @Test("AudioSilenceSec: a stream of zeros lets its app go after the bound; a stream of sound keeps its app awake",
+          arguments: SoundServerKind.allCases)
+    func silenceIsLetGo(_ server: SoundServerKind) throws {
+        let pulse = try server.start()
         defer { pulse.stop() }
         // Noise from /dev/urandom stands for a tone: any non-zero peak is sound.
         let sounding = soundClient(pulse, "pacat --playback --raw < /dev/urandom", lifecycle: "BackgroundTimeSec=0.3")
@@ -146,6 +146,61 @@ struct RailsIntegrationTests {
             #expect(sounding.state == .background)
             #expect(sounding.backgroundModes == ["audio"])
             #expect(try daemon.lifectl("status").stdout.contains("1 playing process (sounding)"))
+        }
+    }
+
+    /// An app that runs `command`, a client of PipeWire's own protocol, as a child, and sleeps.
+    func nativeClient(_ pipewire: PipeWireServer, _ command: String, lifecycle: String) -> String {
+        "[App]\nExec=sh -c '\(command) & exec sleep 100000'\nProtocol=none\n"
+            + "Environment=PIPEWIRE_RUNTIME_DIR=\(pipewire.runtimeDirectory)\n\n[Lifecycle]\n\(lifecycle)\n"
+    }
+
+    @Test("on PipeWire, an app that plays through PipeWire's own protocol is kept awake; a stream that names a process whose one connection is its own is not trusted")
+    func nativePipeWireStreamCounts() throws {
+        let pipewire = try PipeWireServer()
+        try pipewire.start()
+        defer { pipewire.stop() }
+        // pw-cat plays zeros from a pipe (a WAV header that gives no length, then /dev/zero) for as long as it runs.
+        let player = nativeClient(pipewire, "cat \(try pipewire.endlessWaveHeader()) /dev/zero | pw-cat --playback -",
+                                  lifecycle: "BackgroundTimeSec=0.3")
+        // pw-mon holds one connection to PipeWire and plays nothing.
+        let watcher = nativeClient(pipewire, "pw-mon > /dev/null", lifecycle: "BackgroundTimeSec=0.3")
+        let apps = ["player": player, "watcher": watcher, "marker": marker]
+        try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pipewire.address)\n") { daemon in
+            try daemon.waitUntil("the daemon is connected to the sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: \(pipewire.address), ")
+            }
+            try daemon.control("launch", "player", "--background")
+            let pid = try #require(try daemon.status("player").pid)
+            try daemon.waitUntil("the native stream plays") {
+                daemon.log.contains("player: not suspended in the background while playing audio")
+            }
+            try daemon.control("launch", "watcher")
+            let watcherPid = try #require(try daemon.status("watcher").pid)
+            try daemon.waitUntil("the watcher's pw-mon is connected") {
+                Kernel.children(watcherPid).contains { Kernel.command($0) == "pw-mon" }
+            }
+            let monitor = try #require(Kernel.children(watcherPid).first { Kernel.command($0) == "pw-mon" })
+            let impostor = try impostor(pipewire, claiming: monitor)
+            // SIGKILL: the test process blocks the signals a pacat would quit on, and its children inherit the mask.
+            defer { kill(impostor.processIdentifier, SIGKILL); impostor.waitUntilExit() }
+            try daemon.waitUntil("the server has the impostor's stream") { try pipewire.sinkInputs() == 2 }
+            try daemon.control("background", "watcher")
+            try daemon.waitForState("watcher", "suspended")
+            #expect(!daemon.log.contains("watcher: not suspended in the background while playing audio"))
+            // The marker's suspension, after the same grace time, is the later event before the player is looked at.
+            try daemon.control("launch", "marker", "--background")
+            try daemon.waitForState("marker", "suspended")
+            let status = try daemon.status("player")
+            #expect(status.state == .background)
+            #expect(status.backgroundModes == ["audio"])
+            #expect(Kernel.state(pid) != "T")
+            #expect(try daemon.lifectl("status").stdout.contains("1 playing process, 1 playing stream of an unconfirmed process (player)"))
+
+            let pwcat = try #require(Kernel.children(pid).first { Kernel.command($0) == "pw-cat" })
+            kill(pwcat, SIGKILL)
+            try daemon.waitForState("player", "suspended")
+            #expect(Kernel.stops(pid))
         }
     }
 
