@@ -15,10 +15,13 @@ final class PipeWireServer: SoundServerHarness {
     var socket: String { runtimeDirectory + "/pulse/native" }
     /// libpulse's server string.
     var address: String { "unix:" + socket }
+    /// Whether WirePlumber runs: without it no stream is linked to a sink, and every stream stays corked.
+    let sessionManager: Bool
     private var bus: PrivateBus?
     private var processes: [Process] = []
 
-    init() throws {
+    init(sessionManager: Bool = true) throws {
+        self.sessionManager = sessionManager
         directory = "/tmp/lifecycled-pipewire-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         for path in ["", "/run", "/home", "/config/pipewire/pipewire.conf.d", "/config/wireplumber/main.lua.d",
                      "/config/wireplumber/bluetooth.lua.d"] {
@@ -51,8 +54,9 @@ final class PipeWireServer: SoundServerHarness {
     }
 
     /// Starts the bus, PipeWire, WirePlumber and pipewire-pulse, and waits until the PulseAudio service names the
-    /// null sink as its default: WirePlumber chose it, so it runs and links streams. Missing packages fail the
-    /// test (`make test-deps` installs them). On failure everything started is stopped again.
+    /// null sink as its default: WirePlumber chose it, so it runs and links streams (without WirePlumber, until the
+    /// service answers). Missing packages fail the test (`make test-deps` installs them). On failure everything
+    /// started is stopped again.
     func start() throws {
         for program in ["pipewire", "wireplumber", "pipewire-pulse", "dbus-daemon", "pactl"]
         where access("/usr/bin/" + program, X_OK) != 0 {
@@ -64,10 +68,14 @@ final class PipeWireServer: SoundServerHarness {
             try spawn("pipewire", bus: bus)
             // WirePlumber and pipewire-pulse give up at once when PipeWire's socket is not there yet.
             try waitUntil("pipewire listens") { FileManager.default.fileExists(atPath: runtimeDirectory + "/pipewire-0") }
-            try spawn("wireplumber", bus: bus)
+            if sessionManager { try spawn("wireplumber", bus: bus) }
             try spawn("pipewire-pulse", bus: bus)
             // pactl fails while pipewire-pulse is not listening yet: not yet.
-            try waitUntil("WirePlumber has chosen the null sink") { (try? info())?.contains("Default Sink: null\n") == true }
+            if sessionManager {
+                try waitUntil("WirePlumber has chosen the null sink") { (try? info())?.contains("Default Sink: null\n") == true }
+            } else {
+                try waitUntil("pipewire-pulse answers") { (try? info()) != nil }
+            }
         } catch {
             stop()
             throw error
@@ -121,7 +129,8 @@ final class PipeWireServer: SoundServerHarness {
         try pactl(["list", "short", "sink-inputs"]).split(separator: "\n").count
     }
 
-    private func pactl(_ arguments: [String]) throws -> String {
+    /// `pactl ARGUMENTS` on this server, killed after 5 s.
+    func pactl(_ arguments: [String]) throws -> String {
         try HeadlessSway.run("/usr/bin/timeout", ["-s", "KILL", "5", "/usr/bin/pactl", "--server=" + address] + arguments)
     }
 

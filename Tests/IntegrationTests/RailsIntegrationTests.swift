@@ -149,6 +149,27 @@ struct RailsIntegrationTests {
         }
     }
 
+    @Test("on PipeWire without its session manager a stream is never linked and stays corked: its app is suspended after its grace time")
+    func unlinkedPipeWireStreamDoesNotCount() throws {
+        let pipewire = try PipeWireServer(sessionManager: false)
+        try pipewire.start()
+        defer { pipewire.stop() }
+        let apps = ["player": player(pipewire, lifecycle: "BackgroundTimeSec=0.3")]
+        try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pipewire.address)\n") { daemon in
+            try daemon.waitUntil("the daemon is connected to the sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: \(pipewire.address), ")
+            }
+            try daemon.control("launch", "player", "--background")
+            let pid = try #require(try daemon.status("player").pid)
+            try daemon.waitUntil("the server has the stream") { try pipewire.sinkInputs() == 1 }
+            #expect(try pipewire.pactl(["list", "sink-inputs"]).contains("Corked: yes"))
+            try daemon.waitForState("player", "suspended")
+            #expect(Kernel.stops(pid))
+            #expect(!daemon.log.contains("player: not suspended in the background while playing audio"))
+            #expect(try daemon.lifectl("status").stdout.contains("audio: \(pipewire.address), 0 playing processes"))
+        }
+    }
+
     /// An app that runs `command`, a client of PipeWire's own protocol, as a child, and sleeps.
     func nativeClient(_ pipewire: PipeWireServer, _ command: String, lifecycle: String) -> String {
         "[App]\nExec=sh -c '\(command) & exec sleep 100000'\nProtocol=none\n"
