@@ -8,7 +8,7 @@ import Glibc
 ///
 /// Nothing here can hang a test: every child writes to a file, every wait is bounded, and `stop()` kills and
 /// reaps every process with SIGKILL (the test runner blocks SIGTERM and its children inherit the mask, so a
-/// `dbus-daemon` or a `dbus-run-session` never sees a SIGTERM) before it removes the directory.
+/// WirePlumber, `dbus-daemon` or a `dbus-run-session` never sees a SIGTERM) before it removes the directory.
 final class PipeWireServer: SoundServerHarness {
     let directory: String
     var runtimeDirectory: String { directory + "/run" }
