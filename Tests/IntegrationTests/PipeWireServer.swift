@@ -66,7 +66,7 @@ final class PipeWireServer: SoundServerHarness {
             let bus = try PrivateBus(directory: URL(fileURLWithPath: directory + "/bus"))
             self.bus = bus
             try spawn("pipewire", bus: bus)
-            // WirePlumber and pipewire-pulse give up at once when PipeWire's socket is not there yet.
+            // Started before PipeWire's socket is there, WirePlumber exits and pipewire-pulse runs on unconnected.
             try waitUntil("pipewire listens") { FileManager.default.fileExists(atPath: runtimeDirectory + "/pipewire-0") }
             if sessionManager { try spawn("wireplumber", bus: bus) }
             try spawn("pipewire-pulse", bus: bus)

@@ -148,7 +148,7 @@ final class SoundServer {
         if let operation { pa_operation_unref(operation) }
     }
 
-    /// PipeWire's PulseAudio service ("PulseAudio (on PipeWire 0.3.65)") lists PipeWire's own clients too: their
+    /// PipeWire's PulseAudio service ("PulseAudio (on PipeWire VERSION)") lists PipeWire's own clients too: their
     /// connections to PipeWire's socket count as connections to the server, so that their streams are confirmed
     /// as the others are.
     private func named(_ name: String) {
