@@ -27,8 +27,7 @@ final class PipeWireServer: SoundServerHarness {
                      "/config/wireplumber/bluetooth.lua.d"] {
             try FileManager.default.createDirectory(atPath: directory + path, withIntermediateDirectories: true)
         }
-        // The null sink is a node of PipeWire's own; `object.linger` keeps it after the client that made it
-        // (the config) is gone.
+        // The null sink is a node PipeWire makes from its own config, there from its start.
         let sink = """
             context.objects = [
                 { factory = adapter
@@ -38,7 +37,6 @@ final class PipeWireServer: SoundServerHarness {
                         node.description = "Null sink"
                         media.class      = "Audio/Sink"
                         audio.position   = [ FL FR ]
-                        object.linger    = true
                     }
                 }
             ]

@@ -35,9 +35,11 @@ struct RailsIntegrationTests {
             try daemon.waitUntil("the daemon is connected to the sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
             }
-            try daemon.control("launch", "player", "--background")
+            // Launched in front, so that its grace time does not run out before a slow server has its stream.
+            try daemon.control("launch", "player")
             let pid = try #require(try daemon.status("player").pid)
             try daemon.waitUntil("the stream plays") { daemon.log.contains("player: not suspended in the background while playing audio") }
+            try daemon.control("background", "player")
             // The marker's suspension, after the same grace time, is the later event before the player is looked at.
             try daemon.control("launch", "marker", "--background")
             try daemon.waitForState("marker", "suspended")
@@ -84,10 +86,12 @@ struct RailsIntegrationTests {
             try daemon.waitUntil("the daemon is connected to the sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
             }
-            try daemon.control("launch", "player", "--background")
+            // In front until its stream counts, so that its grace time does not run out before a slow server has it.
+            try daemon.control("launch", "player")
             try daemon.waitUntil("the player's own stream counts") {
                 daemon.log.contains("player: not suspended in the background while playing audio")
             }
+            try daemon.control("background", "player")
             try daemon.control("launch", "marker")
             try daemon.control("launch", "listener")
             let marker = try #require(try daemon.status("marker").pid)
@@ -130,12 +134,17 @@ struct RailsIntegrationTests {
             try daemon.waitUntil("the daemon is connected to the sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
             }
-            try daemon.control("launch", "quiet", "--background")
-            try daemon.control("launch", "sounding", "--background")
-            try daemon.waitUntil("both streams count at first") {
+            // Each in front until its stream counts, so that no grace time runs out before a slow server has it.
+            try daemon.control("launch", "quiet")
+            try daemon.waitUntil("the quiet stream counts at first") {
                 daemon.log.contains("quiet: not suspended in the background while playing audio")
-                    && daemon.log.contains("sounding: not suspended in the background while playing audio")
             }
+            try daemon.control("background", "quiet")
+            try daemon.control("launch", "sounding")
+            try daemon.waitUntil("the sounding stream counts") {
+                daemon.log.contains("sounding: not suspended in the background while playing audio")
+            }
+            try daemon.control("background", "sounding")
             try daemon.waitForState("quiet", "suspended")
             let quiet = try #require(try daemon.status("quiet").pid)
             #expect(Kernel.stops(quiet))
@@ -159,10 +168,12 @@ struct RailsIntegrationTests {
             try daemon.waitUntil("the daemon is connected to the sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: \(pipewire.address), ")
             }
-            try daemon.control("launch", "player", "--background")
+            // In front until the server has its stream: a stopped pacat would make none.
+            try daemon.control("launch", "player")
             let pid = try #require(try daemon.status("player").pid)
             try daemon.waitUntil("the server has the stream") { try pipewire.sinkInputs() == 1 }
             #expect(try pipewire.pactl(["list", "sink-inputs"]).contains("Corked: yes"))
+            try daemon.control("background", "player")
             try daemon.waitForState("player", "suspended")
             #expect(Kernel.stops(pid))
             #expect(!daemon.log.contains("player: not suspended in the background while playing audio"))
@@ -191,11 +202,13 @@ struct RailsIntegrationTests {
             try daemon.waitUntil("the daemon is connected to the sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: \(pipewire.address), ")
             }
-            try daemon.control("launch", "player", "--background")
+            // In front until its stream counts, so that its grace time does not run out before the server has it.
+            try daemon.control("launch", "player")
             let pid = try #require(try daemon.status("player").pid)
             try daemon.waitUntil("the native stream plays") {
                 daemon.log.contains("player: not suspended in the background while playing audio")
             }
+            try daemon.control("background", "player")
             try daemon.control("launch", "watcher")
             let watcherPid = try #require(try daemon.status("watcher").pid)
             try daemon.waitUntil("the watcher's pw-mon is connected") {
