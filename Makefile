@@ -27,7 +27,8 @@ test-deps:
 	@build-aux/apt-need "the display, D-Bus and audio tests" sway=sway foot=foot Xvfb=xvfb openbox=openbox \
 		xdotool=xdotool xprop=x11-utils xterm=xterm xlogo=x11-apps xauth=xauth strace=strace dbus-daemon=dbus-daemon \
 		gdbus=libglib2.0-bin busctl=systemd /usr/lib/polkit-1/polkitd=polkitd pkttyagent=polkitd \
-		pulseaudio=pulseaudio pacat=pulseaudio-utils
+		pulseaudio=pulseaudio pacat=pulseaudio-utils pipewire=pipewire-bin pipewire-pulse=pipewire-pulse \
+		wireplumber=wireplumber
 
 # The main job: the daemon on the shipped demo config (Config/), with a tour of the states.
 demo: build

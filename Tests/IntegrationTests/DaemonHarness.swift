@@ -280,12 +280,19 @@ final class DaemonHarness {
 
     /// Poll until `condition` holds. The timeout only bounds a hung test; nothing asserts on how long it took.
     func waitUntil(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool) throws {
+        guard try Self.poll(timeout: timeout, condition) else {
+            throw HarnessError("timed out waiting until \(what)\n--- daemon log ---\n\(log)")
+        }
+    }
+
+    /// Polls `condition` every 20 ms for at most `timeout` seconds: whether it came to hold.
+    static func poll(timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            if try condition() { return }
+            if try condition() { return true }
             usleep(20_000)
         }
-        throw HarnessError("timed out waiting until \(what)\n--- daemon log ---\n\(log)")
+        return false
     }
 }
 

@@ -4,7 +4,7 @@ import Glibc
 /// A real PulseAudio server for the audio tests: a null sink and a native-protocol socket in a directory of its
 /// own, run as `nobody` (PulseAudio refuses to run as root outside `--system` mode, which does not load modules
 /// from a file), with anonymous access so that the root daemon and the apps' `pacat` can connect.
-final class PulseServer {
+final class PulseServer: SoundServerHarness {
     let directory: String
     var socket: String { directory + "/native" }
     /// libpulse's server string.
@@ -69,7 +69,6 @@ final class PulseServer {
             .flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
-    /// How many sink inputs (streams) the server has, as `pactl` lists them.
     func sinkInputs() throws -> Int {
         try HeadlessSway.run("/usr/bin/pactl", ["--server=" + address, "list", "short", "sink-inputs"])
             .split(separator: "\n").count

@@ -4,39 +4,42 @@ import LifecycleModel
 import LifecycleProtocol
 import Testing
 
-/// The rails that apply to every app, end to end: audio is never cut off (a real PulseAudio and a real `pacat`),
-/// background wakes (a plain sleeper, and the Python client's performFetch), and OnlyOnBattery (a power-supply
-/// directory the test writes: this machine has no battery, so the supply is mocked as files in sysfs's layout).
+/// The rails that apply to every app, end to end: audio is never cut off (a real PulseAudio, or PipeWire with its
+/// PulseAudio service, and a real `pacat`), background wakes (a plain sleeper, and the Python client's
+/// performFetch), and OnlyOnBattery (a power-supply directory the test writes: this machine has no battery, so the
+/// supply is mocked as files in sysfs's layout).
 @Suite("the rails: audio, background wakes, battery", .serialized)
 struct RailsIntegrationTests {
     let python = DaemonHarness.pythonClient
 
     /// An app that plays silence through `pacat` (a real stream on the server) as a child, and sleeps.
-    func player(_ pulse: PulseServer, lifecycle: String) -> String {
+    func player(_ pulse: any SoundServerHarness, lifecycle: String) -> String {
         soundClient(pulse, "pacat --playback --raw < /dev/zero", lifecycle: lifecycle)
     }
 
     /// An app that runs `command`, a client of the sound server, as a child, and sleeps.
-    func soundClient(_ pulse: PulseServer, _ command: String, lifecycle: String) -> String {
+    func soundClient(_ pulse: any SoundServerHarness, _ command: String, lifecycle: String) -> String {
         "[App]\nExec=sh -c '\(command) & exec sleep 100000'\nProtocol=none\n"
             + "Environment=PULSE_SERVER=\(pulse.address)\n\n[Lifecycle]\n\(lifecycle)\n"
     }
 
     let marker = "[App]\nExec=/bin/sleep 100000\nProtocol=none\n\n[Lifecycle]\nBackgroundTimeSec=0.3\n"
 
-    @Test("an app whose process plays a stream is not suspended while it plays, and is suspended after it stops")
-    func playingAppIsNotSuspended() throws {
-        let pulse = try PulseServer()
-        try pulse.start()
+    @Test("an app whose process plays a stream is not suspended while it plays, and is suspended after it stops",
+          arguments: SoundServerKind.allCases)
+    func playingAppIsNotSuspended(_ server: SoundServerKind) throws {
+        let pulse = try server.start()
         defer { pulse.stop() }
         let apps = ["player": player(pulse, lifecycle: "BackgroundTimeSec=0.3"), "marker": marker]
         try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pulse.address)\n") { daemon in
             try daemon.waitUntil("the daemon is connected to the sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
             }
-            try daemon.control("launch", "player", "--background")
+            // Launched in front, so that its grace time does not run out before a slow server has its stream.
+            try daemon.control("launch", "player")
             let pid = try #require(try daemon.status("player").pid)
             try daemon.waitUntil("the stream plays") { daemon.log.contains("player: not suspended in the background while playing audio") }
+            try daemon.control("background", "player")
             // The marker's suspension, after the same grace time, is the later event before the player is looked at.
             try daemon.control("launch", "marker", "--background")
             try daemon.waitForState("marker", "suspended")
@@ -58,7 +61,7 @@ struct RailsIntegrationTests {
 
     /// A `pacat` outside every app that plays silence and names `pid` as its process (`PULSE_PROP`), as any client
     /// may: the server passes the claim on as it is.
-    func impostor(_ pulse: PulseServer, claiming pid: pid_t) throws -> Process {
+    func impostor(_ pulse: any SoundServerHarness, claiming pid: pid_t) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "exec pacat --playback --raw < /dev/zero"]
@@ -70,10 +73,10 @@ struct RailsIntegrationTests {
         return process
     }
 
-    @Test("a stream that names another app's process does not keep that app awake; the app's own stream does")
-    func claimedPidIsNotTrusted() throws {
-        let pulse = try PulseServer()
-        try pulse.start()
+    @Test("a stream that names another app's process does not keep that app awake; the app's own stream does",
+          arguments: SoundServerKind.allCases)
+    func claimedPidIsNotTrusted(_ server: SoundServerKind) throws {
+        let pulse = try server.start()
         defer { pulse.stop() }
         // The listener holds a connection of its own (pactl subscribe claims the pactl's pid, rightly), so that a
         // second claim of that pid is one more than the process's connections.
@@ -83,10 +86,12 @@ struct RailsIntegrationTests {
             try daemon.waitUntil("the daemon is connected to the sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
             }
-            try daemon.control("launch", "player", "--background")
+            // In front until its stream counts, so that its grace time does not run out before a slow server has it.
+            try daemon.control("launch", "player")
             try daemon.waitUntil("the player's own stream counts") {
                 daemon.log.contains("player: not suspended in the background while playing audio")
             }
+            try daemon.control("background", "player")
             try daemon.control("launch", "marker")
             try daemon.control("launch", "listener")
             let marker = try #require(try daemon.status("marker").pid)
@@ -116,10 +121,10 @@ struct RailsIntegrationTests {
         }
     }
 
-    @Test("AudioSilenceSec: a stream of zeros lets its app go after the bound; a stream of sound keeps its app awake")
-    func silenceIsLetGo() throws {
-        let pulse = try PulseServer()
-        try pulse.start()
+    @Test("AudioSilenceSec: a stream of zeros lets its app go after the bound; a stream of sound keeps its app awake",
+          arguments: SoundServerKind.allCases)
+    func silenceIsLetGo(_ server: SoundServerKind) throws {
+        let pulse = try server.start()
         defer { pulse.stop() }
         // Noise from /dev/urandom stands for a tone: any non-zero peak is sound.
         let sounding = soundClient(pulse, "pacat --playback --raw < /dev/urandom", lifecycle: "BackgroundTimeSec=0.3")
@@ -129,12 +134,17 @@ struct RailsIntegrationTests {
             try daemon.waitUntil("the daemon is connected to the sound server") {
                 try daemon.lifectl("status").stdout.contains("audio: \(pulse.address), ")
             }
-            try daemon.control("launch", "quiet", "--background")
-            try daemon.control("launch", "sounding", "--background")
-            try daemon.waitUntil("both streams count at first") {
+            // Each in front until its stream counts, so that no grace time runs out before a slow server has it.
+            try daemon.control("launch", "quiet")
+            try daemon.waitUntil("the quiet stream counts at first") {
                 daemon.log.contains("quiet: not suspended in the background while playing audio")
-                    && daemon.log.contains("sounding: not suspended in the background while playing audio")
             }
+            try daemon.control("background", "quiet")
+            try daemon.control("launch", "sounding")
+            try daemon.waitUntil("the sounding stream counts") {
+                daemon.log.contains("sounding: not suspended in the background while playing audio")
+            }
+            try daemon.control("background", "sounding")
             try daemon.waitForState("quiet", "suspended")
             let quiet = try #require(try daemon.status("quiet").pid)
             #expect(Kernel.stops(quiet))
@@ -145,6 +155,86 @@ struct RailsIntegrationTests {
             #expect(sounding.state == .background)
             #expect(sounding.backgroundModes == ["audio"])
             #expect(try daemon.lifectl("status").stdout.contains("1 playing process (sounding)"))
+        }
+    }
+
+    @Test("on PipeWire without its session manager a stream is never linked and stays corked: its app is suspended after its grace time")
+    func unlinkedPipeWireStreamDoesNotCount() throws {
+        let pipewire = try PipeWireServer(sessionManager: false)
+        try pipewire.start()
+        defer { pipewire.stop() }
+        let apps = ["player": player(pipewire, lifecycle: "BackgroundTimeSec=0.3")]
+        try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pipewire.address)\n") { daemon in
+            try daemon.waitUntil("the daemon is connected to the sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: \(pipewire.address), ")
+            }
+            // In front until the server has its stream: a stopped pacat would make none.
+            try daemon.control("launch", "player")
+            let pid = try #require(try daemon.status("player").pid)
+            try daemon.waitUntil("the server has the stream") { try pipewire.sinkInputs() == 1 }
+            #expect(try pipewire.pactl(["list", "sink-inputs"]).contains("Corked: yes"))
+            try daemon.control("background", "player")
+            try daemon.waitForState("player", "suspended")
+            #expect(Kernel.stops(pid))
+            #expect(!daemon.log.contains("player: not suspended in the background while playing audio"))
+            #expect(try daemon.lifectl("status").stdout.contains("audio: \(pipewire.address), 0 playing processes"))
+        }
+    }
+
+    /// An app that runs `command`, a client of PipeWire's own protocol, as a child, and sleeps.
+    func nativeClient(_ pipewire: PipeWireServer, _ command: String, lifecycle: String) -> String {
+        "[App]\nExec=sh -c '\(command) & exec sleep 100000'\nProtocol=none\n"
+            + "Environment=PIPEWIRE_RUNTIME_DIR=\(pipewire.runtimeDirectory)\n\n[Lifecycle]\n\(lifecycle)\n"
+    }
+
+    @Test("on PipeWire, an app that plays through PipeWire's own protocol is kept awake; a stream that names a process whose one connection is its own is not trusted")
+    func nativePipeWireStreamCounts() throws {
+        let pipewire = try PipeWireServer()
+        try pipewire.start()
+        defer { pipewire.stop() }
+        // pw-cat plays zeros from a pipe (a WAV header that gives no length, then /dev/zero) for as long as it runs.
+        let player = nativeClient(pipewire, "cat \(try pipewire.endlessWaveHeader()) /dev/zero | pw-cat --playback -",
+                                  lifecycle: "BackgroundTimeSec=0.3")
+        // pw-mon holds one connection to PipeWire and plays nothing.
+        let watcher = nativeClient(pipewire, "pw-mon > /dev/null", lifecycle: "BackgroundTimeSec=0.3")
+        let apps = ["player": player, "watcher": watcher, "marker": marker]
+        try DaemonHarness.running(apps, daemonConfig: "[Sources]\nAudio=yes\nAudioServer=\(pipewire.address)\n") { daemon in
+            try daemon.waitUntil("the daemon is connected to the sound server") {
+                try daemon.lifectl("status").stdout.contains("audio: \(pipewire.address), ")
+            }
+            // In front until its stream counts, so that its grace time does not run out before the server has it.
+            try daemon.control("launch", "player")
+            let pid = try #require(try daemon.status("player").pid)
+            try daemon.waitUntil("the native stream plays") {
+                daemon.log.contains("player: not suspended in the background while playing audio")
+            }
+            try daemon.control("background", "player")
+            try daemon.control("launch", "watcher")
+            let watcherPid = try #require(try daemon.status("watcher").pid)
+            try daemon.waitUntil("the watcher's pw-mon is connected") {
+                Kernel.children(watcherPid).contains { Kernel.command($0) == "pw-mon" }
+            }
+            let monitor = try #require(Kernel.children(watcherPid).first { Kernel.command($0) == "pw-mon" })
+            let impostor = try impostor(pipewire, claiming: monitor)
+            // SIGKILL: the test process blocks the signals a pacat would quit on, and its children inherit the mask.
+            defer { kill(impostor.processIdentifier, SIGKILL); impostor.waitUntilExit() }
+            try daemon.waitUntil("the server has the impostor's stream") { try pipewire.sinkInputs() == 2 }
+            try daemon.control("background", "watcher")
+            try daemon.waitForState("watcher", "suspended")
+            #expect(!daemon.log.contains("watcher: not suspended in the background while playing audio"))
+            // The marker's suspension, after the same grace time, is the later event before the player is looked at.
+            try daemon.control("launch", "marker", "--background")
+            try daemon.waitForState("marker", "suspended")
+            let status = try daemon.status("player")
+            #expect(status.state == .background)
+            #expect(status.backgroundModes == ["audio"])
+            #expect(Kernel.state(pid) != "T")
+            #expect(try daemon.lifectl("status").stdout.contains("1 playing process, 1 playing stream of an unconfirmed process (player)"))
+
+            let pwcat = try #require(Kernel.children(pid).first { Kernel.command($0) == "pw-cat" })
+            kill(pwcat, SIGKILL)
+            try daemon.waitForState("player", "suspended")
+            #expect(Kernel.stops(pid))
         }
     }
 

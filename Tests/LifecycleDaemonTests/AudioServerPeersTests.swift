@@ -43,6 +43,35 @@ import Testing
         #expect(peers.confirmed([1: me, 2: 1]) == [me], "init holds no connection to this server")
     }
 
+    @Test func connectionsToAnAddedSocketCountOnceItIsAdded() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lifecycled-peers-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pulsePath = directory.appendingPathComponent("native").path
+        let pipeWirePath = directory.appendingPathComponent("pipewire-0").path
+        let listeners = [cs_unix_listen(pulsePath, 8), cs_unix_listen(pipeWirePath, 8)]
+        defer { for fd in listeners { close(fd) } }
+        try #require(listeners.allSatisfy { $0 >= 0 })
+        let client = cs_unix_connect(pipeWirePath)
+        let accepted = cs_accept_cloexec_nonblock(listeners[1])
+        defer { for fd in [client, accepted] { close(fd) } }
+        try #require(accepted >= 0)
+
+        let peers = try #require(ServerPeers(socketPath: pulsePath))
+        let me = getpid()
+        #expect(peers.confirmed([1: me]) == [])
+        #expect(!peers.addSocket(directory.path), "a directory is no socket")
+        #expect(peers.addSocket(pipeWirePath))
+        #expect(peers.connections(of: me) == 1)
+        #expect(peers.confirmed([1: me]) == [me], "the verdict reached before the socket was added is not kept")
+        #expect(peers.confirmed([1: me, 2: me]) == [])
+    }
+
+    @Test func pipeWiresSocketIsLookedForBesideItsPulseAudioService() {
+        #expect(ServerPeers.pipeWireSocket(besidePulseSocket: "/run/user/1000/pulse/native") == "/run/user/1000/pipewire-0")
+        #expect(ServerPeers.pipeWireSocket(besidePulseSocket: "/tmp/pulse.sock") == nil)
+    }
+
     @Test func onlyAServerOnASocketFileCanBeAskedAbout() {
         #expect(ServerPeers.socketPath(inServerString: "unix:/run/user/1000/pulse/native") == "/run/user/1000/pulse/native")
         #expect(ServerPeers.socketPath(inServerString: "{0123abcd}unix:/run/pulse/native") == "/run/pulse/native")

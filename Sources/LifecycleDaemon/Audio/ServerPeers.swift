@@ -10,10 +10,19 @@ import Glibc
 /// server as there are clients claiming P: a client that names another process then either names one with no
 /// connection, or adds a claim beyond that process's own, and in both cases no claim of P counts. Verdicts are
 /// kept while the same clients claim the same pid, so an event costs the pids whose claimants changed.
+///
+/// PipeWire's PulseAudio service lists PipeWire's own clients beside its PulseAudio ones, each of them one
+/// connection to PipeWire's socket: for that server both sockets are the server's (`addSocket`), so that a process
+/// playing through PipeWire's protocol is counted as one playing through PulseAudio's.
 final class ServerPeers {
-    /// The server's socket file, as stat() has it.
-    private let device: UInt64
-    private let inode: UInt64
+    /// A socket file, as stat() has it.
+    private struct SocketFile: Hashable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    /// The server's socket files.
+    private var sockets: Set<SocketFile>
     private let diag: FileDescriptor
     private let procRoot: String
     /// The verdict for each claimed pid, and the clients that claimed it when it was reached.
@@ -22,14 +31,36 @@ final class ServerPeers {
     /// For the server listening at `socketPath`; nil when that is not a socket file or sock_diag is not to be had
     /// (then no claim can be confirmed).
     init?(socketPath: String, procRoot: String = "/proc") {
-        var status = stat()
-        guard stat(socketPath, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return nil }
+        guard let file = Self.socketFile(socketPath) else { return nil }
         let fd = cs_sock_diag_open()
         guard fd >= 0 else { return nil }
         diag = FileDescriptor(owning: fd, path: "the sock_diag socket")
-        device = UInt64(status.st_dev)
-        inode = UInt64(status.st_ino)
+        sockets = [file]
         self.procRoot = procRoot
+    }
+
+    private static func socketFile(_ path: String) -> SocketFile? {
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return nil }
+        return SocketFile(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+    }
+
+    /// Counts connections to the socket file at `path` as connections to the server too; false when it is not a
+    /// socket file. For a server whose every client is listed, whichever socket it came by: more sockets than
+    /// that would let a process's connections to one vouch for claims made through another.
+    @discardableResult
+    func addSocket(_ path: String) -> Bool {
+        guard let file = Self.socketFile(path) else { return false }
+        sockets.insert(file)
+        verdicts = [:]
+        return true
+    }
+
+    /// PipeWire's own socket beside its PulseAudio service's, both where they are by default: `pipewire-0` in the
+    /// runtime directory whose `pulse/native` is `pulseSocket`.
+    static func pipeWireSocket(besidePulseSocket pulseSocket: String) -> String? {
+        guard pulseSocket.hasSuffix("/pulse/native") else { return nil }
+        return pulseSocket.dropLast("pulse/native".count) + "pipewire-0"
     }
 
     /// The socket path in a libpulse server string (`unix:/run/user/1000/pulse/native` or a bare path), nil for a
@@ -80,6 +111,6 @@ final class ServerPeers {
         var boundInode: UInt64 = 0
         guard cs_unix_socket_diag(diag.rawValue, socket, &peer, &boundDevice, &boundInode) == 0, peer != 0,
               cs_unix_socket_diag(diag.rawValue, peer, &peer, &boundDevice, &boundInode) == 0 else { return false }
-        return boundDevice == device && boundInode == inode
+        return sockets.contains(SocketFile(device: boundDevice, inode: boundInode))
     }
 }

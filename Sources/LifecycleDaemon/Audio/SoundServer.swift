@@ -112,8 +112,8 @@ final class SoundServer {
         switch pa_context_get_state(context) {
         case PA_CONTEXT_READY:
             reconnection.succeeded()
-            peers = pa_context_get_server(context).flatMap { ServerPeers.socketPath(inServerString: String(cString: $0)) }
-                .flatMap { ServerPeers(socketPath: $0) }
+            peers = serverSocket.flatMap { ServerPeers(socketPath: $0) }
+            if peers != nil { askServerName() }
             setLink(.connected)
             pa_context_set_subscribe_callback(context, { _, type, _, userdata in
                 let facility = type.rawValue & PA_SUBSCRIPTION_EVENT_FACILITY_MASK.rawValue
@@ -130,6 +130,31 @@ final class SoundServer {
         default:
             break
         }
+    }
+
+    /// The connected server's socket file, when it is on one.
+    private var serverSocket: String? {
+        context.flatMap { pa_context_get_server($0) }.flatMap { ServerPeers.socketPath(inServerString: String(cString: $0)) }
+    }
+
+    /// Asks the server's name before the first listing, whose answers then come after this one's (a context's
+    /// replies come in the order asked).
+    private func askServerName() {
+        guard let context else { return }
+        let operation = pa_context_get_server_info(context, { _, info, userdata in
+            guard let name = info?.pointee.server_name else { return }
+            SoundServer.from(userdata).named(String(cString: name))
+        }, userdata)
+        if let operation { pa_operation_unref(operation) }
+    }
+
+    /// PipeWire's PulseAudio service ("PulseAudio (on PipeWire VERSION)") lists PipeWire's own clients too: their
+    /// connections to PipeWire's socket count as connections to the server, so that their streams are confirmed
+    /// as the others are.
+    private func named(_ name: String) {
+        guard name.contains("on PipeWire"), let socket = serverSocket,
+              let pipeWire = ServerPeers.pipeWireSocket(besidePulseSocket: socket) else { return }
+        peers?.addSocket(pipeWire)
     }
 
     /// Reads every client and sink input anew: a change event says which one changed, not whether it plays or
