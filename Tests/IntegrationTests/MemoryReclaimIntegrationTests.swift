@@ -124,6 +124,95 @@ struct MemoryReclaimIntegrationTests {
         #expect(!harness.log.contains("big: memory reclaimed with"))
         #expect(Kernel.state(pid) != "T")
     }
+
+    /// The daemon's threads at nice 19 (its reclaim threads: the loop's thread keeps the daemon's own priority), with
+    /// the system time each has spent, from /proc/PID/task/TID/stat (fields 19 and 15).
+    static func lowestPriorityThreads(of pid: pid_t) -> [pid_t: UInt64] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        var threads: [pid_t: UInt64] = [:]
+        for task in tasks {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                  let end = stat.lastIndex(of: ")") else { continue }
+            let fields = stat[stat.index(after: end)...].split(separator: " ")
+            guard fields.count > 16, fields[16] == "19", let tid = pid_t(task) else { continue }
+            threads[tid] = UInt64(fields[12]) ?? 0
+        }
+        return threads
+    }
+
+    @Test("apps suspended together are paged out side by side on the lowest-priority reclaim threads, the first suspended first; a resume stops its own job only; the loop answers status meanwhile")
+    func appsSuspendedTogetherAreReclaimedSideBySide() throws {
+        let swap = ZramSwap(size: "2G")
+        defer { swap.remove() }
+        // Without swap the anonymous memory has nowhere to go and each job is over at once: nothing overlaps.
+        try #require(swap.on, "this test needs swap; the machine has zram")
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let sizes = ["first": 384, "second": 256, "third": 128]
+        var markers: [String: URL] = [:]
+        for (name, size) in sizes {
+            markers[name] = harness.root.appendingPathComponent("\(name).marker")
+            try harness.app(name, Self.app(size, marker: markers[name]!, lifecycle: "ReclaimAfterSec=0"))
+        }
+        try harness.start()
+        let daemonPID = try #require(harness.daemonPID)
+        var pids: [String: pid_t] = [:]
+        for name in ["first", "second", "third"] {
+            try harness.control("launch", name, "--background")
+            let pid = try #require(try harness.status(name).pid)
+            pids[name] = pid
+        }
+        try harness.waitUntil("every app touched its memory") { markers.values.allSatisfy { Self.passes($0) >= 1 } }
+        let before = pids.mapValues { Self.memory($0).anonymous }
+        #expect(Self.lowestPriorityThreads(of: daemonPID).isEmpty, "no reclaim thread before the first reclaim")
+
+        for name in ["first", "second", "third"] { try harness.control("suspend", name) }
+        // While the first app's job runs, the second one's memory leaves RAM too: two jobs at once (this machine has
+        // two CPUs or more; with one, a single thread takes them in turn). Each poll is a status the loop answered
+        // while the reclaim ran.
+        let cpus = ProcessInfo.processInfo.activeProcessorCount
+        var answeredWhileRunning = 0
+        var overlapped = false
+        var resumedFirst = false
+        try harness.waitUntil("the first app's reclaim is over", timeout: 120) {
+            let first = try harness.status("first").reclaim
+            guard first?.outcome == "running" || first == nil else { return true }
+            if first != nil { answeredWhileRunning += 1 }
+            if first != nil, Self.memory(pids["second"]!).swapped >= 16 << 20 {
+                overlapped = true
+                // Mid-way: its job is under way on a thread, and the resume stops it there.
+                if Self.memory(pids["first"]!).swapped < before["first"]! / 2 {
+                    try harness.control("resume", "first")
+                    resumedFirst = true
+                    return true
+                }
+            }
+            return false
+        }
+        #expect(answeredWhileRunning > 0, "lifectl status was answered while the reclaim ran")
+        #expect(overlapped || cpus < 2, "a second app's memory left RAM while the first one's job was under way")
+        #expect(resumedFirst || cpus < 2, "the first app was resumed with its job half done")
+        let threads = Self.lowestPriorityThreads(of: daemonPID)
+        #expect(threads.count == min(cpus, 4), "one reclaim thread per CPU at nice 19: \(threads)")
+
+        try harness.waitUntil("the other reclaims are over", timeout: 120) {
+            try ["second", "third"].allSatisfy { try harness.status($0).reclaim?.outcome == "done" }
+        }
+        for name in ["second", "third"] {
+            let after = Self.memory(pids[name]!)
+            #expect(after.anonymous <= before[name]! / 10, "\(name): 90% of its anonymous memory left RAM: \(before[name]!) → \(after)")
+        }
+        #expect(Self.lowestPriorityThreads(of: daemonPID).values.reduce(0, +) > 0, "the page-out ran on the reclaim threads")
+        if resumedFirst {
+            #expect(try harness.status("first").reclaim?.outcome == "stopped")
+            try harness.waitUntil("the first app touched its memory again") { Self.passes(markers["first"]!) >= 2 }
+            #expect(harness.log.contains("first: memory reclaim stopped"))
+            #expect(!harness.log.contains("first: memory reclaimed with"))
+            // Its job stopped at the resume: nothing pages it out again behind the running app's back.
+            let first = Self.memory(pids["first"]!)
+            #expect(first.anonymous >= before["first"]! / 10 * 9, "the running app keeps its memory: \(before["first"]!) → \(first)")
+        }
+    }
 }
 
 /// A zram swap device of the suite's own (`/sys/class/zram-control/hot_add`, so that no other user of `zram0` is
