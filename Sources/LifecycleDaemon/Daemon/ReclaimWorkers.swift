@@ -110,9 +110,6 @@ final class ReclaimWorkers: Sendable {
         }
     }
 
-    /// Jobs waiting or under way on a thread.
-    var busy: Int { state.withLock { $0.waiting.count + $0.running.count } }
-
     /// The threads end after their step under way; the jobs left are dropped.
     func shutDown() {
         let threads = state.withLock { state in
