@@ -631,6 +631,10 @@ int cs_lower_thread_priority(void) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
 }
 
+int cs_set_thread_name(const char *name) {
+    return prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
+}
+
 int cs_pipe_cloexec(int fds[2]) {
     return pipe2(fds, O_CLOEXEC);
 }

@@ -125,19 +125,19 @@ struct MemoryReclaimIntegrationTests {
         #expect(Kernel.state(pid) != "T")
     }
 
-    /// The daemon's threads at nice 19 (its reclaim threads: the loop's thread keeps the daemon's own priority), with
-    /// the system time each has spent, from /proc/PID/task/TID/stat (fields 19 and 15).
-    static func lowestPriorityThreads(of pid: pid_t) -> [pid_t: UInt64] {
+    /// The daemon's reclaim threads (named `reclaim`) with their nice value and the system time each has spent,
+    /// from /proc/PID/task/TID/comm and stat (fields 19 and 15).
+    static func reclaimThreads(of pid: pid_t) -> [(nice: Int, systemTime: UInt64)] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-        var threads: [pid_t: UInt64] = [:]
-        for task in tasks {
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
-                  let end = stat.lastIndex(of: ")") else { continue }
+        return tasks.compactMap { task in
+            guard let comm = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8),
+                  comm.trimmingCharacters(in: .newlines) == "reclaim",
+                  let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                  let end = stat.lastIndex(of: ")") else { return nil }
             let fields = stat[stat.index(after: end)...].split(separator: " ")
-            guard fields.count > 16, fields[16] == "19", let tid = pid_t(task) else { continue }
-            threads[tid] = UInt64(fields[12]) ?? 0
+            guard fields.count > 16, let nice = Int(fields[16]), let system = UInt64(fields[12]) else { return nil }
+            return (nice, system)
         }
-        return threads
     }
 
     @Test("apps suspended together are paged out side by side on the lowest-priority reclaim threads, the first suspended first; a resume stops its own job only; the loop answers status meanwhile")
@@ -164,7 +164,7 @@ struct MemoryReclaimIntegrationTests {
         }
         try harness.waitUntil("every app touched its memory") { markers.values.allSatisfy { Self.passes($0) >= 1 } }
         let before = pids.mapValues { Self.memory($0).anonymous }
-        #expect(Self.lowestPriorityThreads(of: daemonPID).isEmpty, "no reclaim thread before the first reclaim")
+        #expect(Self.reclaimThreads(of: daemonPID).isEmpty, "no reclaim thread before the first reclaim")
 
         for name in ["first", "second", "third"] { try harness.control("suspend", name) }
         // While the first app's job runs, the second one's memory leaves RAM too: two jobs at once (this machine has
@@ -192,8 +192,8 @@ struct MemoryReclaimIntegrationTests {
         #expect(answeredWhileRunning > 0, "lifectl status was answered while the reclaim ran")
         #expect(overlapped || cpus < 2, "a second app's memory left RAM while the first one's job was under way")
         #expect(resumedFirst || cpus < 2, "the first app was resumed with its job half done")
-        let threads = Self.lowestPriorityThreads(of: daemonPID)
-        #expect(threads.count == min(cpus, 4), "one reclaim thread per CPU at nice 19: \(threads)")
+        let threads = Self.reclaimThreads(of: daemonPID)
+        #expect(threads.count == min(cpus, 4) && threads.allSatisfy { $0.nice == 19 }, "one reclaim thread per CPU at nice 19: \(threads)")
 
         try harness.waitUntil("the other reclaims are over", timeout: 120) {
             try ["second", "third"].allSatisfy { try harness.status($0).reclaim?.outcome == "done" }
@@ -202,7 +202,7 @@ struct MemoryReclaimIntegrationTests {
             let after = Self.memory(pids[name]!)
             #expect(after.anonymous <= before[name]! / 10, "\(name): 90% of its anonymous memory left RAM: \(before[name]!) → \(after)")
         }
-        #expect(Self.lowestPriorityThreads(of: daemonPID).values.reduce(0, +) > 0, "the page-out ran on the reclaim threads")
+        #expect(Self.reclaimThreads(of: daemonPID).map(\.systemTime).reduce(0, +) > 0, "the page-out ran on the reclaim threads")
         if resumedFirst {
             #expect(try harness.status("first").reclaim?.outcome == "stopped")
             try harness.waitUntil("the first app touched its memory again") { Self.passes(markers["first"]!) >= 2 }

@@ -56,6 +56,9 @@ int cs_eventfd(int semaphore, int nonblocking);
 /// keeps the nice value per thread).
 int cs_lower_thread_priority(void);
 
+/// Names the calling thread (prctl PR_SET_NAME, at most 15 bytes kept): ps, top and /proc/PID/task/TID/comm show it.
+int cs_set_thread_name(const char *name);
+
 // mallopt(M_MMAP_THRESHOLD, bytes): <malloc.h> is not in Swift's Glibc module. Returns mallopt's result (1 on success).
 int cs_set_mmap_threshold(int bytes);
 int cs_pipe_cloexec(int fds[2]);

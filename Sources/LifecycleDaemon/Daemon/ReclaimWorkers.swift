@@ -166,8 +166,12 @@ final class ReclaimWorkers: Sendable {
         case exit
     }
 
+    /// The reclaim threads' name, as ps, top and /proc show them.
+    static let threadName = "reclaim"
+
     private func run() {
         _ = cs_lower_thread_priority()
+        _ = Self.threadName.withCString { cs_set_thread_name($0) }
         while true {
             let next = state.withLock { state -> Next in
                 if state.closing {
