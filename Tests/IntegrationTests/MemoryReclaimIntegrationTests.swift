@@ -174,12 +174,18 @@ struct MemoryReclaimIntegrationTests {
         var answeredWhileRunning = 0
         var overlapped = false
         var resumedFirst = false
+        /// Whether the third app's job waited while both threads were busy with the first two (nil: not seen).
+        var thirdWaited: Bool?
         try harness.waitUntil("the first app's reclaim is over", timeout: 120) {
             let first = try harness.status("first").reclaim
             guard first?.outcome == "running" || first == nil else { return true }
             if first != nil { answeredWhileRunning += 1 }
             if first != nil, Self.memory(pids["second"]!).swapped >= 16 << 20 {
                 overlapped = true
+                // Read before the second's status: if that is still running, both jobs ahead of the third held the
+                // threads when its memory was read.
+                let third = Self.memory(pids["third"]!).swapped
+                if try harness.status("second").reclaim?.outcome == "running" { thirdWaited = third < 1 << 20 }
                 // Mid-way: its job is under way on a thread, and the resume stops it there.
                 if Self.memory(pids["first"]!).swapped < before["first"]! / 2 {
                     try harness.control("resume", "first")
@@ -192,6 +198,7 @@ struct MemoryReclaimIntegrationTests {
         #expect(answeredWhileRunning > 0, "lifectl status was answered while the reclaim ran")
         #expect(overlapped || cpus < 2, "a second app's memory left RAM while the first one's job was under way")
         #expect(resumedFirst || cpus < 2, "the first app was resumed with its job half done")
+        #expect(thirdWaited != false || min(cpus, 4) >= 3, "the third app waited its turn behind the first two")
         let threads = Self.reclaimThreads(of: daemonPID)
         #expect(threads.count == min(cpus, 4) && threads.allSatisfy { $0.nice == 19 }, "one reclaim thread per CPU at nice 19: \(threads)")
 
