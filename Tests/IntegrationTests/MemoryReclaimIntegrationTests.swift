@@ -179,21 +179,22 @@ struct MemoryReclaimIntegrationTests {
         try harness.waitUntil("the first app's reclaim is over", timeout: 120) {
             let first = try harness.status("first").reclaim
             guard first?.outcome == "running" || first == nil else { return true }
-            if first != nil { answeredWhileRunning += 1 }
-            if first != nil, Self.memory(pids["second"]!).swapped >= 16 << 20 {
-                overlapped = true
-                // Read before the second's status: if that is still running, both jobs ahead of the third held the
-                // threads when its memory was read.
-                let third = Self.memory(pids["third"]!).swapped
-                if try harness.status("second").reclaim?.outcome == "running" { thirdWaited = third < 1 << 20 }
-                // Mid-way: its job is under way on a thread, and the resume stops it there.
-                if Self.memory(pids["first"]!).swapped < before["first"]! / 2 {
-                    try harness.control("resume", "first")
-                    resumedFirst = true
-                    return true
-                }
-            }
-            return false
+            guard first != nil else { return false }
+            answeredWhileRunning += 1
+            guard Self.memory(pids["second"]!).swapped >= 16 << 20 else { return false }
+            let firstSwapped = Self.memory(pids["first"]!).swapped
+            let thirdSwapped = Self.memory(pids["third"]!).swapped
+            let secondRunning = try harness.status("second").reclaim?.outcome == "running"
+            // Still running after those reads: the first's job was under way while they were made (an outcome
+            // leaves `running` once), so both jobs held the threads when the third's memory was read.
+            guard try harness.status("first").reclaim?.outcome == "running" else { return true }
+            overlapped = true
+            if secondRunning { thirdWaited = thirdSwapped < 1 << 20 }
+            guard firstSwapped < before["first"]! / 2 else { return false }
+            // Mid-way: its job is under way on a thread, and the resume stops it there.
+            try harness.control("resume", "first")
+            resumedFirst = true
+            return true
         }
         #expect(answeredWhileRunning > 0, "lifectl status was answered while the reclaim ran")
         #expect(overlapped || cpus < 2, "a second app's memory left RAM while the first one's job was under way")
