@@ -1237,7 +1237,9 @@ def memory_verdicts(text):
                 within == total,
                 f"{within:.0f} of {total:.0f} apps; out of RAM {m['reclaim-out-pct'][1]:.1f}–{m['reclaim-out-pct'][2]:.1f}%,"
                 f" over {m['reclaim-late-ms'][1]:,.0f}–{m['reclaim-late-ms'][2]:,.0f} ms after it was due (all {m['reclaim-all-ms'][0]:,.0f} ms);"
-                f" resume {m['resume-reclaimed-ms'][0]:,.1f} ms after reclaim against {m['resume-kept-ms'][0]:,.1f} ms without"))
+                f" resume {m['resume-reclaimed-ms'][0]:,.1f} ms after reclaim against {m['resume-kept-ms'][0]:,.1f} ms without"
+                + (f"; the kernel alone on {m['floor-threads'][0]:.0f} threads (the floor): all in {m['floor-all-ms'][0]:,.0f} ms,"
+                   f" {m['floor-within'][0]:.0f} of {m['floor-within'][1]:.0f} within 2 s" if "floor-all-ms" in m else "")))
     if "budget-resumable" in m:
         reclaimed, kept, apps = m["budget-resumable"]
         out.append((f"memory: at least 2x the apps kept resumable in a {m['budget-mib'][0]:,.0f} MiB budget with reclaim",
@@ -1522,8 +1524,13 @@ def analysis(raw, extra, args):
         p(f"**Memory.** {run_['apps']} apps each touched {run_['size_mib']} MiB of their own memory and {run_['suspended']} were suspended,"
           f" with `ReclaimAfterSec={run_['reclaim_after_s']}` ({run_['method']}, swap: {run_['swap']}): their anonymous memory in RAM fell by"
           f" {mem['reclaim-out-pct'][0]:.1f}% (median), {mem['reclaim-resident-mib'][0]:,.0f} MiB to {mem['reclaim-resident-mib'][1]:,.0f} MiB in all;")
-        p(f"one app's reclaim took {mem['reclaim-took-ms'][0]:,.0f} ms (median), the apps in turn on the daemon's loop, all of them over"
-          f" {mem['reclaim-all-ms'][0]:,.0f} ms after the first was due. A resume (`lifectl focus` until the app has touched its whole")
+        p(f"one app's reclaim took {mem['reclaim-took-ms'][0]:,.0f} ms (median, from its start to its end), the apps taken in order by the daemon's"
+          f" reclaim threads, all of them over {mem['reclaim-all-ms'][0]:,.0f} ms after the first was due,"
+          f" {mem['reclaim-within'][0]:.0f} of {mem['reclaim-within'][1]:.0f} within 2 s.")
+        if "floor-all-ms" in mem:
+            p(f"The floor, the same apps paged out by the kernel alone ({mem['floor-threads'][0]:.0f} threads, one per CPU, no daemon): all in"
+              f" {mem['floor-all-ms'][0]:,.0f} ms, {mem['floor-within'][0]:.0f} of {mem['floor-within'][1]:.0f} within 2 s.")
+        p("A resume (`lifectl focus` until the app has touched its whole")
         p(f"working set again) took {mem['resume-reclaimed-ms'][0]:,.1f} ms after reclaim against {mem['resume-kept-ms'][0]:,.1f} ms with its memory"
           " resident: the price of the pages faulted back from compressed swap.")
         if "budget-resumable" in mem:

@@ -7,18 +7,23 @@ and the others are suspended. It measures
    long the reclaim took, and when it was over counted from the moment it was due (suspension + ReclaimAfterSec);
 2. resume: the time from `lifectl focus` until the app has touched its whole working set again (the toucher's
    marker file, CLOCK_MONOTONIC), for reclaimed apps and, with Reclaim=no, for apps whose memory stayed;
-3. budget: the apps moved one after the other into a memory-limited cgroup (BUDGET), each launched, touched and
+3. floor: the same apps, not supervised, stopped and paged out directly (process_madvise MADV_PAGEOUT over each one's
+   writable private mappings, one thread per CPU taking the next app, no daemon): how soon the kernel alone, on all
+   CPUs, takes the suspended apps' memory out of RAM, the physical floor of figure 1;
+4. budget: the apps moved one after the other into a memory-limited cgroup (BUDGET), each launched, touched and
    suspended in turn: how many are still there, resumable, at the end, with reclaim and without it (termination
    alone: the cgroup does not swap on its own, memory.swappiness 0, so only an end frees memory).
 
 It prints one line per figure (see bench/bench.py's memory_figures) and the verdicts against the targets."""
 import argparse
+import ctypes
 import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
 
@@ -181,6 +186,92 @@ def reclaim_phase(args):
     return out
 
 
+class Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.syscall.restype = ctypes.c_long
+SYS_PIDFD_OPEN, SYS_PROCESS_MADVISE, MADV_PAGEOUT = 434, 440, 21
+
+
+def private_mappings(pid):
+    """The writable private mappings of /proc/PID/maps, as the daemon chooses them (PageOut.privateMappings)."""
+    ranges = []
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            if len(fields) < 2 or not fields[1].startswith("rw") or not fields[1].endswith("p"):
+                continue
+            if len(fields) == 6 and fields[5].startswith("[v"):
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            ranges.append((start, end - start))
+    return ranges
+
+
+def page_out(pid):
+    """process_madvise(MADV_PAGEOUT) over every writable private mapping of the stopped process, a call per mapping.
+    ctypes lets go of the GIL during the call, so that threads page out side by side."""
+    pidfd = LIBC.syscall(ctypes.c_long(SYS_PIDFD_OPEN), ctypes.c_long(pid), ctypes.c_long(0))
+    if pidfd < 0:
+        raise OSError(ctypes.get_errno(), f"pidfd_open {pid}")
+    try:
+        for start, length in private_mappings(pid):
+            vec = Iovec(start, length)
+            LIBC.syscall(ctypes.c_long(SYS_PROCESS_MADVISE), ctypes.c_long(pidfd), ctypes.byref(vec), ctypes.c_long(1),
+                         ctypes.c_long(MADV_PAGEOUT), ctypes.c_long(0))
+    finally:
+        os.close(pidfd)
+
+
+def floor_phase(args):
+    """The physical floor of the reclaim: the suspended apps' count of the same toucher apps, started here (no daemon),
+    stopped with SIGSTOP, and paged out directly by one thread per CPU, each taking the next app: when each app's
+    memory was out, counted from the moment all were due at once."""
+    count = args.apps - 1
+    folder = os.path.join(args.work, "floor")
+    os.makedirs(folder, exist_ok=True)
+    markers = [os.path.join(folder, f"app{i:02d}.marker") for i in range(count)]
+    apps = [subprocess.Popen(["/usr/bin/python3", TOUCHER, str(args.size), marker]) for marker in markers]
+    try:
+        Daemon.wait("every floor app touched its memory", lambda: all(os.path.exists(m) for m in markers), 300)
+        for app in apps:
+            os.kill(app.pid, signal.SIGSTOP)
+
+        def stopped(pid):
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        Daemon.wait("every floor app is stopped", lambda: all(stopped(a.pid) for a in apps), 30)
+        before = [rss_anon(a.pid) for a in apps]
+        waiting = list(range(count))
+        lock = threading.Lock()
+        done = [0.0] * count
+        start = time.monotonic()
+
+        def worker():
+            while True:
+                with lock:
+                    if not waiting:
+                        return
+                    index = waiting.pop(0)
+                page_out(apps[index].pid)
+                done[index] = time.monotonic() - start
+        threads = [threading.Thread(target=worker) for _ in range(os.cpu_count() or 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        after = [rss_anon(a.pid) for a in apps]
+        out_pct = [100 * (1 - a / b) for a, b in zip(after, before) if b]
+        return {"floor_threads": len(threads), "floor_done": done, "floor_all": max(done), "floor_out_pct": out_pct,
+                "floor_within": sum(1 for b, a, t in zip(before, after, done) if b and 1 - a / b >= 0.9 and t <= 2)}
+    finally:
+        for app in apps:
+            app.kill()
+            app.wait()
+
+
 def budget_phase(args, reclaim):
     """How many apps stay resumable in the budget's cgroup, launched and suspended one after the other."""
     apps = [f"app{i:02d}" for i in range(1, args.apps + 1)]
@@ -249,6 +340,12 @@ def main():
     print(f"kept-out-pct {spread(figures['kept_out_pct'], digits=1)}")
     print(f"resume-reclaimed-ms {spread(figures['resume_reclaimed'], 1000, 1)}")
     print(f"resume-kept-ms {spread(figures['resume_kept'], 1000, 1)}")
+    floor = floor_phase(args)
+    print(f"floor-threads {floor['floor_threads']}")
+    print(f"floor-out-pct {spread(floor['floor_out_pct'], digits=1)}")
+    print(f"floor-done-ms {spread(floor['floor_done'], 1000)}")
+    print(f"floor-all-ms {floor['floor_all'] * 1000:.0f}")
+    print(f"floor-within {floor['floor_within']} {args.apps - 1}")
     if args.budget_cgroup:
         with_reclaim = budget_phase(args, True)
         without = budget_phase(args, False)

@@ -3,7 +3,8 @@
 # its memory back. On a zram swap device it sets up and removes itself, APPS apps (default 20) each touch SIZE MiB
 # (default 100) of their own memory and all but one are suspended; bench/memory.py measures the reclaim, the resume
 # with and without it, and how many apps stay resumable in a memory budget of BUDGET_APPS times SIZE (default 6): a
-# v1 memory cgroup with memory.swappiness 0 here, memory.max where cgroup2 has the memory controller. Needs root.
+# v1 memory cgroup with memory.swappiness 0 here, memory.max where cgroup2 has the memory controller; and the floor:
+# the same apps paged out directly by one thread per CPU, no daemon. Needs root.
 #   bash bench/memory.sh            # APPS=20 SIZE=100
 #   bash bench/memory.sh --smoke    # 4 apps of 32 MiB, budget of 2 apps
 # LIFECYCLED_BIN_DIR / LIFECTL_BIN_DIR: the binaries (default: the debug build). RECLAIM_AFTER: ReclaimAfterSec= of

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -620,6 +621,18 @@ long cs_process_madvise(int pidfd, const unsigned long *starts, const unsigned l
         vec[i].iov_len = lengths[i];
     }
     return syscall(SYS_process_madvise, pidfd, vec, (size_t)count, advice, 0U);
+}
+
+int cs_eventfd(int semaphore, int nonblocking) {
+    return eventfd(0, EFD_CLOEXEC | (semaphore ? EFD_SEMAPHORE : 0) | (nonblocking ? EFD_NONBLOCK : 0));
+}
+
+int cs_lower_thread_priority(void) {
+    return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+}
+
+int cs_set_thread_name(const char *name) {
+    return prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
 }
 
 int cs_pipe_cloexec(int fds[2]) {

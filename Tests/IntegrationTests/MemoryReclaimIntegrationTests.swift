@@ -124,6 +124,103 @@ struct MemoryReclaimIntegrationTests {
         #expect(!harness.log.contains("big: memory reclaimed with"))
         #expect(Kernel.state(pid) != "T")
     }
+
+    /// The daemon's reclaim threads (named `reclaim`) with their nice value and the system time each has spent,
+    /// from /proc/PID/task/TID/comm and stat (fields 19 and 15).
+    static func reclaimThreads(of pid: pid_t) -> [(nice: Int, systemTime: UInt64)] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.compactMap { task in
+            guard let comm = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8),
+                  comm.trimmingCharacters(in: .newlines) == "reclaim",
+                  let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                  let end = stat.lastIndex(of: ")") else { return nil }
+            let fields = stat[stat.index(after: end)...].split(separator: " ")
+            guard fields.count > 16, let nice = Int(fields[16]), let system = UInt64(fields[12]) else { return nil }
+            return (nice, system)
+        }
+    }
+
+    @Test("apps suspended together are paged out side by side on the lowest-priority reclaim threads, the first suspended first; a resume stops its own job only; the loop answers status meanwhile")
+    func appsSuspendedTogetherAreReclaimedSideBySide() throws {
+        let swap = ZramSwap(size: "2G")
+        defer { swap.remove() }
+        // Without swap the anonymous memory has nowhere to go and each job is over at once: nothing overlaps.
+        try #require(swap.on, "this test needs swap; the machine has zram")
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        let sizes = ["first": 384, "second": 256, "third": 128]
+        var markers: [String: URL] = [:]
+        for (name, size) in sizes {
+            markers[name] = harness.root.appendingPathComponent("\(name).marker")
+            try harness.app(name, Self.app(size, marker: markers[name]!, lifecycle: "ReclaimAfterSec=0"))
+        }
+        try harness.start()
+        let daemonPID = try #require(harness.daemonPID)
+        var pids: [String: pid_t] = [:]
+        for name in ["first", "second", "third"] {
+            try harness.control("launch", name, "--background")
+            let pid = try #require(try harness.status(name).pid)
+            pids[name] = pid
+        }
+        try harness.waitUntil("every app touched its memory") { markers.values.allSatisfy { Self.passes($0) >= 1 } }
+        let before = pids.mapValues { Self.memory($0).anonymous }
+        #expect(Self.reclaimThreads(of: daemonPID).isEmpty, "no reclaim thread before the first reclaim")
+
+        for name in ["first", "second", "third"] { try harness.control("suspend", name) }
+        // While the first app's job runs, the second one's memory leaves RAM too: two jobs at once (this machine has
+        // two CPUs or more; with one, a single thread takes them in turn). Each poll is a status the loop answered
+        // while the reclaim ran.
+        let cpus = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+        var answeredWhileRunning = 0
+        var overlapped = false
+        var resumedFirst = false
+        /// Whether the third app's job waited while both threads were busy with the first two (nil: not seen).
+        var thirdWaited: Bool?
+        try harness.waitUntil("the first app's reclaim is over", timeout: 120) {
+            let first = try harness.status("first").reclaim
+            guard first?.outcome == "running" || first == nil else { return true }
+            guard first != nil else { return false }
+            answeredWhileRunning += 1
+            guard Self.memory(pids["second"]!).swapped >= 16 << 20 else { return false }
+            let firstSwapped = Self.memory(pids["first"]!).swapped
+            let thirdSwapped = Self.memory(pids["third"]!).swapped
+            let secondRunning = try harness.status("second").reclaim?.outcome == "running"
+            // Still running after those reads: the first's job was under way while they were made (an outcome
+            // leaves `running` once), so both jobs held the threads when the third's memory was read.
+            guard try harness.status("first").reclaim?.outcome == "running" else { return true }
+            overlapped = true
+            if secondRunning { thirdWaited = thirdSwapped < 1 << 20 }
+            guard firstSwapped < before["first"]! / 2 else { return false }
+            // Mid-way: its job is under way on a thread, and the resume stops it there.
+            try harness.control("resume", "first")
+            resumedFirst = true
+            return true
+        }
+        #expect(answeredWhileRunning > 0, "lifectl status was answered while the reclaim ran")
+        #expect(overlapped || cpus < 2, "a second app's memory left RAM while the first one's job was under way")
+        #expect(resumedFirst || cpus < 2, "the first app was resumed with its job half done")
+        #expect(thirdWaited != false || min(cpus, 4) >= 3, "the third app waited its turn behind the first two")
+        let threads = Self.reclaimThreads(of: daemonPID)
+        #expect(threads.count == min(cpus, 4) && threads.allSatisfy { $0.nice == 19 }, "one reclaim thread per CPU at nice 19: \(threads)")
+
+        try harness.waitUntil("the other reclaims are over", timeout: 120) {
+            try ["second", "third"].allSatisfy { try harness.status($0).reclaim?.outcome == "done" }
+        }
+        for name in ["second", "third"] {
+            let after = Self.memory(pids[name]!)
+            #expect(after.anonymous <= before[name]! / 10, "\(name): 90% of its anonymous memory left RAM: \(before[name]!) → \(after)")
+        }
+        #expect(Self.reclaimThreads(of: daemonPID).map(\.systemTime).reduce(0, +) > 0, "the page-out ran on the reclaim threads")
+        if resumedFirst {
+            #expect(try harness.status("first").reclaim?.outcome == "stopped")
+            try harness.waitUntil("the first app touched its memory again") { Self.passes(markers["first"]!) >= 2 }
+            #expect(harness.log.contains("first: memory reclaim stopped"))
+            #expect(!harness.log.contains("first: memory reclaimed with"))
+            // Its job stopped at the resume: nothing pages it out again behind the running app's back.
+            let first = Self.memory(pids["first"]!)
+            #expect(first.anonymous >= before["first"]! / 10 * 9, "the running app keeps its memory: \(before["first"]!) → \(first)")
+        }
+    }
 }
 
 /// A zram swap device of the suite's own (`/sys/class/zram-control/hot_add`, so that no other user of `zram0` is

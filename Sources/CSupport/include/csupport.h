@@ -48,6 +48,17 @@ int cs_pidfd_open(pid_t pid);
 /// (MADV_PAGEOUT: 21). Returns the bytes advised, or -1 with errno (ENOSYS: a kernel before 5.10).
 long cs_process_madvise(int pidfd, const unsigned long *starts, const unsigned long *lengths, unsigned count, int advice);
 
+/// eventfd(2), close-on-exec: in semaphore mode when `semaphore` is nonzero (each read takes one), nonblocking when
+/// `nonblocking` is.
+int cs_eventfd(int semaphore, int nonblocking);
+
+/// Gives the calling thread alone the least share of the CPU: nice 19 through setpriority on its thread id (Linux
+/// keeps the nice value per thread).
+int cs_lower_thread_priority(void);
+
+/// Names the calling thread (prctl PR_SET_NAME, at most 15 bytes kept): ps, top and /proc/PID/task/TID/comm show it.
+int cs_set_thread_name(const char *name);
+
 // mallopt(M_MMAP_THRESHOLD, bytes): <malloc.h> is not in Swift's Glibc module. Returns mallopt's result (1 on success).
 int cs_set_mmap_threshold(int bytes);
 int cs_pipe_cloexec(int fds[2]);

@@ -39,37 +39,36 @@ struct ReclaimRecord: Equatable {
     }
 }
 
-/// Takes suspended apps' memory out of RAM when the model asks (`Effect.reclaimMemory`), on the loop, one bounded
-/// step per turn of it: a write of `stepBytes` to the app's memory.reclaim, or a process_madvise over at most
-/// `stepBytes` of one process's private mappings. Apps wait their turn in a queue, each done before the next, so
-/// that the first ones give their memory back soonest; a hundred apps suspended at once cost the loop a hundred
-/// queued jobs, never a stall. An app that runs again or ends leaves the queue at once.
+/// Takes suspended apps' memory out of RAM when the model asks (`Effect.reclaimMemory`). The kernel's work (a write
+/// of at most `stepBytes` to the app's memory.reclaim, or a process_madvise over at most `stepBytes` of one process's
+/// private mappings, step after step) runs on `ReclaimWorkers`' threads, one per CPU at the lowest priority, apps
+/// taken in the order they were suspended; the loop queues a job, reads the app's memory before and after (a
+/// /proc/PID/status per process, cheap) and records the outcome when the job's end comes back, never waiting on a
+/// thread. A hundred apps suspended at once cost the loop a hundred queued jobs, never a stall. An app that runs
+/// again or ends leaves the queue at once, and its job stops within one step.
 final class MemoryReclaimer {
     private let loop: EventLoop
     private unowned let host: any DaemonHost
     private let observers: AppObservers
     /// The most one step asks of the kernel. Paging out costs the kernel time in proportion to the pages it walks
-    /// and compresses, so a step stays in the order of milliseconds (docs/BENCHMARKS.md).
+    /// and compresses, so a step stays in the order of milliseconds and a cancelled job ends soon (docs/BENCHMARKS.md).
     static let stepBytes: UInt = 4 << 20
 
     private struct Job {
+        let id: UInt64
         let name: String
         /// The process the app was when the work began: another one (a restart) is not this job's.
         let pid: pid_t
         let began: MonotonicTime
-        var work: Work
     }
 
-    private enum Work {
-        /// memory.reclaim on the group at `path`, until `left` bytes were asked or the kernel found no more.
-        case cgroup(path: String, left: UInt64)
-        /// The processes still to page out, and the one being paged out.
-        case pageOut(waiting: [pid_t], current: PageOut?)
-    }
-
-    private var queue: [Job] = []
-    /// The deferred source that runs one step per loop turn while the queue holds work, made once.
-    private var stepper: EventSource?
+    /// Jobs queued or under way on a thread, in the order they were queued.
+    private var jobs: [Job] = []
+    private var nextID: UInt64 = 0
+    /// Nil when no eventfd could be had: then every reclaim fails at once, and the log says why.
+    private let workers: ReclaimWorkers?
+    /// Watches the workers' eventfd for jobs that ended.
+    private var ended: EventSource?
     /// Told once in the log: with no swap, only file pages can leave RAM.
     private var toldNoSwap = false
     /// Told once: process_madvise over another process needs CAP_SYS_NICE, which a user's daemon lacks.
@@ -79,6 +78,28 @@ final class MemoryReclaimer {
         self.loop = loop
         self.host = host
         self.observers = observers
+        do {
+            workers = try ReclaimWorkers(stepBytes: Self.stepBytes)
+        } catch {
+            Log.warning("reclaim: Failed to set up the reclaim threads: \(error): suspended apps keep their memory")
+            workers = nil
+        }
+        if let workers {
+            do {
+                ended = try loop.watch(fd: workers.finishedDescriptor, events: IOEvents.readable) { [unowned self] _ in
+                    self.collect()
+                }
+            } catch {
+                // Without the watch no end would come back: the jobs are not queued (see `start`).
+                Log.warning("reclaim: Failed to watch the reclaim threads: \(error): suspended apps keep their memory")
+            }
+        }
+    }
+
+    deinit {
+        // The source goes before the eventfd it watches can close (the threads hold it until they end).
+        ended?.cancel()
+        workers?.shutDown()
     }
 
     /// Whether anonymous memory can leave RAM here, for the daemon's status.
@@ -96,101 +117,65 @@ final class MemoryReclaimer {
             toldNoSwap = true
             Log.notice("reclaim: the machine has no swap: only file pages of suspended apps leave RAM, their anonymous memory stays (docs/CONFIG.md says how to add compressed swap)")
         }
-        let work: Work
+        let work: ReclaimWorkers.Work
         if let path = app.cgroup?.unifiedPath, fileExists(path + "/memory.reclaim"), let charged = cgroupMemoryCurrent(path) {
-            work = .cgroup(path: path, left: charged)
+            work = .cgroup(path: path, bytes: charged)
         } else {
-            work = .pageOut(waiting: members.isEmpty ? [pid] : members, current: nil)
+            work = .pageOut(pids: members.isEmpty ? [pid] : members)
         }
         let method: ReclaimRecord.Method = if case .cgroup = work { .cgroup } else { .pageOut }
         app.reclaim = ReclaimRecord(method: method, outcome: .running, swap: swap, before: Self.memory(of: members),
                                     beganWall: wallClockNow())
-        queue.append(Job(name: app.name, pid: pid, began: loop.now, work: work))
-        armStepper()
+        let job = Job(id: nextID, name: app.name, pid: pid, began: loop.now)
+        nextID += 1
+        guard let workers, ended != nil else {
+            finish(job, app, outcome: .failed)
+            return
+        }
+        jobs.append(job)
+        workers.submit(job.id, work)
     }
 
     /// The app left its suspension (resumed, continued by someone else, or ended): its reclaim, if any is under
     /// way, stops where it is.
     func stop(_ name: String, outcome: ReclaimRecord.Outcome = .stopped) {
-        guard let index = queue.firstIndex(where: { $0.name == name }) else { return }
-        let job = queue.remove(at: index)
+        guard let index = jobs.firstIndex(where: { $0.name == name }) else { return }
+        let job = jobs.remove(at: index)
+        workers?.cancel(job.id)
         if let app = host.runtime(name) { finish(job, app, outcome: outcome) }
     }
 
     /// Jobs waiting or under way, for tests and status.
-    var pending: Int { queue.count }
+    var pending: Int { jobs.count }
 
-    /// sd-event's SD_EVENT_PRIORITY_IDLE: dispatched only when no source of a smaller value is pending.
-    static let idlePriority: Int64 = 100
-
-    private func armStepper() {
-        if stepper == nil {
-            stepper = try? loop.deferred { [unowned self] in self.step() }
-            // A deferred source stays pending while it is on, from the iteration it was first enabled, so at an equal
-            // priority it would always be the one pending longest and take every turn of the loop. At the idle
-            // priority every other pending source (a request, a stop's check, a client) goes first, one step between
-            // them.
-            stepper?.setPriority(Self.idlePriority)
-        }
-        stepper?.enable()
-    }
-
-    private func step() {
-        guard !queue.isEmpty else {
-            stepper?.disarm()
-            return
-        }
-        var job = queue[0]
-        guard let app = host.runtime(job.name), app.pid == job.pid, app.suspension != .running else {
-            queue.removeFirst()
-            if let app = host.runtime(job.name) { finish(job, app, outcome: .stopped) }
-            return
-        }
-        var over = false
-        do {
-            switch job.work {
-            case .cgroup(let path, let left):
-                let asked = min(left, UInt64(Self.stepBytes))
-                let complete = try reclaimCgroupMemory(path, bytes: asked)
-                over = !complete || asked >= left
-                job.work = .cgroup(path: path, left: left - asked)
-            case .pageOut(var waiting, var current):
-                if current == nil, !waiting.isEmpty {
-                    let pid = waiting.removeFirst()
-                    // A member that ended since the list was read has nothing left to page out.
-                    current = try? PageOut(pid: pid)
-                }
-                if var pageOut = current {
-                    do {
-                        try pageOut.step(budget: Self.stepBytes)
-                        current = pageOut.done ? nil : pageOut
-                    } catch where error.errno == ESRCH {
-                        current = nil
+    /// The jobs the threads ended: each app's record gets its outcome, unless the app is no longer the one that
+    /// was suspended.
+    private func collect() {
+        guard let workers else { return }
+        for ended in workers.takeFinished() {
+            // A job stopped by the loop meanwhile is no longer listed: its end is old news.
+            guard let index = jobs.firstIndex(where: { $0.id == ended.id }) else { continue }
+            let job = jobs.remove(at: index)
+            guard let app = host.runtime(job.name) else { continue }
+            guard app.pid == job.pid, app.suspension != .running else {
+                finish(job, app, outcome: .stopped)
+                continue
+            }
+            switch ended.outcome {
+            case .done:
+                finish(job, app, outcome: .done)
+            case .failed(let error):
+                if error.errno == EPERM {
+                    if !toldNoPermission {
+                        toldNoPermission = true
+                        Log.notice("reclaim: \(error): paging out an app's memory needs CAP_SYS_NICE; suspended apps keep their memory")
                     }
+                } else {
+                    Log.warning("\(job.name): Failed to reclaim its memory: \(error), ignoring")
                 }
-                over = current == nil && waiting.isEmpty
-                job.work = .pageOut(waiting: waiting, current: current)
+                finish(job, app, outcome: .failed)
             }
-        } catch {
-            if error.errno == EPERM {
-                if !toldNoPermission {
-                    toldNoPermission = true
-                    Log.notice("reclaim: \(error): paging out an app's memory needs CAP_SYS_NICE; suspended apps keep their memory")
-                }
-            } else {
-                Log.warning("\(job.name): Failed to reclaim its memory: \(error), ignoring")
-            }
-            queue.removeFirst()
-            finish(job, app, outcome: .failed)
-            return
         }
-        if over {
-            queue.removeFirst()
-            finish(job, app, outcome: .done)
-        } else {
-            queue[0] = job
-        }
-        if queue.isEmpty { stepper?.disarm() }
     }
 
     private func finish(_ job: Job, _ app: AppRuntime, outcome: ReclaimRecord.Outcome) {
