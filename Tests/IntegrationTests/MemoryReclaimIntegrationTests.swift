@@ -2,12 +2,13 @@ import Foundation
 import Glibc
 import LifecycleProtocol
 import Testing
+import TestSupport
 
 /// `Reclaim=`, end to end: a real app that touched its own anonymous memory is suspended, and after
 /// `ReclaimAfterSec=` the daemon pages it out (process_madvise: this host's cgroup2 has no memory controller, so
 /// memory.reclaim is checked in the VM of `make test-systemd`). Anonymous memory leaves RAM only into swap: the
-/// suite makes a zram swap device of its own where the machine has no swap (and removes it); where no swap can be
-/// had it checks the other half of the promise (status and the log say so, and the anonymous memory stays).
+/// suite uses `TestSwap` (the machine's swap, or a zram device kept for the whole test process); where no swap
+/// can be had it checks the other half of the promise (status and the log say so, and the anonymous memory stays).
 @Suite("memory reclaim of suspended apps", .serialized)
 struct MemoryReclaimIntegrationTests {
     static let toucher = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/memory_toucher.py").path
@@ -35,9 +36,8 @@ struct MemoryReclaimIntegrationTests {
 
     @Test("a suspended app's anonymous memory leaves RAM after ReclaimAfterSec; status shows it; a resume touches it again; Reclaim=no keeps it")
     func suspendedAppGivesItsMemoryBack() throws {
-        let swap = ZramSwap()
-        defer { swap.remove() }
-        #expect(swap.on || !FileManager.default.fileExists(atPath: "/sys/class/zram-control"),
+        let swapOn = TestSwap.on
+        #expect(swapOn || !FileManager.default.fileExists(atPath: "/sys/class/zram-control"),
                 "a machine with zram gets its swap device")
         let harness = try DaemonHarness()
         defer { harness.stop() }
@@ -69,7 +69,7 @@ struct MemoryReclaimIntegrationTests {
         #expect(status.residentAfter != nil && status.swappedAfter != nil)
         let text = try harness.lifectl("status", "reclaimed").stdout
         #expect(text.contains("reclaim:         done with process_madvise in "), "\(text)")
-        if swap.on {
+        if swapOn {
             #expect(after.anonymous <= before.anonymous / 10, "90% of the anonymous memory left RAM: before \(before), after \(after)")
             #expect(after.swapped >= 60 << 20, "it is in swap: \(after)")
             #expect(status.swap)
@@ -100,10 +100,9 @@ struct MemoryReclaimIntegrationTests {
 
     @Test("an app resumed while its memory is being reclaimed stops the reclaim where it is")
     func resumeStopsAReclaimUnderWay() throws {
-        let swap = ZramSwap(size: "1G")
-        defer { swap.remove() }
+
         // Without swap the anonymous memory has nowhere to go and the work is over at once: nothing to stop.
-        try #require(swap.on, "this test needs swap; the machine has zram")
+        try #require(TestSwap.on, "this test needs swap; the machine has zram")
         let harness = try DaemonHarness()
         defer { harness.stop() }
         let marker = harness.root.appendingPathComponent("big.marker")
@@ -142,10 +141,9 @@ struct MemoryReclaimIntegrationTests {
 
     @Test("apps suspended together are paged out side by side on the lowest-priority reclaim threads, the first suspended first; a resume stops its own job only; the loop answers status meanwhile")
     func appsSuspendedTogetherAreReclaimedSideBySide() throws {
-        let swap = ZramSwap(size: "2G")
-        defer { swap.remove() }
+
         // Without swap the anonymous memory has nowhere to go and each job is over at once: nothing overlaps.
-        try #require(swap.on, "this test needs swap; the machine has zram")
+        try #require(TestSwap.on, "this test needs swap; the machine has zram")
         let harness = try DaemonHarness()
         defer { harness.stop() }
         let sizes = ["first": 384, "second": 256, "third": 128]
@@ -220,45 +218,5 @@ struct MemoryReclaimIntegrationTests {
             let first = Self.memory(pids["first"]!)
             #expect(first.anonymous >= before["first"]! / 10 * 9, "the running app keeps its memory: \(before["first"]!) → \(first)")
         }
-    }
-}
-
-/// A zram swap device of the suite's own (`/sys/class/zram-control/hot_add`, so that no other user of `zram0` is
-/// disturbed) for the test's lifetime, unless the machine has swap already (then that one is used) or cannot
-/// have one (then `on` is false).
-struct ZramSwap {
-    let on: Bool
-    private let device: Int?
-
-    init(size: String = "512M") {
-        if (try? String(contentsOfFile: "/proc/swaps", encoding: .utf8))?.split(separator: "\n").count ?? 0 > 1 {
-            on = true
-            device = nil
-            return
-        }
-        _ = Self.shell("modprobe zram 2>/dev/null; true")
-        guard let added = (try? String(contentsOfFile: "/sys/class/zram-control/hot_add", encoding: .utf8))
-            .flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
-            on = false
-            device = nil
-            return
-        }
-        device = added
-        on = Self.shell("echo \(size) > /sys/block/zram\(added)/disksize && mkswap /dev/zram\(added) >/dev/null && swapon /dev/zram\(added)")
-    }
-
-    func remove() {
-        guard let device else { return }
-        _ = Self.shell("swapoff /dev/zram\(device) 2>/dev/null; echo \(device) > /sys/class/zram-control/hot_remove")
-    }
-
-    @discardableResult
-    static func shell(_ command: String) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import TestSupport
 @testable import LifecycleDaemon
 
 /// Paging a stopped process's memory out with process_madvise, on a real process. Anonymous memory leaves RAM
@@ -24,9 +25,8 @@ import Testing
 
     @Test(.enabled(if: getuid() == 0, "a zram swap device and another process's memory need root"))
     func aStoppedProcessAnonymousMemoryLeavesRAM() throws {
-        let swap = TemporarySwap()
-        defer { swap.remove() }
-        #expect(swap.on || !fileExists("/sys/block/zram0"), "a machine with zram gets its swap device")
+        let swapOn = TestSwap.on
+        #expect(swapOn || !fileExists("/sys/class/zram-control"), "a machine with zram gets its swap device")
         let children = Children()
         defer { children.killAndReapAll() }
         // 64 MiB, each page written once (a zero-filled bytearray is not in RAM until touched).
@@ -52,7 +52,7 @@ import Testing
         let after = try #require(ProcessMemory.of(pid))
         #expect(pageOut.advised >= 64 << 20, "every private mapping advised")
         #expect(steps > 1, "the work is done in bounded steps")
-        if swap.on {
+        if swapOn {
             #expect(after.residentAnonymous < before.residentAnonymous / 10, "before \(before), after \(after)")
             #expect(after.swapped >= 60 << 20, "the anonymous memory is in swap: \(after)")
         } else {
@@ -102,29 +102,3 @@ import Testing
 
 /// A zram swap device for the test's lifetime, unless the machine has swap already (then that one is used) or
 /// cannot have one (then `on` is false).
-private struct TemporarySwap {
-    let on: Bool
-    private let made: Bool
-
-    init() {
-        if swapIsOn() {
-            on = true
-            made = false
-            return
-        }
-        _ = Self.shell("modprobe zram 2>/dev/null; true")
-        made = fileExists("/sys/block/zram0/disksize")
-            && Self.shell("echo 1 > /sys/block/zram0/reset 2>/dev/null; echo 512M > /sys/block/zram0/disksize && mkswap /dev/zram0 >/dev/null && swapon /dev/zram0")
-        on = made && swapIsOn()
-    }
-
-    func remove() {
-        if made { _ = Self.shell("swapoff /dev/zram0; echo 1 > /sys/block/zram0/reset") }
-    }
-
-    private static func shell(_ command: String) -> Bool {
-        let children = Children()
-        guard let pid = try? children.spawn(SpawnRequest(executable: "/bin/sh", argv: ["sh", "-c", command])) else { return false }
-        return children.reap(pid) == .exited(0)
-    }
-}
