@@ -80,15 +80,19 @@ final class Suspension {
     func confirm(_ name: String, leaderStopped: Bool = false) {
         guard let app = host.runtime(name), let pid = app.pid,
               case .stopping(let mechanism, let stopMembers, let since) = app.suspension else { return }
-        var members = leaderStopped ? stopMembers : app.members(iteration: loop.iteration)
+        let members: [pid_t]
         let confirmed: Bool
         switch mechanism {
         case .signal where app.place.reachesBeyondProcessGroup(app):
+            // Read afresh, once: a process forked since the last reading is stopped too.
             members = app.place.members(of: app)
             confirmed = stopNewcomers(app, members, leader: pid, leaderStopped: leaderStopped)
         case .signal:
+            members = leaderStopped ? stopMembers : app.members(iteration: loop.iteration)
             confirmed = leaderStopped ? ProcessTable.noneRunning(members.filter { $0 != pid }) : ProcessTable.allStopped(members)
         case .freezer:
+            // The cgroup answers for all of them; the members are read only for the count in the log.
+            members = stopMembers
             confirmed = app.place.isFrozen(app)
         }
         let elapsed = loop.now - since
