@@ -48,15 +48,32 @@ import Testing
         }
     }
 
-    /// The placement on the fake manager, an app with a process, and the start of its scope sent.
-    private func started(_ bus: FakeSystemdBus, mount: String, loop: EventLoop, pid: pid_t) throws -> (ScopePlacement, AppRuntime) {
+    /// What each test works on: the fake manager, where the scopes' cgroups are, the loop, the app's process, and the
+    /// placement with the app, whose scope's start is sent.
+    private struct LateStart {
+        let bus: FakeSystemdBus
+        let mount: String
+        let loop: EventLoop
+        let pid: pid_t
+        let placement: ScopePlacement
+        let app: AppRuntime
+    }
+
+    /// Runs `body` on a placement whose manager never answers StartTransientUnit; the fake and the process end with it.
+    private func withLateStart(_ body: (LateStart) throws -> Void) throws {
+        let bus = try FakeSystemdBus(mode: "late-start")
+        defer { bus.stop() }
+        let mount = try TemporaryDirectory()
+        let loop = try EventLoop()
+        let pid = try sleeper()
+        defer { end(pid) }
         let manager = try SystemdManagerBus.connect(loop: loop, environment: [SystemdJob.busOverrideVariable: bus.address],
                                                     callTimeout: Self.callTimeout)
-        let placement = ScopePlacement(bus: manager, loop: loop, mount: mount)
+        let placement = ScopePlacement(bus: manager, loop: loop, mount: mount.path)
         let app = AppRuntime(name: "demo", config: AppConfig(name: "demo", exec: ["/bin/sleep", "60"]), place: placement)
         app.began(pid: pid, token: nil)
         placement.began(app)
-        return (placement, app)
+        try body(LateStart(bus: bus, mount: mount.path, loop: loop, pid: pid, placement: placement, app: app))
     }
 
     /// The properties of each SetUnitProperties the fake recorded for the app's scope.
@@ -66,47 +83,37 @@ import Testing
     }
 
     @Test func aScopeWhoseStartSystemdAnswersLateKeepsGettingItsWeightsAndMemoryProtection() throws {
-        let bus = try FakeSystemdBus(mode: "late-start")
-        defer { bus.stop() }
-        let mount = try TemporaryDirectory()
-        let loop = try EventLoop()
-        let pid = try sleeper()
-        defer { end(pid) }
-        let (placement, app) = try started(bus, mount: mount.path, loop: loop, pid: pid)
-        var applied = placement.apply(.foreground, previous: nil, to: app, leader: pid, members: [])
-        run(loop, for: Self.callTimeout * 2)
-        #expect(bus.requests.contains("StartTransientUnit app-lifecycled-demo.scope"), "\(bus.requests)")
-        #expect(propertyCalls(bus) == ["CPUWeight=100 IOWeight=100 MemoryLow=\(UInt64.max)"], "in front: all of it protected")
+        try withLateStart { t in
+            var applied = t.placement.apply(.foreground, previous: nil, to: t.app, leader: t.pid, members: [])
+            run(t.loop, for: Self.callTimeout * 2)
+            #expect(t.bus.requests.contains("StartTransientUnit app-lifecycled-demo.scope"), "\(t.bus.requests)")
+            #expect(propertyCalls(t.bus) == ["CPUWeight=100 IOWeight=100 MemoryLow=\(UInt64.max)"], "in front: all of it protected")
 
-        // The start job runs late, after the call timed out: the kernel shows the process in the scope.
-        let scope = ScopeUnits.cgroupPath(app: "demo", mount: mount.path)
-        try makeDirectory(mount.path + "/lifecycled.slice")
-        try makeDirectory(scope)
-        #expect(FileManager.default.createFile(atPath: scope + "/cgroup.procs", contents: Data("\(pid)\n".utf8)))
-        run(loop, for: .milliseconds(200))
-        #expect(app.cgroup?.unifiedPath == scope, "the app keeps the scope systemd started late")
+            // The start job runs late, after the call timed out: the kernel shows the process in the scope.
+            let scope = ScopeUnits.cgroupPath(app: "demo", mount: t.mount)
+            try makeDirectory(t.mount + "/lifecycled.slice")
+            try makeDirectory(scope)
+            #expect(FileManager.default.createFile(atPath: scope + "/cgroup.procs", contents: Data("\(t.pid)\n".utf8)))
+            run(t.loop, for: .milliseconds(200))
+            #expect(t.app.cgroup?.unifiedPath == scope, "the app keeps the scope systemd started late")
 
-        applied = placement.apply(.background, previous: applied, to: app, leader: pid, members: [])
-        run(loop, for: .milliseconds(200))
-        #expect(propertyCalls(bus) == ["CPUWeight=100 IOWeight=100 MemoryLow=\(UInt64.max)", "CPUWeight=20 IOWeight=20 MemoryLow=0"],
-                "in the background, its protection is taken back through systemd")
-        #expect(applied == .background)
+            applied = t.placement.apply(.background, previous: applied, to: t.app, leader: t.pid, members: [])
+            run(t.loop, for: .milliseconds(200))
+            #expect(propertyCalls(t.bus) == ["CPUWeight=100 IOWeight=100 MemoryLow=\(UInt64.max)", "CPUWeight=20 IOWeight=20 MemoryLow=0"],
+                    "in the background, its protection is taken back through systemd")
+            #expect(applied == .background)
+        }
     }
 
     @Test func aScopeThatNeverHoldsTheProcessAfterAnUnansweredStartIsGivenUp() throws {
-        let bus = try FakeSystemdBus(mode: "late-start")
-        defer { bus.stop() }
-        let mount = try TemporaryDirectory()
-        let loop = try EventLoop()
-        let pid = try sleeper()
-        defer { end(pid) }
-        let (placement, app) = try started(bus, mount: mount.path, loop: loop, pid: pid)
-        run(loop, for: Self.callTimeout + .milliseconds(100))
-        #expect(app.cgroup != nil, "right after the call timed out, the scope may still come")
-        // The sweep's looks (as long again as the call waited, and never fewer than after an answered start) find
-        // the process nowhere in the scope: there is none.
-        run(loop, for: ScopePlacement.sweepInterval * ScopePlacement.sweepTries + .milliseconds(500))
-        #expect(app.cgroup == nil, "placed by its process group alone")
-        #expect(placement.displayPath(of: app) == nil)
+        try withLateStart { t in
+            run(t.loop, for: Self.callTimeout + .milliseconds(100))
+            #expect(t.app.cgroup != nil, "right after the call timed out, the scope may still come")
+            // The sweep's looks (as long again as the call waited, and never fewer than after an answered start) find
+            // the process nowhere in the scope: there is none.
+            run(t.loop, for: ScopePlacement.sweepInterval * ScopePlacement.sweepTries + .milliseconds(500))
+            #expect(t.app.cgroup == nil, "placed by its process group alone")
+            #expect(t.placement.displayPath(of: t.app) == nil)
+        }
     }
 }
