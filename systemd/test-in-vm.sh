@@ -22,7 +22,7 @@
 #   LIFECYCLED_VM_DIR        work directory (default /var/tmp/lifecycled-vm)
 #   LIFECYCLED_VM_MIRROR     Debian mirror for debootstrap (default http://deb.debian.org/debian)
 #   LIFECYCLED_VM_REBUILD=1  debootstrap the tree and make the image again
-#   LIFECYCLED_VM_TIMEOUT    seconds the VM may run (default 1500 with the squeeze, 600 without)
+#   LIFECYCLED_VM_TIMEOUT    seconds the VM may run (default 1200 with the squeeze, 600 without)
 #   SQUEEZE=0                skip the memory squeeze (systemd/vm-squeeze.sh, docs/MEMORY.md), which runs by default
 #   LIFECYCLED_VM_ACCEL      auto (default: KVM if a guest runs under it, else TCG), kvm or tcg
 #   LIFECYCLED_VM_PLACEMENT  "cgroupfs" runs the daemon with LIFECYCLED_PLACEMENT=cgroupfs (its delegated-subtree
@@ -42,7 +42,7 @@ MIRROR=${LIFECYCLED_VM_MIRROR:-http://deb.debian.org/debian}
 SQUEEZE=${SQUEEZE:-1}
 # The squeeze takes minutes of the VM under TCG (docs/MEMORY.md); every wait in it has its own bound, so this one
 # only stops a VM that hangs.
-if [ "$SQUEEZE" = 0 ]; then TIMEOUT=${LIFECYCLED_VM_TIMEOUT:-600}; else TIMEOUT=${LIFECYCLED_VM_TIMEOUT:-1500}; fi
+if [ "$SQUEEZE" = 0 ]; then TIMEOUT=${LIFECYCLED_VM_TIMEOUT:-600}; else TIMEOUT=${LIFECYCLED_VM_TIMEOUT:-1200}; fi
 PLACEMENT=${LIFECYCLED_VM_PLACEMENT:-}
 t_start=$(date +%s)
 
