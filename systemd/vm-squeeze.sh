@@ -6,9 +6,11 @@
 # middle and recent were in front in that order and are suspended, visible is inactive (in the foreground, without
 # focus) and front is active. The slice gets a MemoryMax= 16 MiB under what the machine has available, and a
 # MemoryHigh= 96 MiB below that (the kernel throttles hard only a few percent over memory.high); vm-squeezer, in a
-# scope of the same slice, allocates until the slice's memory.pressure shows a stall and keeps it there, never
-# holding more than MemoryHigh= alone. memory.high throttles the squeezer and counts as memory stall in PSI, so the
-# pressure is real without swap (the VM has none), and the machine is short too (under earlyoom's 10% of
+# scope of the same slice, allocates until the slice's memory.pressure shows a stall and keeps it there, holding at
+# most a third of the gap over MemoryHigh= alone: most of an app's 24 MiB is charged to the daemon's cgroup, where
+# the app writes it before its move into its scope, so the squeezer must be able to pass memory.high by itself; it
+# stops growing at the first stall, well under MemoryMax=. memory.high throttles the squeezer and counts as memory stall in
+# PSI, so the pressure is real without swap (the VM has none), and the machine is short too (under earlyoom's 10% of
 # MemAvailable).
 #
 # What is recorded for the comparison (INFO lines, and the killers' own words in the details): which processes each
@@ -68,7 +70,7 @@ squeeze_start() {
     squeeze_t0=$(date +%s.%N)
     squeeze_unit=squeeze-$1.scope
     systemd-run --quiet --scope --slice=lifecycled.slice --unit=$squeeze_unit -- \
-        /usr/local/bin/vm-squeezer $SLICE/memory.pressure 8 $squeeze_high >$SQ/squeezer.log 2>&1 &
+        /usr/local/bin/vm-squeezer $SLICE/memory.pressure 8 $((squeeze_high + 32)) >$SQ/squeezer.log 2>&1 &
     squeezer_pid=""
     wait_until 'squeezer_pid=$(head -1 $SLICE/$squeeze_unit/cgroup.procs 2>/dev/null); [ -n "$squeezer_pid" ]' 30
 }
