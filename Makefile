@@ -186,8 +186,11 @@ bench-smoke: deps
 # then the package case in a boot of its own (make deb twice, apt install, an upgrade that keeps the apps running,
 # apt remove and purge: docs/PACKAGING.md); first run about 5 min and 380 MB under /var/tmp/lifecycled-nspawn,
 # later runs about 2.5 min (the incremental release build, two boots of about 16 s, the packages, a boot of 13 s). SYSTEMD_MODE=vm: Debian's kernel and systemd booted in qemu on pure cgroup2 with its controllers:
-# crash recovery after SIGKILL, SIGSEGV and a watchdog timeout of the daemon; first run about 6 min and 900 MB
-# under /var/tmp/lifecycled-vm, later runs about 7 min under TCG (seconds of boot under KVM). SYSTEMD_MODE=all: both.
+# crash recovery after SIGKILL, SIGSEGV and a watchdog timeout of the daemon, then the memory squeeze (jetsam beside
+# earlyoom and systemd-oomd, docs/MEMORY.md; SQUEEZE=0 skips it); first run about 6 min and 900 MB under
+# /var/tmp/lifecycled-vm, later runs about 4 min under TCG on a quiet host (9 beside other work), 1.5 without the
+# squeeze (seconds of boot under KVM).
+# SYSTEMD_MODE=all: both.
 SYSTEMD_MODE ?= container
 test-systemd: test-systemd-deps
 	@case "$(SYSTEMD_MODE)" in \

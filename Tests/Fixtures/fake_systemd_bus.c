@@ -7,13 +7,21 @@
  *   org.freedesktop.systemd1.Manager.GetUnitByPID(u)      -> o  the unit's path
  *   org.freedesktop.DBus.Properties.Get(Unit, "Job")      -> v  (uo): job 42, or (0, "/") for none
  *   org.freedesktop.DBus.Properties.Get(Job, "JobType")   -> v  s
- * and records each question as one line in RECORD: "GetUnitByPID PID" or "Get PATH INTERFACE PROPERTY".
+ * and the scope placement's calls (ScopePlacementTests), without doing anything they ask:
+ *   org.freedesktop.DBus.Properties.Get(Manager, "Version") -> v  s "252"
+ *   org.freedesktop.systemd1.Manager.StartTransientUnit(ssa(sv)a(sa(sv)))  -> o  a job's path
+ *   org.freedesktop.systemd1.Manager.SetUnitProperties(sba(sv))            -> ()
+ *   org.freedesktop.systemd1.Manager.AttachProcessesToUnit(ssau)           -> ()
+ * and records each question as one line in RECORD: "GetUnitByPID PID", "Get PATH INTERFACE PROPERTY",
+ * "StartTransientUnit UNIT", "SetUnitProperties UNIT NAME=VALUE..." (the properties of type t) or
+ * "AttachProcessesToUnit UNIT".
  *
  * What it answers is read from MODEFILE for each new connection, so a test can change it between stops:
  *   restart, stop, ...   any other word is the JobType of the unit's job
  *   nojob                the unit has no job (Job is (0, "/"))
  *   garbage              the Job property is a string, not (uo)
  *   hang                 GetUnitByPID is recorded and never answered
+ *   late-start           StartTransientUnit is recorded and never answered (as a systemd too busy to answer in time)
  *   mute                 the connection is accepted and nothing is ever said, not even to authenticate
  *
  * usage: fake_systemd_bus SOCKET RECORD MODEFILE     (build: cc fake_systemd_bus.c $(pkg-config --libs libsystemd))
@@ -31,6 +39,7 @@
 
 #define UNIT_PATH "/org/freedesktop/systemd1/unit/lifecycled_2eservice"
 #define JOB_PATH "/org/freedesktop/systemd1/job/42"
+#define MANAGER "org.freedesktop.systemd1.Manager"
 
 static FILE *record;
 static char mode[64];
@@ -46,10 +55,61 @@ static void read_mode(const char *path) {
     mode[strcspn(mode, "\r\n")] = 0;
 }
 
+/* Appends " NAME=VALUE" to LINE for each property of type t in an a(sv), skipping the others. */
+static int read_properties(sd_bus_message *m, char *line, size_t size) {
+    int r = sd_bus_message_enter_container(m, 'a', "(sv)");
+    if (r < 0) return r;
+    while ((r = sd_bus_message_enter_container(m, 'r', "sv")) > 0) {
+        const char *name = NULL, *contents = NULL;
+        char type = 0;
+        if ((r = sd_bus_message_read_basic(m, 's', &name)) < 0) return r;
+        if ((r = sd_bus_message_peek_type(m, &type, &contents)) < 0) return r;
+        if (contents && strcmp(contents, "t") == 0) {
+            uint64_t value = 0;
+            if ((r = sd_bus_message_enter_container(m, 'v', "t")) < 0) return r;
+            if ((r = sd_bus_message_read_basic(m, 't', &value)) < 0) return r;
+            if ((r = sd_bus_message_exit_container(m)) < 0) return r;
+            size_t used = strlen(line);
+            snprintf(line + used, size - used, " %s=%llu", name, (unsigned long long) value);
+        } else if ((r = sd_bus_message_skip(m, "v")) < 0) {
+            return r;
+        }
+        if ((r = sd_bus_message_exit_container(m)) < 0) return r;
+    }
+    if (r < 0) return r;
+    return sd_bus_message_exit_container(m);
+}
+
 static int handle(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void) userdata;
     (void) error;
     const char *path = sd_bus_message_get_path(m);
+    if (sd_bus_message_is_method_call(m, MANAGER, "StartTransientUnit")
+        || sd_bus_message_is_method_call(m, MANAGER, "SetUnitProperties")
+        || sd_bus_message_is_method_call(m, MANAGER, "AttachProcessesToUnit")) {
+        const char *member = sd_bus_message_get_member(m), *unit = NULL;
+        char line[1024];
+        int r = sd_bus_message_read_basic(m, 's', &unit);
+        if (r <= 0) return sd_bus_reply_method_errorf(m, SD_BUS_ERROR_INVALID_ARGS, "expected a unit's name");
+        snprintf(line, sizeof line, "%s %s", member, unit);
+        if (strcmp(member, "SetUnitProperties") == 0) {
+            int runtime = 0;
+            r = sd_bus_message_read_basic(m, 'b', &runtime);
+            if (r > 0) r = read_properties(m, line, sizeof line);
+            if (r < 0) return sd_bus_reply_method_errorf(m, SD_BUS_ERROR_INVALID_ARGS, "expected (sba(sv))");
+        }
+        fprintf(record, "%s\n", line);
+        fflush(record);
+        if (strcmp(member, "StartTransientUnit") == 0) {
+            if (strcmp(mode, "late-start") == 0) {
+                sd_bus_message_unref(unanswered);
+                unanswered = sd_bus_message_ref(m);
+                return 1;
+            }
+            return sd_bus_reply_method_return(m, "o", JOB_PATH);
+        }
+        return sd_bus_reply_method_return(m, "");
+    }
     if (sd_bus_message_is_method_call(m, "org.freedesktop.systemd1.Manager", "GetUnitByPID")) {
         uint32_t pid = 0;
         int r = sd_bus_message_read_basic(m, 'u', &pid);
@@ -78,6 +138,9 @@ static int handle(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         if (strcmp(path, JOB_PATH) == 0 && strcmp(interface, "org.freedesktop.systemd1.Job") == 0
             && strcmp(property, "JobType") == 0)
             return sd_bus_reply_method_return(m, "v", "s", mode);
+        if (strcmp(path, "/org/freedesktop/systemd1") == 0 && strcmp(interface, MANAGER) == 0
+            && strcmp(property, "Version") == 0)
+            return sd_bus_reply_method_return(m, "v", "s", "252");
         return sd_bus_reply_method_errorf(m, SD_BUS_ERROR_UNKNOWN_PROPERTY, "no property %s.%s on %s", interface, property, path);
     }
     if (sd_bus_message_is_method_call(m, NULL, NULL))

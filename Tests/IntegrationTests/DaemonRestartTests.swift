@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import LifecycleProtocol
+import TestSupport
 import Testing
 
 /// `systemctl restart lifecycled` versus `systemctl stop lifecycled`: both send SIGTERM, and the daemon asks
@@ -142,66 +143,5 @@ struct DaemonRestartTests {
         if mode == "stop" {
             #expect(bus.requests.contains("Get /org/freedesktop/systemd1/job/42 org.freedesktop.systemd1.Job JobType"))
         }
-    }
-}
-
-/// `Tests/Fixtures/fake_systemd_bus.c`, compiled with `cc` and listening on a socket, both in its own
-/// directory. `mode` is what it answers (see the fixture); it is read again for each connection.
-final class FakeSystemdBus {
-    let directory: URL
-    let socket: String
-    let recordFile: URL
-    let modeFile: URL
-    private let process: Process
-    let variable = "LIFECYCLED_SYSTEMD_BUS"
-    var address: String { "unix:path=\(socket)" }
-
-    init(mode: String) throws {
-        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("fake-systemd-bus-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        // Built into its own directory, which stop() removes: nothing is left behind in /tmp.
-        let binary = directory.appendingPathComponent("fake_systemd_bus").path
-        let source = DaemonHarness.repository.appendingPathComponent("Tests/Fixtures/fake_systemd_bus.c").path
-        let build = Process()
-        build.executableURL = URL(fileURLWithPath: "/bin/sh")
-        build.arguments = ["-c", "cc -o \"$1\" \"$2\" $(pkg-config --cflags --libs libsystemd)", "sh", binary, source]
-        let err = Pipe()
-        build.standardError = err
-        try build.run()
-        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        build.waitUntilExit()
-        guard build.terminationStatus == 0 else {
-            try? FileManager.default.removeItem(at: directory)
-            throw HarnessError("cc fake_systemd_bus.c failed: \(message)")
-        }
-        socket = directory.appendingPathComponent("bus").path
-        recordFile = directory.appendingPathComponent("requests")
-        modeFile = directory.appendingPathComponent("mode")
-        try mode.write(to: modeFile, atomically: true, encoding: .utf8)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [socket, recordFile.path, modeFile.path]
-        try process.run()
-        let deadline = Date().addingTimeInterval(30)
-        while !requests.contains("listening") && process.isRunning && Date() < deadline { usleep(10_000) }
-        guard requests.contains("listening") else {
-            stop()
-            throw HarnessError("fake_systemd_bus did not start listening")
-        }
-    }
-
-    /// One line per question the daemon asked ("GetUnitByPID PID", "Get PATH INTERFACE PROPERTY").
-    var requests: [String] {
-        ((try? String(contentsOf: recordFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-    }
-
-    /// SIGKILL (the test runner's threads block SIGTERM, and children inherit the mask); the socket goes with
-    /// the directory, so a daemon asking afterwards finds no bus. Safe to call twice.
-    func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -100,32 +100,58 @@ final class ScopePlacement: ProcessPlacement {
                 self.bus.attachProcesses(unit, pids: [leader]) { error, _ in
                     if let error { Log.warning("\(name): Failed to move pid \(leader) into \(unit): \(error)") }
                 }
+            } else if errorName == SystemdManagerBus.noReply {
+                // No answer is not a refusal: systemd carries out one connection's calls in order, so a late start
+                // still comes before the weights and freezes sent after it. The kernel says whether the scope came:
+                // the sweep waits for the leader in it as long again, and gives the scope up only if it never does.
+                Log.notice("\(name): systemd did not answer the start of its scope \(unit) in time (\(error ?? "")); waiting for the process to be in it")
+                self.sweep(app, leader: leader, tries: self.unansweredSweepTries, unanswered: true)
+                return
             } else if let error {
                 Log.warning("\(name): Failed to start its scope \(unit): \(error); using its process group alone")
-                if self.started[name] == leader {
-                    self.started[name] = nil
-                    app.cgroup = nil
-                }
+                self.giveUpScope(app, leader: leader)
                 return
             }
             self.sweep(app, leader: leader, tries: Self.sweepTries)
         }
     }
 
+    /// How many looks for the leader a start that systemd did not answer gets: as long again as the call waited.
+    private var unansweredSweepTries: Int {
+        max(Self.sweepTries, Int(bus.callTimeout / Self.sweepInterval))
+    }
+
+    /// The app's process stays outside any scope: it is placed by its process group alone.
+    private func giveUpScope(_ app: AppRuntime, leader: pid_t) {
+        guard started[app.name] == leader else { return }
+        started[app.name] = nil
+        sweeps[app.name] = nil
+        app.cgroup = nil
+    }
+
     /// Moves into the scope what the app forked before systemd moved its leader: the rest of its process group.
-    private func sweep(_ app: AppRuntime, leader: pid_t, tries: Int) {
+    /// `unanswered`: systemd did not answer the start, so a leader that never shows up in the scope means there is
+    /// none.
+    private func sweep(_ app: AppRuntime, leader: pid_t, tries: Int, unanswered: Bool = false) {
         let name = app.name
         guard started[name] == leader, app.pid == leader, let cgroup = app.cgroup else { return }
         let inside = Set(cgroup.pids())
         guard inside.contains(leader) else {
             // systemd answers before its job has moved the process: look again shortly.
-            guard tries > 0 else { return }
+            guard tries > 0 else {
+                if unanswered {
+                    Log.warning("\(name): its scope \(ScopeUnits.unitName(app: name)) never held its process; using its process group alone")
+                    giveUpScope(app, leader: leader)
+                }
+                return
+            }
             let pending = sweeps[name].flatMap { $0.leader == leader ? $0 : nil } ?? PendingSweep(app: app, leader: leader)
             pending.tries = tries - 1
+            pending.unanswered = unanswered
             if pending.timer == nil {
                 pending.timer = try? LoopTimer(loop: loop) { [weak self, weak pending] in
                     guard let self, let pending, let app = pending.app else { return }
-                    self.sweep(app, leader: pending.leader, tries: pending.tries)
+                    self.sweep(app, leader: pending.leader, tries: pending.tries, unanswered: pending.unanswered)
                 }
             }
             sweeps[name] = pending
@@ -254,11 +280,13 @@ final class ScopePlacement: ProcessPlacement {
     func removeAll() { kept.forget(under: "/") }
 }
 
-/// An app whose scope systemd has not filled yet: its leader, the looks left, and the timer of the next one.
+/// An app whose scope systemd has not filled yet: its leader, the looks left, whether systemd answered the start,
+/// and the timer of the next one.
 private final class PendingSweep {
     weak var app: AppRuntime?
     let leader: pid_t
     var tries = 0
+    var unanswered = false
     var timer: LoopTimer?
 
     init(app: AppRuntime, leader: pid_t) {

@@ -14,15 +14,20 @@ final class SystemdManagerBus {
     let version: Int
     static let managerPath = "/org/freedesktop/systemd1"
     static let managerInterface = "org.freedesktop.systemd1.Manager"
-    /// How long systemd may take to answer one call before its callback hears a timeout.
-    static let callTimeout: Duration = .seconds(10)
+    /// How long systemd may take to answer one call before its callback hears that no answer came
+    /// (`noReply`).
+    let callTimeout: Duration
+    /// The error a callback hears when no answer came: the call timed out, or the connection closed before it.
+    /// systemd may still have carried the call out.
+    static let noReply = "org.freedesktop.DBus.Error.NoReply"
 
-    private init(bus: OpaquePointer, loop: EventLoop, address: String, name: String, version: Int) {
+    private init(bus: OpaquePointer, loop: EventLoop, address: String, name: String, version: Int, callTimeout: Duration) {
         self.bus = bus
         self.loop = loop
         self.address = address
         self.name = name
         self.version = version
+        self.callTimeout = callTimeout
     }
 
     deinit { sd_bus_flush_close_unref(bus) }
@@ -40,8 +45,9 @@ final class SystemdManagerBus {
     }
 
     /// Connects to the manager at `address(environment:euid:)` and asks for its version with a call bounded by
-    /// `timeout`, which also proves that systemd answers there.
-    static func connect(loop: EventLoop, environment: [String: String], timeout: Duration = .seconds(2)) throws(SystemdBusError) -> SystemdManagerBus {
+    /// `timeout`, which also proves that systemd answers there. `callTimeout`: each later call's.
+    static func connect(loop: EventLoop, environment: [String: String], timeout: Duration = .seconds(2),
+                        callTimeout: Duration = .seconds(10)) throws(SystemdBusError) -> SystemdManagerBus {
         let address = try Self.address(environment: environment, euid: geteuid())
         let bus = try startedBus(at: address)
         let version: Int
@@ -53,7 +59,7 @@ final class SystemdManagerBus {
             sd_bus_close_unref(bus)
             throw error
         }
-        return SystemdManagerBus(bus: bus, loop: loop, address: address, name: address, version: version)
+        return SystemdManagerBus(bus: bus, loop: loop, address: address, name: address, version: version, callTimeout: callTimeout)
     }
 
     private static func managerVersion(_ bus: OpaquePointer, timeout: Duration) throws(SystemdBusError) -> Int {
@@ -180,7 +186,7 @@ final class SystemdManagerBus {
                     box.reply(nil, nil)
                 }
                 return 0
-            }, box, Self.microseconds(Self.callTimeout))
+            }, box, Self.microseconds(callTimeout))
             if sent < 0 {
                 Unmanaged<ReplyBox>.fromOpaque(box).release()
                 throw SystemdBusError("send \(member)", errno: -sent)
