@@ -486,20 +486,10 @@ static void pool_start(void) {
     if (pool_threads != 0) return;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int wanted = cpus < 1 ? 1 : cpus > CS_POOL_MAX_THREADS ? CS_POOL_MAX_THREADS : (int)cpus;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attributes;
-    pthread_attr_init(&attributes);
-    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attributes, 256 * 1024);
     for (int i = 0; i < wanted; i++) {
-        pthread_t thread;
-        if (pthread_create(&thread, &attributes, pool_worker, NULL) != 0) break;
+        if (cs_start_detached_thread(pool_worker, NULL, 256 * 1024) != 0) break;
         pool_threads++;
     }
-    pthread_attr_destroy(&attributes);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pool_threads == 0) pool_threads = -1;
 }
 
@@ -625,6 +615,22 @@ long cs_process_madvise(int pidfd, const unsigned long *starts, const unsigned l
 
 int cs_eventfd(int semaphore, int nonblocking) {
     return eventfd(0, EFD_CLOEXEC | (semaphore ? EFD_SEMAPHORE : 0) | (nonblocking ? EFD_NONBLOCK : 0));
+}
+
+int cs_start_detached_thread(void *(*run)(void *), void *argument, size_t stack_size) {
+    // The new thread inherits the mask in force at its creation.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attributes, stack_size);
+    pthread_t thread;
+    int error = pthread_create(&thread, &attributes, run, argument);
+    pthread_attr_destroy(&attributes);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return error;
 }
 
 int cs_lower_thread_priority(void) {

@@ -52,6 +52,10 @@ long cs_process_madvise(int pidfd, const unsigned long *starts, const unsigned l
 /// `nonblocking` is.
 int cs_eventfd(int semaphore, int nonblocking);
 
+/// Starts a detached thread running `run(argument)` with a stack of `stack_size` bytes and every signal blocked
+/// (the daemon takes its signals through a signalfd on the loop's thread). Returns 0 or pthread_create's error.
+int cs_start_detached_thread(void *(*run)(void *), void *argument, size_t stack_size);
+
 /// Gives the calling thread alone the least share of the CPU: nice 19 through setpriority on its thread id (Linux
 /// keeps the nice value per thread).
 int cs_lower_thread_priority(void);

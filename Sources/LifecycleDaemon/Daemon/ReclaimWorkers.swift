@@ -127,27 +127,14 @@ final class ReclaimWorkers: Sendable {
     }
 
     private func startThreads(_ count: Int) {
-        // Every signal blocked in the new threads (they inherit the mask): the daemon takes its signals through a
-        // signalfd on the loop's thread, which sees only signals blocked in every thread.
-        var all = sigset_t()
-        var old = sigset_t()
-        sigfillset(&all)
-        pthread_sigmask(SIG_SETMASK, &all, &old)
-        defer { pthread_sigmask(SIG_SETMASK, &old, nil) }
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        pthread_attr_setstacksize(&attributes, 512 << 10)
         var started = 0
         for _ in 0..<count {
-            var thread = pthread_t()
             // The thread holds the workers until it ends.
             let context = Unmanaged.passRetained(self).toOpaque()
-            let result = pthread_create(&thread, &attributes, { context in
+            let result = cs_start_detached_thread({ context in
                 Unmanaged<ReclaimWorkers>.fromOpaque(context!).takeRetainedValue().run()
                 return nil
-            }, context)
+            }, context, 512 << 10)
             guard result == 0 else {
                 Unmanaged<ReclaimWorkers>.fromOpaque(context).release()
                 break
