@@ -22,7 +22,16 @@ struct AppTable: Sendable {
     /// `body` with the record borrowed (`record(_:)` copies it whole); nil for an unknown app.
     func with<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? {
         guard let slot = find(name) else { return nil }
-        return body(records[slot])
+        // Through the buffer, whose subscript lends the element in place; the array's own getter copies it.
+        return records.withUnsafeBufferPointer { body($0[slot]) }
+    }
+
+    /// The name of the first record for which `predicate` holds, each read in place.
+    func firstName(where predicate: (borrowing AppRecord) -> Bool) -> String? {
+        records.withUnsafeBufferPointer { buffer in
+            for index in buffer.indices where predicate(buffer[index]) { return buffer[index].name }
+            return nil
+        }
     }
 
     /// The record of an app that exists (a programmer error otherwise).

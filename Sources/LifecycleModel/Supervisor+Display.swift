@@ -53,25 +53,27 @@ extension Supervisor {
                                  focused: focused)
         display.facts = facts
         for name in facts.windowed { display.shownInLaunch[name] = table[name].launches }
-        display.shownInLaunch = display.shownInLaunch.filter { running($0.key) && table[$0.key].launches == $0.value }
+        display.shownInLaunch = display.shownInLaunch.filter { name, launch in
+            table.with(name) { $0.state.isRunning && !$0.run.termination.isUnderway && $0.launches == launch } ?? false
+        }
         let shown = Set(display.shownInLaunch.keys)
 
         var moved: [String] = []
-        for name in facts.visible.sorted() where table[name].projectedState == .suspended {
+        for name in facts.visible.sorted() where table.with(name, { $0.projectedState }) == .suspended {
             append(name, .resume)
             moved.append(name)
         }
-        if let focused, table[focused].projectedState != .active {
+        if let focused, table.with(focused, { $0.projectedState }) != .active {
             perform(.takeFocus, for: focused, origin: "display")
             moved.append(focused)
-        } else if focused == nil, let active = table.records.first(where: { $0.projectedState == .active })?.name,
+        } else if focused == nil, let active = table.firstName(where: { $0.projectedState == .active }),
                   shown.contains(active) {
             // The focus went to a window that is none of ours (or to nothing): the active app resigns.
             move(active, to: demotionTarget(of: active), origin: "display")
             moved.append(active)
         }
         for name in shown.sorted() where name != focused {
-            let projected = table[name].projectedState
+            guard let projected = table.with(name, { $0.projectedState }) else { continue }
             if facts.visible.contains(name), projected == .background {
                 move(name, to: .inactive, origin: "display")
                 moved.append(name)

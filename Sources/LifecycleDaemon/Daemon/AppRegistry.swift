@@ -16,6 +16,9 @@ final class AppRegistry {
     private let observers: AppObservers
     private let keepers: [any AppKeeper]
     private var apps: [String: AppRuntime] = [:]
+    /// The app looked up last: the effects of one event name the same app in a row, and comparing a name costs
+    /// less than hashing it.
+    private var last: AppRuntime?
 
     init(host: any DaemonHost, observers: AppObservers, keepers: [any AppKeeper]) {
         self.host = host
@@ -23,7 +26,11 @@ final class AppRegistry {
         self.keepers = keepers
     }
 
-    func runtime(_ name: String) -> AppRuntime? { apps[name] }
+    func runtime(_ name: String) -> AppRuntime? {
+        if let last, last.name == name { return last }
+        last = apps[name]
+        return last
+    }
 
     /// Every app's name, sorted.
     var names: [String] { apps.keys.sorted() }
@@ -69,6 +76,7 @@ final class AppRegistry {
         app.place.remove(app)
         host.handle(.remove(app: name))
         apps[name] = nil
+        if last === app { last = nil }
         Log.info("\(name): removed")
         observers.tell(.removed(name))
     }

@@ -83,15 +83,14 @@ final class FileDescriptor {
     /// The whole file from `offset`, by pread(2) until end of file.
     func readAll(from offset: off_t) throws(SystemError) -> [UInt8] {
         var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 1)
+        defer { chunk.deallocate() }
         while true {
-            let count = try chunk.withUnsafeMutableBytes { buffer in
-                Result { () throws(SystemError) -> Int in
-                    try retryingEINTR("read \(path)") { pread(rawValue, buffer.baseAddress, buffer.count, offset + off_t(bytes.count)) }
-                }
-            }.get()
+            let count = try retryingEINTR("read \(path)") {
+                pread(rawValue, chunk.baseAddress, chunk.count, offset + off_t(bytes.count))
+            }
             if count == 0 { return bytes }
-            bytes += chunk[..<count]
+            bytes.append(contentsOf: chunk[..<count])
         }
     }
 

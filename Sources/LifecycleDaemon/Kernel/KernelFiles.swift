@@ -50,7 +50,13 @@ func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) -> 
 /// call and a close (docs/BENCHMARKS.md). At most `limit` stay open, the least recently used going first; a kept
 /// descriptor that fails (its group or process was made anew) is reopened once. Used on the loop's thread only.
 final class KeptKernelFiles {
-    private var files: [String: (file: FileDescriptor, used: UInt64)] = [:]
+    /// A kept file and when it was last used; a class, so that a use updates it without a second lookup.
+    private final class Kept {
+        let file: FileDescriptor
+        var used: UInt64
+        init(_ file: FileDescriptor, used: UInt64) { self.file = file; self.used = used }
+    }
+    private var files: [String: Kept] = [:]
     private var uses: UInt64 = 0
     let limit: Int
 
@@ -91,7 +97,7 @@ final class KeptKernelFiles {
         if let kept = files[path] {
             do {
                 let result = try body(kept.file)
-                files[path]?.used = uses
+                kept.used = uses
                 return result
             } catch {
                 files[path] = nil
@@ -100,7 +106,7 @@ final class KeptKernelFiles {
         let file = try FileDescriptor.open(path, flags)
         let result = try body(file)
         if files.count >= limit, let oldest = files.min(by: { $0.value.used < $1.value.used })?.key { files[oldest] = nil }
-        files[path] = (file, uses)
+        files[path] = Kept(file, used: uses)
         return result
     }
 }
