@@ -241,14 +241,17 @@ public final class Daemon {
 
     /// `since`: the time the model decided at, which the timers it arms count from.
     func perform(_ effects: [Effect], since: MonotonicTime) {
-        for effect in effects {
+        for effect in Self.continuesFirst(effects) {
             defer { if let pauseAfter, pauseAfter.matches(effect) { pauseForTest(effect) } }
             switch effect {
             case .spawn(let name, let options):
                 if let app = runtime(name), let failure = processes.spawn(app, options) { events.append(.spawnFailed(app: name, reason: failure)) }
             case .send(let name, let delivery): sessions.send(name, delivery)
             case .stopProcess(let name): if let app = runtime(name) { suspension.suspend(app) }
-            case .continueProcess(let name): suspension.resume(name)
+            case .continueProcess(let name):
+                // Its reclaim ends first: what is left of it would only be faulted back in.
+                reclaimer.stop(name)
+                suspension.resume(name)
             case .reclaimMemory(let name): if let app = runtime(name) { reclaimer.start(app) }
             case .signal(let name, let signal): if let app = runtime(name) { suspension.signal(app, signal) }
             // The model's timers end what it promised (a grace time, a deadline): on time, not coalesced.
@@ -272,6 +275,26 @@ public final class Daemon {
                 Log.notice("\(name): background time runs out in \(describe(remaining)); open tasks: \(tasks.map(\.name).joined(separator: ", "))")
             }
         }
+    }
+
+    /// The processes an input continues run again before anything else it does: before the priorities of its
+    /// transitions (which read the app's tree), and before another app's demotion. A continue stays behind a stop or
+    /// signal of the same app earlier in the list, whose order it must keep.
+    static func continuesFirst(_ effects: [Effect]) -> [Effect] {
+        guard effects.contains(where: { if case .continueProcess = $0 { true } else { false } }) else { return effects }
+        var first: [Effect] = []
+        var rest: [Effect] = []
+        var signalled: Set<String> = []
+        for effect in effects {
+            switch effect {
+            case .continueProcess(let name) where !signalled.contains(name): first.append(effect)
+            case .stopProcess(let name), .signal(let name, _):
+                signalled.insert(name)
+                rest.append(effect)
+            default: rest.append(effect)
+            }
+        }
+        return first + rest
     }
 
     private func timer(_ name: String, _ kind: TimerKind) -> LoopTimer? {

@@ -161,7 +161,7 @@ final class Persistence: AppKeeper {
 
     private func identityKey(_ app: AppRuntime) -> ProcessIdentityKey {
         ProcessIdentityKey(pid: app.pid, suspendedWith: app.suspension.mechanism, token: app.pid == nil ? nil : app.token,
-                           state: host.record(app.name)?.state)
+                           state: host.withRecord(app.name) { $0.state })
     }
 
     /// One timer for every held app, at the end of the earliest one's interval.

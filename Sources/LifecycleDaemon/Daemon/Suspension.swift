@@ -120,7 +120,12 @@ final class Suspension {
             do { try app.place.thaw(app) } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
         case .signal, nil:
             kill(-pid, SIGCONT)
-            for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGCONT) }
+            // An adopted app's stopped processes are each in the ledger, written before its SIGSTOP: the ledger
+            // continues them without a walk of the tree (which, for a tree that takes in its launch session, reads
+            // the children of that session's reaper), and no process that someone else stopped.
+            if !(app.config.policy.adopted && ledger != nil) {
+                for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGCONT) }
+            }
         }
         // What was stopped and has left the app's tree since (its parent died) is reached through the ledger.
         ledger?.continueAll(of: name)
