@@ -214,6 +214,7 @@ CONF
     ujournal >>"$D" 2>&1
     as_user systemctl --user stop "$unit" >>"$D" 2>&1
     tree_scope_case
+    root_tree_scope_case
 }
 
 # `[Adopt] ScopeTrees=yes`: a window's process, started as the user outside the user's manager (here in this check's
@@ -297,6 +298,91 @@ CONF
     fi
     ujournal | tail -40 >>"$D" 2>&1
     kill -KILL "$main" "$worker" "$elder" ${late:+"$late"} 2>/dev/null
+}
+
+# `[Adopt] ScopeTrees=yes` for the system service: lifecycled runs as root with `[Adopt] User=` naming the user, and
+# reaches that user's manager over its private socket (/run/user/UID/systemd/private), which moves the user's window
+# process and its tree into a scope in the user's own `lifecycled.slice`. The window is named over the system bus, as
+# a homescreen that runs as root names it. Called from user_session_case after tree_scope_case (the user's daemon is
+# stopped), whose variables it uses.
+root_tree_scope_case() {
+    log "system service: a window's process tree in a scope of the user's manager"
+    # The bus policy that lets root own the daemon's name on the system bus, as the package installs it.
+    cp /check/org.lifecycled.Lifecycle1.conf /etc/dbus-1/system.d/ && busctl call org.freedesktop.DBus /org/freedesktop/DBus \
+        org.freedesktop.DBus ReloadConfig >>"$D" 2>&1
+    mkdir -p /etc/lifecycled/apps.off && mv /etc/lifecycled/apps/*.conf /etc/lifecycled/apps.off/ 2>/dev/null
+    cat >/etc/lifecycled/lifecycled.conf <<CONF
+[Adopt]
+Windows=yes
+ScopeTrees=yes
+User=$user
+BackgroundTimeSec=1
+
+[Display]
+Source=dbus
+CONF
+    local out=/out/root-worker-app.out main worker elder late= sdir= line name=worker-app status
+    : >"$out"
+    as_user python3 /check/double_forking_app.py --setsid-worker-on-usr1 >"$out" 2>>"$D" &
+    wait_for '[ -n "$(head -1 "$out")" ]'
+    read -r main worker elder <"$out"
+    [ -n "${elder:-}" ] || { fail "system service: the double-forking app runs" "$(cat "$out")"; return; }
+    sjournal() { journalctl --no-pager -o cat -u lifecycled.service; }
+    if ! timeout 30 systemctl start lifecycled >>"$D" 2>&1; then
+        fail "system service: systemctl start lifecycled ([Adopt] User=$user, ScopeTrees=yes)" "$(sjournal | tail -3 | tr '\n' ';')"; return
+    fi
+    rdisplay() { busctl --system call org.lifecycled.Lifecycle1 /org/lifecycled/Lifecycle1 org.lifecycled.Lifecycle1.Manager \
+        SetDisplayPids auu "$@" >>"$D" 2>&1; }
+    rstate() { lifectl list 2>/dev/null | awk -v a="$name" '$1 == a { print $2 }'; }
+    in_scope() { [ -n "$sdir" ] && grep -qx "$1" "$sdir/cgroup.procs" 2>/dev/null; }
+    rfrozen() { grep -qx 'frozen 1' "$sdir/cgroup.events" 2>/dev/null; }
+    wait_for "rdisplay 1 $main $main" && wait_for '[ "$(rstate)" = active ]'
+    wait_for 'sdir=$(dirname "$(grep -lx "$main" "$base$mcg"/lifecycled.slice/lifecycled-adopted-*.scope/cgroup.procs 2>/dev/null | head -1)")'
+    [ "$sdir" = . ] && sdir=
+    line=$(lifectl list 2>/dev/null | grep "^$name ")
+    if in_scope "$main" && in_scope "$worker" && ! in_scope "$elder" && echo "$line" | grep -q "adopted: process $main in lifecycled-adopted-"; then
+        pass "system service: with [Adopt] User=, the user's manager moves an adopted window's tree into a scope (ScopeTrees=yes)" \
+            "${sdir#$base}: app $main and its first worker $worker, not the older $elder; $(echo "$line" | tr -s ' ')"
+    else
+        fail "system service: with [Adopt] User=, an adopted window's tree is moved into a scope of the user's manager" \
+            "state $(rstate); ${sdir:-no scope}; $(sjournal | grep -m3 -E 'scope|ScopeTrees' | tr '\n' ';')"
+        systemctl stop lifecycled >>"$D" 2>&1; kill -KILL "$main" "$worker" "$elder" 2>/dev/null; return
+    fi
+    status=$(lifectl status 2>&1)
+    if echo "$status" | grep -q 'each in a scope of its own (ScopeTrees=yes)' && ! echo "$status" | grep -q 'no scopes'; then
+        pass "system service: lifectl status says the trees go into scopes" "$(echo "$status" | grep -m1 -o 'windows ([^)]*)')"
+    else
+        fail "system service: lifectl status says the trees go into scopes" "$(echo "$status" | tr '\n' ';')"
+    fi
+    kill -USR1 "$main"
+    wait_for 'late=$(awk "/^LATE/ { print \$2 }" "$out"); [ -n "$late" ]'
+    if [ -n "$late" ] && [ "$(awk '{ print $6 }' "/proc/$late/stat")" = "$late" ] && in_scope "$late"; then
+        pass "system service: a worker double-forked later that calls setsid() is in the scope" "pid $late leads session $late"
+    else
+        fail "system service: a worker double-forked later that calls setsid() is in the scope" "pid ${late:-none}: $(grep '^0::' "/proc/$late/cgroup" 2>&1)"
+    fi
+    if rdisplay 0 0 && wait_for '[ "$(rstate)" = suspended ]' && wait_for rfrozen && in_scope "$late"; then
+        pass "system service: hidden, the app is suspended: its scope frozen, the setsid() worker with it" \
+            "cgroup.events frozen 1; $(tr '\n' ' ' <"$sdir/cgroup.procs")"
+    else
+        fail "system service: hidden, the app is suspended with its scope frozen" "state $(rstate), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
+    fi
+    if rdisplay 1 "$main" "$main" && wait_for '[ "$(rstate)" = active ]' && wait_for '! rfrozen' \
+            && [ "$(awk '{ print $3 }' "/proc/$late/stat")" != T ]; then
+        pass "system service: shown again, the app is active and its scope thawed" "cgroup.events frozen 0"
+    else
+        fail "system service: shown again, the app is active and its scope thawed" "state $(rstate), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
+    fi
+    rdisplay 0 0; wait_for '[ "$(rstate)" = suspended ]' && wait_for rfrozen
+    if rfrozen && timeout 100 systemctl stop lifecycled >>"$D" 2>&1 && wait_for '! rfrozen' && in_scope "$main" && in_scope "$late"; then
+        pass "system service: the stop thaws the tree's scope and lets it go; its processes stay in the scope" \
+            "cgroup.events frozen 0, $(sjournal | grep -m1 "^$name: let go" | cut -c1-160)"
+    else
+        fail "system service: the stop thaws the tree's scope and lets it go" "$(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1); $(sjournal | grep "^$name: " | tail -2 | tr '\n' ';')"
+    fi
+    sjournal | tail -40 >>"$D" 2>&1
+    kill -KILL "$main" "$worker" "$elder" ${late:+"$late"} 2>/dev/null
+    rm -f /etc/lifecycled/lifecycled.conf
 }
 
 user_session_case

@@ -338,7 +338,8 @@ echo DONE >>"$R"
 EOF
 # The user-session case and the user unit it installs, beside the check script.
 cp "$here/systemd/container-user-session.sh" "$CHECK/user-session.sh" && cp "$here/systemd/user/lifecycled.service" "$CHECK/user-lifecycled.service" \
-    && cp "$here/Tests/Fixtures/double_forking_app.py" "$CHECK/double_forking_app.py" || die "copying the user-session case to $CHECK failed"
+    && cp "$here/Tests/Fixtures/double_forking_app.py" "$CHECK/double_forking_app.py" \
+    && cp "$here/share/dbus-1/system.d/org.lifecycled.Lifecycle1.conf" "$CHECK/org.lifecycled.Lifecycle1.conf" || die "copying the user-session case to $CHECK failed"
 
 # --- 4. boot, once per cgroup mode -------------------------------------------------------------------------------
 # boot NAME CHECK-UNIT [ENV=VALUE…] -- [systemd-nspawn options…]: boots the tree with the check unit pulled in,

@@ -33,8 +33,12 @@ final class TreeScopes {
     /// Why trees stay trees, for status; nil while scopes are made.
     private(set) var unavailable: String? = "ScopeTrees=no"
 
-    init(loop: EventLoop, environment: [String: String], shared: SystemdManagerBus?) {
+    /// Where users' runtime directories are (`/run/user`; a test's directory in tests).
+    private let runtimeRoot: String
+
+    init(loop: EventLoop, environment: [String: String], shared: SystemdManagerBus?, runtimeRoot: String = "/run/user") {
         self.loop = loop
+        self.runtimeRoot = runtimeRoot
         self.environment = environment
         self.shared = shared
     }
@@ -91,7 +95,7 @@ final class TreeScopes {
             return "lifecycled runs as root without [Adopt] User= (only a user's service manager moves that user's processes into a scope)"
         }
         guard let uid = ConfigLoader.systemUserID(user) else { return "[Adopt] User=\(user) is no user" }
-        let path = UserManagerSocket.path(uid: uid)
+        let path = UserManagerSocket.path(uid: uid, runtimeRoot: runtimeRoot)
         let connected: SystemdManagerBus
         do {
             try UserManagerSocket.check(path, uid: uid)

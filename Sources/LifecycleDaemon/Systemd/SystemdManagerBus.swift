@@ -61,16 +61,16 @@ final class SystemdManagerBus {
     }
 
     /// Connects to the manager at `address`, which must run as `peerUID` where that is given (a user's manager
-    /// reached by root, `UserManagerSocket`): the answer to the Version call proves the connection is made, and the
-    /// peer is checked before any other call goes out.
+    /// reached by root, `UserManagerSocket`), checked before the Version call.
     static func connect(loop: EventLoop, address: String, peerUID: uid_t?, timeout: Duration = .seconds(2),
                         callTimeout: Duration = .seconds(10)) throws(SystemdBusError) -> SystemdManagerBus {
         let bus = try startedBus(at: address)
         let version: Int
         var peerPID: pid_t = 0
         do throws(SystemdBusError) {
-            version = try managerVersion(bus, timeout: timeout)
+            // A Unix socket is connected once sd_bus_start returns, so the peer is known before any call goes out.
             if let peerUID { peerPID = try UserManagerSocket.peer(of: sd_bus_get_fd(bus), uid: peerUID) }
+            version = try managerVersion(bus, timeout: timeout)
             let attached = sd_bus_attach_event(bus, loop.event, 0)
             guard attached >= 0 else { throw SystemdBusError("attach the bus to the event loop", errno: -attached) }
         } catch {
