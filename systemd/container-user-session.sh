@@ -4,7 +4,8 @@
 # ~/.config/lifecycled, finds the session's app.slice from its own cgroup and adopts a `systemd-run --user --scope`
 # program that follows the desktop conventions' unit name. Focus comes from GNOME's marks: the test writes
 # `user.xdg.inactive-since` on the scope's cgroup as the user, as mutter does, since there is no mutter here. Then
-# the daemon starts again with `[Adopt] ScopeTrees=yes` (tree_scope_case).
+# the daemon starts again with `[Adopt] ScopeTrees=yes` (tree_scope_case), and then the system service does the same
+# through the user's manager with `[Adopt] User=` (root_tree_scope_case).
 #
 # Expects: /check/user-lifecycled.service (the repository's user unit), /usr/local/bin/lifecycled and lifectl.
 # Prints SKIP (with the reason) where the container has no user manager or gives the user no cgroup2 subtree of

@@ -14,7 +14,8 @@
 #      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory; then the
 #      user-session case (systemd/container-user-session.sh): a user's `systemctl --user` lifecycled adopts,
 #      freezes and thaws a `systemd-run --user --scope` program, then a window's process tree moved into a scope
-#      of its own (`[Adopt] ScopeTrees=yes`) with a worker that calls setsid(); and powers the container off;
+#      of its own (`[Adopt] ScopeTrees=yes`) with a worker that calls setsid(), by the user's daemon and then by the
+#      system service through the user's manager (`[Adopt] User=`); and powers the container off;
 #   5. the package case: `make deb` twice from the same binaries (DEB_BUILD=1 and 2, lintian on the first), then
 #      one more boot of the tree with nothing of lifecycled in it, where systemd/container-package.sh installs the
 #      first build with apt, upgrades to the second, removes and purges (docs/PACKAGING.md);
