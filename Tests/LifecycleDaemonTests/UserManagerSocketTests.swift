@@ -119,6 +119,9 @@ import Testing
         #expect(UserManagerSocket.managerCgroup(procCgroup: manager, uid: 1000) == "/user.slice/user-1000.slice/user@1000.service")
         #expect(UserManagerSocket.managerCgroup(procCgroup: manager, uid: 1001) == nil)
         #expect(UserManagerSocket.managerCgroup(procCgroup: "0::/user.slice/user-1000.slice/session-2.scope\n", uid: 1000) == nil)
+        // A process of the user's in one of the manager's units is not the manager.
+        let service = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/fake.service\n"
+        #expect(UserManagerSocket.managerCgroup(procCgroup: service, uid: 1000) == nil)
         #expect(UserManagerSocket.managerCgroup(procCgroup: "1:name=systemd:/user.slice\n", uid: 1000) == nil)
     }
 

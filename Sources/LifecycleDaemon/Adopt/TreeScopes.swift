@@ -105,7 +105,7 @@ final class TreeScopes {
         }
         let procCgroup = (try? readKernelFile("/proc/\(connected.peerPID)/cgroup")) ?? ""
         guard let found = UserManagerSocket.managerCgroup(procCgroup: procCgroup, uid: uid) else {
-            return "the service manager at \(path) (pid \(connected.peerPID)) is in no user@\(uid).service"
+            return "the process at \(path) (pid \(connected.peerPID)) is not in user@\(uid).service/init.scope, where the user's manager runs"
         }
         bus = connected
         mount = mounted

@@ -6,7 +6,7 @@ import Glibc
 /// no Hello). systemd's manager accepts a peer there whose uid is its own or 0 (`bus_check_peercred`), so root is
 /// let in by design. The user's session bus (`/run/user/UID/bus`) is no way in: dbus-daemon's session policy lets
 /// only the bus's own user connect. The socket is trusted only as the kernel vouches for it: the file belongs to
-/// the user, and the process listening on it runs as the user (SO_PEERCRED) in that user's `user@UID.service`.
+/// the user, and the process listening on it runs as the user (SO_PEERCRED) in `user@UID.service/init.scope`.
 enum UserManagerSocket {
     /// Where user `uid`'s manager listens, below `runtimeRoot` (`/run/user`; a test's directory in tests).
     static func path(uid: uid_t, runtimeRoot: String = "/run/user") -> String {
@@ -42,10 +42,12 @@ enum UserManagerSocket {
     }
 
     /// The cgroup of user `uid`'s manager below the cgroup2 mount (`…/user@UID.service`), from the `0::` line of its
-    /// process's /proc/PID/cgroup; nil where that process is in no `user@UID.service` of this uid.
+    /// process's /proc/PID/cgroup; nil where that process is not in the `init.scope` of a `user@UID.service` of this
+    /// uid, where systemd keeps a user's manager.
     static func managerCgroup(procCgroup: String, uid: uid_t) -> String? {
         guard let cgroup = AppSlice.unifiedCgroup(procSelfCgroup: procCgroup),
-              let manager = AppSlice.managerCgroup(of: cgroup), manager.hasSuffix("/user@\(uid).service") else { return nil }
+              let manager = AppSlice.managerCgroup(of: cgroup), manager.hasSuffix("/user@\(uid).service"),
+              cgroup == manager + "/init.scope" else { return nil }
         return manager
     }
 }
