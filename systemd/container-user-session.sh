@@ -218,6 +218,27 @@ CONF
     root_tree_scope_case
 }
 
+# What both tree cases check after the move: SIGUSR1 makes the app double-fork a worker that calls setsid(), which
+# is in the scope by cgroup membership; hidden, the app is suspended by freezing the scope, the worker with it.
+# $1: the checks' prefix; $2, $3, $4: the case's functions that name the display, read the app's state and test the
+# scope's freeze. Uses the case's main, out, sdir and in_scope; sets its late.
+setsid_worker_checks() {
+    local prefix=$1 show=$2 state=$3 frozen=$4
+    kill -USR1 "$main"
+    wait_for 'late=$(awk "/^LATE/ { print \$2 }" "$out"); [ -n "$late" ]'
+    if [ -n "$late" ] && [ "$(awk '{ print $6 }' "/proc/$late/stat")" = "$late" ] && in_scope "$late"; then
+        pass "$prefix: a worker double-forked later that calls setsid() is in the scope" "pid $late leads session $late"
+    else
+        fail "$prefix: a worker double-forked later that calls setsid() is in the scope" "pid ${late:-none}: $(grep '^0::' "/proc/$late/cgroup" 2>&1)"
+    fi
+    if $show 0 0 && wait_for "[ \"\$($state)\" = suspended ]" && wait_for "$frozen" && in_scope "$late"; then
+        pass "$prefix: hidden, the app is suspended: its scope frozen, the setsid() worker with it" \
+            "cgroup.events frozen 1; $(tr '\n' ' ' <"$sdir/cgroup.procs")"
+    else
+        fail "$prefix: hidden, the app is suspended with its scope frozen" "state $($state), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
+    fi
+}
+
 # `[Adopt] ScopeTrees=yes`: a window's process, started as the user outside the user's manager (here in this check's
 # own service, as a session's launcher leaves an app in the session's scope), goes with its tree into a scope of its
 # own that the user's manager makes. A worker the app double-forks afterwards, and that calls setsid(), is in that
@@ -260,19 +281,7 @@ CONF
             "state $(tstate); ${sdir:-no scope}: $(tr '\n' ' ' <"$sdir/cgroup.procs" 2>&1); $(ujournal | grep -m2 -E 'scope|ScopeTrees' | tr '\n' ';')"
         return
     fi
-    kill -USR1 "$main"
-    wait_for 'late=$(awk "/^LATE/ { print \$2 }" "$out"); [ -n "$late" ]'
-    if [ -n "$late" ] && [ "$(awk '{ print $6 }' "/proc/$late/stat")" = "$late" ] && in_scope "$late"; then
-        pass "user session: a worker double-forked later that calls setsid() is in the scope" "pid $late leads session $late"
-    else
-        fail "user session: a worker double-forked later that calls setsid() is in the scope" "pid ${late:-none}: $(grep '^0::' "/proc/$late/cgroup" 2>&1)"
-    fi
-    if display 0 0 && wait_for '[ "$(tstate)" = suspended ]' && wait_for tfrozen && in_scope "$late"; then
-        pass "user session: hidden, the app is suspended: its scope frozen, the setsid() worker with it" \
-            "cgroup.events frozen 1; $(tr '\n' ' ' <"$sdir/cgroup.procs")"
-    else
-        fail "user session: hidden, the app is suspended with its scope frozen" "state $(tstate), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
-    fi
+    setsid_worker_checks "user session" display tstate tfrozen
     as_user lifectl status >>"$D" 2>&1
 
     # A crash with the scope frozen: systemd starts the daemon again (Restart=on-failure), which thaws it first.
@@ -328,7 +337,9 @@ CONF
     wait_for '[ -n "$(head -1 "$out")" ]'
     read -r main worker elder <"$out"
     [ -n "${elder:-}" ] || { fail "system service: the double-forking app runs" "$(cat "$out")"; return; }
-    sjournal() { journalctl --no-pager -o cat -u lifecycled.service; }
+    local since
+    since=$(date +%s)
+    sjournal() { journalctl --no-pager -o cat -u lifecycled.service --since "@$since"; }
     if ! timeout 30 systemctl start lifecycled >>"$D" 2>&1; then
         fail "system service: systemctl start lifecycled ([Adopt] User=$user, ScopeTrees=yes)" "$(sjournal | tail -3 | tr '\n' ';')"; return
     fi
@@ -347,6 +358,7 @@ CONF
     else
         fail "system service: with [Adopt] User=, an adopted window's tree is moved into a scope of the user's manager" \
             "state $(rstate); ${sdir:-no scope}; $(sjournal | grep -m3 -E 'scope|ScopeTrees' | tr '\n' ';')"
+        { sjournal | tail -30; echo "# the user's manager:"; journalctl --no-pager -o cat _UID="$uid" --since "@$since" | tail -30; } >>"$D" 2>&1
         systemctl stop lifecycled >>"$D" 2>&1; kill -KILL "$main" "$worker" "$elder" 2>/dev/null; return
     fi
     status=$(lifectl status 2>&1)
@@ -355,19 +367,7 @@ CONF
     else
         fail "system service: lifectl status says the trees go into scopes" "$(echo "$status" | tr '\n' ';')"
     fi
-    kill -USR1 "$main"
-    wait_for 'late=$(awk "/^LATE/ { print \$2 }" "$out"); [ -n "$late" ]'
-    if [ -n "$late" ] && [ "$(awk '{ print $6 }' "/proc/$late/stat")" = "$late" ] && in_scope "$late"; then
-        pass "system service: a worker double-forked later that calls setsid() is in the scope" "pid $late leads session $late"
-    else
-        fail "system service: a worker double-forked later that calls setsid() is in the scope" "pid ${late:-none}: $(grep '^0::' "/proc/$late/cgroup" 2>&1)"
-    fi
-    if rdisplay 0 0 && wait_for '[ "$(rstate)" = suspended ]' && wait_for rfrozen && in_scope "$late"; then
-        pass "system service: hidden, the app is suspended: its scope frozen, the setsid() worker with it" \
-            "cgroup.events frozen 1; $(tr '\n' ' ' <"$sdir/cgroup.procs")"
-    else
-        fail "system service: hidden, the app is suspended with its scope frozen" "state $(rstate), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
-    fi
+    setsid_worker_checks "system service" rdisplay rstate rfrozen
     if rdisplay 1 "$main" "$main" && wait_for '[ "$(rstate)" = active ]' && wait_for '! rfrozen' \
             && [ "$(awk '{ print $3 }' "/proc/$late/stat")" != T ]; then
         pass "system service: shown again, the app is active and its scope thawed" "cgroup.events frozen 0"
