@@ -349,8 +349,9 @@ CONF
     in_scope() { [ -n "$sdir" ] && grep -qx "$1" "$sdir/cgroup.procs" 2>/dev/null; }
     rfrozen() { grep -qx 'frozen 1' "$sdir/cgroup.events" 2>/dev/null; }
     wait_for "rdisplay 1 $main $main" && wait_for '[ "$(rstate)" = active ]'
-    wait_for 'sdir=$(dirname "$(grep -lx "$main" "$base$mcg"/lifecycled.slice/lifecycled-adopted-*.scope/cgroup.procs 2>/dev/null | head -1)")'
-    [ "$sdir" = . ] && sdir=
+    # The scope that holds the app: the user's case left its own scope in the same slice.
+    wait_for 'sdir=$(grep -lx "$main" "$base$mcg"/lifecycled.slice/lifecycled-adopted-*.scope/cgroup.procs 2>/dev/null | head -1); [ -n "$sdir" ]'
+    sdir=${sdir%/cgroup.procs}
     line=$(lifectl list 2>/dev/null | grep "^$name ")
     if in_scope "$main" && in_scope "$worker" && ! in_scope "$elder" && echo "$line" | grep -q "adopted: process $main in lifecycled-adopted-"; then
         pass "system service: with [Adopt] User=, the user's manager moves an adopted window's tree into a scope (ScopeTrees=yes)" \

@@ -27,6 +27,7 @@ final class TreeScopes {
     private var owner: uid_t?
     /// `[Adopt] User=` as configured, for a daemon run as root.
     private var user: String?
+    /// `ScopeTrees=yes` with `Windows=yes`, as last applied.
     private var enabled = false
     /// When a daemon run as root last looked for the user's manager without finding it.
     private var lastAttempt: ContinuousClock.Instant?
