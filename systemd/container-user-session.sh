@@ -239,6 +239,20 @@ setsid_worker_checks() {
     fi
 }
 
+# How both tree cases end: the daemon stops with the scope frozen; the scope is thawed, the app let go, and its
+# processes run on in the scope. $1: the checks' prefix; $2, $3, $4: the case's functions that stop the daemon, test
+# the scope's freeze and print the daemon's journal. Uses the case's main, late, name, sdir and in_scope.
+stop_lets_tree_go() {
+    local prefix=$1 stop=$2 frozen=$3 journal=$4
+    if $frozen && $stop && wait_for "! $frozen" \
+            && [ "$(awk '{ print $3 }' "/proc/$late/stat")" != T ] && in_scope "$main" && in_scope "$late"; then
+        pass "$prefix: the stop thaws the tree's scope and lets it go; its processes stay in the scope" \
+            "cgroup.events frozen 0, $($journal | grep -m1 "^$name: let go" | cut -c1-160)"
+    else
+        fail "$prefix: the stop thaws the tree's scope and lets it go" "$(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1); $($journal | grep "^$name: " | tail -2 | tr '\n' ';')"
+    fi
+}
+
 # `[Adopt] ScopeTrees=yes`: a window's process, started as the user outside the user's manager (here in this check's
 # own service, as a session's launcher leaves an app in the session's scope), goes with its tree into a scope of its
 # own that the user's manager makes. A worker the app double-forks afterwards, and that calls setsid(), is in that
@@ -299,13 +313,8 @@ CONF
     # the processes run on, and stay in the scope, which is the one change the daemon cannot give back.
     wait_for "display 1 $main $main" && wait_for '[ "$(tstate)" = active ]'
     display 0 0; wait_for '[ "$(tstate)" = suspended ]' && wait_for tfrozen
-    if tfrozen && as_user timeout 100 systemctl --user stop lifecycled >>"$D" 2>&1 && wait_for '! tfrozen' \
-            && [ "$(awk '{ print $3 }' "/proc/$late/stat")" != T ] && in_scope "$main" && in_scope "$late"; then
-        pass "user session: the stop thaws the tree's scope and lets it go; its processes stay in the scope" \
-            "cgroup.events frozen 0, $(ujournal | grep -m1 "^$name: let go" | cut -c1-160)"
-    else
-        fail "user session: the stop thaws the tree's scope and lets it go" "$(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1); $(ujournal | grep "^$name: " | tail -2 | tr '\n' ';')"
-    fi
+    ustop() { as_user timeout 100 systemctl --user stop lifecycled >>"$D" 2>&1; }
+    stop_lets_tree_go "user session" ustop tfrozen ujournal
     ujournal | tail -40 >>"$D" 2>&1
     kill -KILL "$main" "$worker" "$elder" ${late:+"$late"} 2>/dev/null
 }
@@ -376,12 +385,8 @@ CONF
         fail "system service: shown again, the app is active and its scope thawed" "state $(rstate), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
     fi
     rdisplay 0 0; wait_for '[ "$(rstate)" = suspended ]' && wait_for rfrozen
-    if rfrozen && timeout 100 systemctl stop lifecycled >>"$D" 2>&1 && wait_for '! rfrozen' && in_scope "$main" && in_scope "$late"; then
-        pass "system service: the stop thaws the tree's scope and lets it go; its processes stay in the scope" \
-            "cgroup.events frozen 0, $(sjournal | grep -m1 "^$name: let go" | cut -c1-160)"
-    else
-        fail "system service: the stop thaws the tree's scope and lets it go" "$(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1); $(sjournal | grep "^$name: " | tail -2 | tr '\n' ';')"
-    fi
+    rstop() { timeout 100 systemctl stop lifecycled >>"$D" 2>&1; }
+    stop_lets_tree_go "system service" rstop rfrozen sjournal
     sjournal | tail -40 >>"$D" 2>&1
     kill -KILL "$main" "$worker" "$elder" ${late:+"$late"} 2>/dev/null
     rm -f /etc/lifecycled/lifecycled.conf

@@ -41,6 +41,16 @@ import Testing
         return fd
     }
 
+    /// What `body` is refused with, or nil where it is let through.
+    func refusal(_ body: () throws -> Void) -> String? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+
     @Test func theSocketIsTheUsersPrivateSocketInTheirRuntimeDirectory() {
         #expect(UserManagerSocket.path(uid: 1000) == "/run/user/1000/systemd/private")
     }
@@ -58,12 +68,8 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: root) }
         let fd = try listen(at: path, owner: Self.other)
         defer { close(fd) }
-        do {
-            try UserManagerSocket.check(path, uid: Self.user)
-            Issue.record("a socket of uid \(Self.other) was accepted for uid \(Self.user)")
-        } catch {
-            #expect(error.description == "\(path) belongs to uid \(Self.other), not to uid \(Self.user) ([Adopt] User=)")
-        }
+        #expect(refusal { try UserManagerSocket.check(path, uid: Self.user) }
+                == "\(path) belongs to uid \(Self.other), not to uid \(Self.user) ([Adopt] User=)")
     }
 
     @Test func aFileOrALinkInPlaceOfTheSocketIsRefused() throws {
@@ -78,23 +84,15 @@ import Testing
         unlink(path)
         try #require(FileManager.default.createFile(atPath: path, contents: Data()))
         try #require(chown(path, Self.user, 0) == 0)
-        do {
-            try UserManagerSocket.check(path, uid: Self.user)
-            Issue.record("a regular file was accepted as the manager's socket")
-        } catch {
-            #expect(error.description.contains("is no socket"), "\(error)")
-        }
+        #expect(refusal { try UserManagerSocket.check(path, uid: Self.user) }
+                == "\(path) is no socket, so no service manager of uid \(Self.user) listens there")
     }
 
     @Test func noSocketMeansNoManagerListens() throws {
         let (root, path) = try runtimeRoot(for: Self.user)
         defer { try? FileManager.default.removeItem(atPath: root) }
-        do {
-            try UserManagerSocket.check(path, uid: Self.user)
-            Issue.record("a missing socket was accepted")
-        } catch {
-            #expect(error.description == "no service manager of uid \(Self.user) listens at \(path): No such file or directory")
-        }
+        #expect(refusal { try UserManagerSocket.check(path, uid: Self.user) }
+                == "no service manager of uid \(Self.user) listens at \(path): No such file or directory")
     }
 
     @Test func aListenerOfAnotherUidIsRefusedAndTheUsersOwnIsTrusted() throws {
@@ -105,12 +103,8 @@ import Testing
         defer { close(listener) }
         let client = try connected(to: path)
         defer { close(client) }
-        do {
-            _ = try UserManagerSocket.peer(of: client, uid: Self.user)
-            Issue.record("a listener running as root was trusted as uid \(Self.user)'s manager")
-        } catch {
-            #expect(error.description.contains("runs as uid 0, not as uid \(Self.user)"), "\(error)")
-        }
+        #expect(refusal { _ = try UserManagerSocket.peer(of: client, uid: Self.user) }
+                == "the process at the other end (pid \(getpid())) runs as uid 0, not as uid \(Self.user) ([Adopt] User=)")
         #expect(try UserManagerSocket.peer(of: client, uid: 0) == getpid())
     }
 
