@@ -4,7 +4,8 @@
 # ~/.config/lifecycled, finds the session's app.slice from its own cgroup and adopts a `systemd-run --user --scope`
 # program that follows the desktop conventions' unit name. Focus comes from GNOME's marks: the test writes
 # `user.xdg.inactive-since` on the scope's cgroup as the user, as mutter does, since there is no mutter here. Then
-# the daemon starts again with `[Adopt] ScopeTrees=yes` (tree_scope_case).
+# the daemon starts again with `[Adopt] ScopeTrees=yes` (tree_scope_case), and then the system service does the same
+# through the user's manager with `[Adopt] User=` (root_tree_scope_case).
 #
 # Expects: /check/user-lifecycled.service (the repository's user unit), /usr/local/bin/lifecycled and lifectl.
 # Prints SKIP (with the reason) where the container has no user manager or gives the user no cgroup2 subtree of
@@ -214,6 +215,42 @@ CONF
     ujournal >>"$D" 2>&1
     as_user systemctl --user stop "$unit" >>"$D" 2>&1
     tree_scope_case
+    root_tree_scope_case
+}
+
+# What both tree cases check after the move: SIGUSR1 makes the app double-fork a worker that calls setsid(), which
+# is in the scope by cgroup membership; hidden, the app is suspended by freezing the scope, the worker with it.
+# $1: the checks' prefix; $2, $3, $4: the case's functions that name the display, read the app's state and test the
+# scope's freeze. Uses the case's main, out, sdir and in_scope; sets its late.
+setsid_worker_checks() {
+    local prefix=$1 show=$2 state=$3 frozen=$4
+    kill -USR1 "$main"
+    wait_for 'late=$(awk "/^LATE/ { print \$2 }" "$out"); [ -n "$late" ]'
+    if [ -n "$late" ] && [ "$(awk '{ print $6 }' "/proc/$late/stat")" = "$late" ] && in_scope "$late"; then
+        pass "$prefix: a worker double-forked later that calls setsid() is in the scope" "pid $late leads session $late"
+    else
+        fail "$prefix: a worker double-forked later that calls setsid() is in the scope" "pid ${late:-none}: $(grep '^0::' "/proc/$late/cgroup" 2>&1)"
+    fi
+    if $show 0 0 && wait_for "[ \"\$($state)\" = suspended ]" && wait_for "$frozen" && in_scope "$late"; then
+        pass "$prefix: hidden, the app is suspended: its scope frozen, the setsid() worker with it" \
+            "cgroup.events frozen 1; $(tr '\n' ' ' <"$sdir/cgroup.procs")"
+    else
+        fail "$prefix: hidden, the app is suspended with its scope frozen" "state $($state), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
+    fi
+}
+
+# How both tree cases end: the daemon stops with the scope frozen; the scope is thawed, the app let go, and its
+# processes run on in the scope. $1: the checks' prefix; $2, $3, $4: the case's functions that stop the daemon, test
+# the scope's freeze and print the daemon's journal. Uses the case's main, late, name, sdir and in_scope.
+stop_lets_tree_go() {
+    local prefix=$1 stop=$2 frozen=$3 journal=$4
+    if $frozen && $stop && wait_for "! $frozen" \
+            && [ "$(awk '{ print $3 }' "/proc/$late/stat")" != T ] && in_scope "$main" && in_scope "$late"; then
+        pass "$prefix: the stop thaws the tree's scope and lets it go; its processes stay in the scope" \
+            "cgroup.events frozen 0, $($journal | grep -m1 "^$name: let go" | cut -c1-160)"
+    else
+        fail "$prefix: the stop thaws the tree's scope and lets it go" "$(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1); $($journal | grep "^$name: " | tail -2 | tr '\n' ';')"
+    fi
 }
 
 # `[Adopt] ScopeTrees=yes`: a window's process, started as the user outside the user's manager (here in this check's
@@ -258,19 +295,7 @@ CONF
             "state $(tstate); ${sdir:-no scope}: $(tr '\n' ' ' <"$sdir/cgroup.procs" 2>&1); $(ujournal | grep -m2 -E 'scope|ScopeTrees' | tr '\n' ';')"
         return
     fi
-    kill -USR1 "$main"
-    wait_for 'late=$(awk "/^LATE/ { print \$2 }" "$out"); [ -n "$late" ]'
-    if [ -n "$late" ] && [ "$(awk '{ print $6 }' "/proc/$late/stat")" = "$late" ] && in_scope "$late"; then
-        pass "user session: a worker double-forked later that calls setsid() is in the scope" "pid $late leads session $late"
-    else
-        fail "user session: a worker double-forked later that calls setsid() is in the scope" "pid ${late:-none}: $(grep '^0::' "/proc/$late/cgroup" 2>&1)"
-    fi
-    if display 0 0 && wait_for '[ "$(tstate)" = suspended ]' && wait_for tfrozen && in_scope "$late"; then
-        pass "user session: hidden, the app is suspended: its scope frozen, the setsid() worker with it" \
-            "cgroup.events frozen 1; $(tr '\n' ' ' <"$sdir/cgroup.procs")"
-    else
-        fail "user session: hidden, the app is suspended with its scope frozen" "state $(tstate), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
-    fi
+    setsid_worker_checks "user session" display tstate tfrozen
     as_user lifectl status >>"$D" 2>&1
 
     # A crash with the scope frozen: systemd starts the daemon again (Restart=on-failure), which thaws it first.
@@ -288,15 +313,83 @@ CONF
     # the processes run on, and stay in the scope, which is the one change the daemon cannot give back.
     wait_for "display 1 $main $main" && wait_for '[ "$(tstate)" = active ]'
     display 0 0; wait_for '[ "$(tstate)" = suspended ]' && wait_for tfrozen
-    if tfrozen && as_user timeout 100 systemctl --user stop lifecycled >>"$D" 2>&1 && wait_for '! tfrozen' \
-            && [ "$(awk '{ print $3 }' "/proc/$late/stat")" != T ] && in_scope "$main" && in_scope "$late"; then
-        pass "user session: the stop thaws the tree's scope and lets it go; its processes stay in the scope" \
-            "cgroup.events frozen 0, $(ujournal | grep -m1 "^$name: let go" | cut -c1-160)"
-    else
-        fail "user session: the stop thaws the tree's scope and lets it go" "$(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1); $(ujournal | grep "^$name: " | tail -2 | tr '\n' ';')"
-    fi
+    ustop() { as_user timeout 100 systemctl --user stop lifecycled >>"$D" 2>&1; }
+    stop_lets_tree_go "user session" ustop tfrozen ujournal
     ujournal | tail -40 >>"$D" 2>&1
     kill -KILL "$main" "$worker" "$elder" ${late:+"$late"} 2>/dev/null
+}
+
+# `[Adopt] ScopeTrees=yes` for the system service: lifecycled runs as root with `[Adopt] User=` naming the user, and
+# reaches that user's manager over its private socket (/run/user/UID/systemd/private), which moves the user's window
+# process and its tree into a scope in the user's own `lifecycled.slice`. The window is named over the system bus, as
+# a homescreen that runs as root names it. Called from user_session_case after tree_scope_case (the user's daemon is
+# stopped), whose variables it uses.
+root_tree_scope_case() {
+    log "system service: a window's process tree in a scope of the user's manager"
+    # The bus policy that lets root own the daemon's name on the system bus, as the package installs it.
+    cp /check/org.lifecycled.Lifecycle1.conf /etc/dbus-1/system.d/ && busctl call org.freedesktop.DBus /org/freedesktop/DBus \
+        org.freedesktop.DBus ReloadConfig >>"$D" 2>&1
+    mkdir -p /etc/lifecycled/apps.off && mv /etc/lifecycled/apps/*.conf /etc/lifecycled/apps.off/ 2>/dev/null
+    cat >/etc/lifecycled/lifecycled.conf <<CONF
+[Adopt]
+Windows=yes
+ScopeTrees=yes
+User=$user
+BackgroundTimeSec=1
+
+[Display]
+Source=dbus
+CONF
+    local out=/out/root-worker-app.out main worker elder late= sdir= line name=worker-app status
+    : >"$out"
+    as_user python3 /check/double_forking_app.py --setsid-worker-on-usr1 >"$out" 2>>"$D" &
+    wait_for '[ -n "$(head -1 "$out")" ]'
+    read -r main worker elder <"$out"
+    [ -n "${elder:-}" ] || { fail "system service: the double-forking app runs" "$(cat "$out")"; return; }
+    local since
+    since=$(date +%s)
+    sjournal() { journalctl --no-pager -o cat -u lifecycled.service --since "@$since"; }
+    if ! timeout 30 systemctl start lifecycled >>"$D" 2>&1; then
+        fail "system service: systemctl start lifecycled ([Adopt] User=$user, ScopeTrees=yes)" "$(sjournal | tail -3 | tr '\n' ';')"; return
+    fi
+    rdisplay() { busctl --system call org.lifecycled.Lifecycle1 /org/lifecycled/Lifecycle1 org.lifecycled.Lifecycle1.Manager \
+        SetDisplayPids auu "$@" >>"$D" 2>&1; }
+    rstate() { lifectl list 2>/dev/null | awk -v a="$name" '$1 == a { print $2 }'; }
+    in_scope() { [ -n "$sdir" ] && grep -qx "$1" "$sdir/cgroup.procs" 2>/dev/null; }
+    rfrozen() { grep -qx 'frozen 1' "$sdir/cgroup.events" 2>/dev/null; }
+    wait_for "rdisplay 1 $main $main" && wait_for '[ "$(rstate)" = active ]'
+    # The scope that holds the app: the user's case left its own scope in the same slice.
+    wait_for 'sdir=$(grep -lx "$main" "$base$mcg"/lifecycled.slice/lifecycled-adopted-*.scope/cgroup.procs 2>/dev/null | head -1); [ -n "$sdir" ]'
+    sdir=${sdir%/cgroup.procs}
+    line=$(lifectl list 2>/dev/null | grep "^$name ")
+    if in_scope "$main" && in_scope "$worker" && ! in_scope "$elder" && echo "$line" | grep -q "adopted: process $main in lifecycled-adopted-"; then
+        pass "system service: with [Adopt] User=, the user's manager moves an adopted window's tree into a scope (ScopeTrees=yes)" \
+            "${sdir#$base}: app $main and its first worker $worker, not the older $elder; $(echo "$line" | tr -s ' ')"
+    else
+        fail "system service: with [Adopt] User=, an adopted window's tree is moved into a scope of the user's manager" \
+            "state $(rstate); ${sdir:-no scope}; $(sjournal | grep -m3 -E 'scope|ScopeTrees' | tr '\n' ';')"
+        { sjournal | tail -30; echo "# the user's manager:"; journalctl --no-pager -o cat _UID="$uid" --since "@$since" | tail -30; } >>"$D" 2>&1
+        systemctl stop lifecycled >>"$D" 2>&1; kill -KILL "$main" "$worker" "$elder" 2>/dev/null; return
+    fi
+    status=$(lifectl status 2>&1)
+    if echo "$status" | grep -q 'each in a scope of its own (ScopeTrees=yes)' && ! echo "$status" | grep -q 'no scopes'; then
+        pass "system service: lifectl status says the trees go into scopes" "$(echo "$status" | grep -m1 -o 'windows ([^)]*)')"
+    else
+        fail "system service: lifectl status says the trees go into scopes" "$(echo "$status" | tr '\n' ';')"
+    fi
+    setsid_worker_checks "system service" rdisplay rstate rfrozen
+    if rdisplay 1 "$main" "$main" && wait_for '[ "$(rstate)" = active ]' && wait_for '! rfrozen' \
+            && [ "$(awk '{ print $3 }' "/proc/$late/stat")" != T ]; then
+        pass "system service: shown again, the app is active and its scope thawed" "cgroup.events frozen 0"
+    else
+        fail "system service: shown again, the app is active and its scope thawed" "state $(rstate), $(tr '\n' ' ' <"$sdir/cgroup.events" 2>&1)"
+    fi
+    rdisplay 0 0; wait_for '[ "$(rstate)" = suspended ]' && wait_for rfrozen
+    rstop() { timeout 100 systemctl stop lifecycled >>"$D" 2>&1; }
+    stop_lets_tree_go "system service" rstop rfrozen sjournal
+    sjournal | tail -40 >>"$D" 2>&1
+    kill -KILL "$main" "$worker" "$elder" ${late:+"$late"} 2>/dev/null
+    rm -f /etc/lifecycled/lifecycled.conf
 }
 
 user_session_case

@@ -14,7 +14,8 @@
 #      `journalctl` and looks at the delegated cgroups, writing PASS/FAIL lines to a bound directory; then the
 #      user-session case (systemd/container-user-session.sh): a user's `systemctl --user` lifecycled adopts,
 #      freezes and thaws a `systemd-run --user --scope` program, then a window's process tree moved into a scope
-#      of its own (`[Adopt] ScopeTrees=yes`) with a worker that calls setsid(); and powers the container off;
+#      of its own (`[Adopt] ScopeTrees=yes`) with a worker that calls setsid(), by the user's daemon and then by the
+#      system service through the user's manager (`[Adopt] User=`); and powers the container off;
 #   5. the package case: `make deb` twice from the same binaries (DEB_BUILD=1 and 2, lintian on the first), then
 #      one more boot of the tree with nothing of lifecycled in it, where systemd/container-package.sh installs the
 #      first build with apt, upgrades to the second, removes and purges (docs/PACKAGING.md);
@@ -338,7 +339,8 @@ echo DONE >>"$R"
 EOF
 # The user-session case and the user unit it installs, beside the check script.
 cp "$here/systemd/container-user-session.sh" "$CHECK/user-session.sh" && cp "$here/systemd/user/lifecycled.service" "$CHECK/user-lifecycled.service" \
-    && cp "$here/Tests/Fixtures/double_forking_app.py" "$CHECK/double_forking_app.py" || die "copying the user-session case to $CHECK failed"
+    && cp "$here/Tests/Fixtures/double_forking_app.py" "$CHECK/double_forking_app.py" \
+    && cp "$here/share/dbus-1/system.d/org.lifecycled.Lifecycle1.conf" "$CHECK/org.lifecycled.Lifecycle1.conf" || die "copying the user-session case to $CHECK failed"
 
 # --- 4. boot, once per cgroup mode -------------------------------------------------------------------------------
 # boot NAME CHECK-UNIT [ENV=VALUE…] -- [systemd-nspawn options…]: boots the tree with the check unit pulled in,

@@ -68,7 +68,7 @@ final class Adoption {
             releaseAll(where: { place in place.isProcess }, reason: "Windows= is off now")
         }
         // Trees already in a scope keep it: the daemon cannot move them back.
-        treeScopes.apply(enabled: new.windows && new.scopeTrees)
+        treeScopes.apply(enabled: new.windows && new.scopeTrees, user: new.user)
         if new.exclude != old.exclude || new.user != old.user {
             refusalsLogged = []
             windows.reconsider()

@@ -4,12 +4,16 @@ import Glibc
 /// user's service manager makes as `systemd-run --user --scope` does (`PIDs=` the tree's members), in
 /// `lifecycled.slice`. The kernel then keeps in the scope whatever its processes fork, a worker that double-forks
 /// and calls setsid() included, and the scope is frozen through its own `cgroup.freeze`, as a launcher's adopted
-/// scope is. Only a daemon that is a user's service moves its own user's processes, through that user's manager:
-/// a manager moves processes only of its own user, and only into its own units. The move is the one change the
-/// daemon cannot give back (the manager cannot put processes back into another unit's cgroup): once let go, the
-/// processes run on in the scope, which systemd collects when its last process exits.
+/// scope is. A manager moves processes only of its own user, and only into its own units: a daemon that is a
+/// user's service asks its own manager for its own user's processes; a daemon that runs as root asks the manager
+/// of the user `[Adopt] User=` names (`UserManagerSocket`), for that user's processes only. The move is the one
+/// change the daemon cannot give back (the manager cannot put processes back into another unit's cgroup): once
+/// let go, the processes run on in the scope, which systemd collects when its last process exits.
 final class TreeScopes {
     static let prefix = "lifecycled-adopted-"
+    /// How long a daemon that runs as root waits before it looks for the user's manager again: the system service
+    /// starts before the user logs in, and the user's manager starts and stops with the user's sessions.
+    static let retryInterval: Duration = .seconds(10)
 
     private let loop: EventLoop
     private let environment: [String: String]
@@ -19,21 +23,44 @@ final class TreeScopes {
     /// The cgroup2 mount, and the manager's own cgroup below it (`…/user@UID.service`).
     private var mount = ""
     private var manager = ""
+    /// The user whose processes go into scopes: the daemon's own, or `[Adopt] User=`'s for a daemon run as root.
+    private var owner: uid_t?
+    /// `[Adopt] User=` as configured, for a daemon run as root.
+    private var user: String?
+    /// `ScopeTrees=yes` with `Windows=yes`, as last applied.
+    private var enabled = false
+    /// When a daemon run as root last looked for the user's manager without finding it.
+    private var lastAttempt: ContinuousClock.Instant?
     /// Why trees stay trees, for status; nil while scopes are made.
     private(set) var unavailable: String? = "ScopeTrees=no"
 
-    init(loop: EventLoop, environment: [String: String], shared: SystemdManagerBus?) {
+    /// Where users' runtime directories are (`/run/user`; a test's directory in tests).
+    private let runtimeRoot: String
+
+    init(loop: EventLoop, environment: [String: String], shared: SystemdManagerBus?, runtimeRoot: String = "/run/user") {
         self.loop = loop
+        self.runtimeRoot = runtimeRoot
         self.environment = environment
         self.shared = shared
     }
 
-    /// At start and at every reload: `enabled` is `ScopeTrees=yes` with `Windows=yes`. The manager is found and
-    /// connected to the first time (a bounded wait, as at the daemon's start); why not is logged once per change.
-    func apply(enabled: Bool) {
+    /// At start and at every reload: `enabled` is `ScopeTrees=yes` with `Windows=yes`; `user` is `[Adopt] User=`.
+    /// The manager is found and connected to the first time (a bounded wait, as at the daemon's start), and again
+    /// where `User=` names another user; why not is logged once per change.
+    func apply(enabled: Bool, user: String?) {
+        self.enabled = enabled
         guard enabled else { unavailable = "ScopeTrees=no"; return }
+        if geteuid() == 0 && user != self.user {
+            bus = nil
+            self.user = user
+        }
         guard bus == nil else { unavailable = nil; return }
+        attempt()
+    }
+
+    private func attempt() {
         let reason = connect()
+        lastAttempt = reason == nil ? nil : .now
         if let reason {
             if unavailable != reason { Log.notice("adopt: ScopeTrees=yes, but \(reason); adopted windows stay process trees") }
         } else {
@@ -43,15 +70,13 @@ final class TreeScopes {
     }
 
     private func connect() -> String? {
-        guard geteuid() != 0 else {
-            return "lifecycled runs as root (only a user's own service manager moves that user's processes into a scope)"
+        guard let mounted = AppSlice.unifiedMount(mountinfo: (try? readKernelFile("/proc/self/mountinfo")) ?? "") else {
+            return "no cgroup2 hierarchy is mounted"
         }
+        if geteuid() == 0 { return connectAsRoot(mount: mounted) }
         let own = (try? readKernelFile("/proc/self/cgroup")) ?? ""
         guard let found = ScopeUnits.managerRoot(procSelfCgroup: own, euid: geteuid()) else {
             return "lifecycled is no service of a user's service manager (no user@UID.service in /proc/self/cgroup)"
-        }
-        guard let mounted = AppSlice.unifiedMount(mountinfo: (try? readKernelFile("/proc/self/mountinfo")) ?? "") else {
-            return "no cgroup2 hierarchy is mounted"
         }
         do {
             bus = try shared ?? SystemdManagerBus.connect(loop: loop, environment: environment)
@@ -60,6 +85,33 @@ final class TreeScopes {
         }
         mount = mounted
         manager = found
+        owner = geteuid()
+        return nil
+    }
+
+    /// Root has no user's manager of its own: it connects to the manager of the user `[Adopt] User=` names, whose
+    /// processes alone it moves, never through systemd's own connection (systemd's units are no user's).
+    private func connectAsRoot(mount mounted: String) -> String? {
+        guard let user else {
+            return "lifecycled runs as root without [Adopt] User= (only a user's service manager moves that user's processes into a scope)"
+        }
+        guard let uid = ConfigLoader.systemUserID(user) else { return "[Adopt] User=\(user) is no user" }
+        let path = UserManagerSocket.path(uid: uid, runtimeRoot: runtimeRoot)
+        let connected: SystemdManagerBus
+        do {
+            try UserManagerSocket.check(path, uid: uid)
+            connected = try SystemdManagerBus.connect(loop: loop, address: "unix:path=\(path)", peerUID: uid)
+        } catch {
+            return "\(error)"
+        }
+        let procCgroup = (try? readKernelFile("/proc/\(connected.peerPID)/cgroup")) ?? ""
+        guard let found = UserManagerSocket.managerCgroup(procCgroup: procCgroup, uid: uid) else {
+            return "the process at \(path) (pid \(connected.peerPID)) is not in user@\(uid).service/init.scope, where the user's manager runs"
+        }
+        bus = connected
+        mount = mounted
+        manager = found
+        owner = uid
         return nil
     }
 
@@ -68,8 +120,11 @@ final class TreeScopes {
     /// A leader already in one of these scopes (left by a previous daemon) keeps it. The returned cgroup is the
     /// scope's as systemd will make it; the place holds the tree there once the leader shows in it.
     func scope(for name: String, leader: pid_t, members: [pid_t]) -> (unit: String, cgroup: AppCgroup)? {
-        guard unavailable == nil, let bus else { return nil }
-        let uid = geteuid()
+        if enabled, unavailable != nil, user != nil, geteuid() == 0,
+           lastAttempt.map({ ContinuousClock.now - $0 >= Self.retryInterval }) ?? false {
+            attempt()
+        }
+        guard unavailable == nil, let bus, let uid = owner else { return nil }
         guard members.allSatisfy({ ProcessIdentity.realUID(of: $0).map { $0 == uid } ?? true }) else { return nil }
         guard let current = AppSlice.unifiedCgroup(procSelfCgroup: (try? readKernelFile("/proc/\(leader)/cgroup")) ?? "")
         else { return nil }

@@ -20,14 +20,22 @@ final class SystemdManagerBus {
     /// The error a callback hears when no answer came: the call timed out, or the connection closed before it.
     /// systemd may still have carried the call out.
     static let noReply = "org.freedesktop.DBus.Error.NoReply"
+    /// The uid the manager must run as (`UserManagerSocket.peer`), checked at every connection; nil for the
+    /// manager of the daemon's own `address(environment:euid:)`.
+    private let peerUID: uid_t?
+    /// The manager's pid as the kernel reported it for the first connection, where `peerUID` is set (else 0).
+    let peerPID: pid_t
 
-    private init(bus: OpaquePointer, loop: EventLoop, address: String, name: String, version: Int, callTimeout: Duration) {
+    private init(bus: OpaquePointer, loop: EventLoop, address: String, name: String, version: Int, callTimeout: Duration,
+                 peerUID: uid_t?, peerPID: pid_t) {
         self.bus = bus
         self.loop = loop
         self.address = address
         self.name = name
         self.version = version
         self.callTimeout = callTimeout
+        self.peerUID = peerUID
+        self.peerPID = peerPID
     }
 
     deinit { sd_bus_flush_close_unref(bus) }
@@ -48,10 +56,20 @@ final class SystemdManagerBus {
     /// `timeout`, which also proves that systemd answers there. `callTimeout`: each later call's.
     static func connect(loop: EventLoop, environment: [String: String], timeout: Duration = .seconds(2),
                         callTimeout: Duration = .seconds(10)) throws(SystemdBusError) -> SystemdManagerBus {
-        let address = try Self.address(environment: environment, euid: geteuid())
+        try connect(loop: loop, address: try Self.address(environment: environment, euid: geteuid()), peerUID: nil,
+                    timeout: timeout, callTimeout: callTimeout)
+    }
+
+    /// Connects to the manager at `address`, which must run as `peerUID` where that is given (a user's manager
+    /// reached by root, `UserManagerSocket`), checked before the Version call.
+    static func connect(loop: EventLoop, address: String, peerUID: uid_t?, timeout: Duration = .seconds(2),
+                        callTimeout: Duration = .seconds(10)) throws(SystemdBusError) -> SystemdManagerBus {
         let bus = try startedBus(at: address)
         let version: Int
+        var peerPID: pid_t = 0
         do throws(SystemdBusError) {
+            // A Unix socket is connected once sd_bus_start returns, so the peer is known before any call goes out.
+            if let peerUID { peerPID = try UserManagerSocket.peer(of: sd_bus_get_fd(bus), uid: peerUID) }
             version = try managerVersion(bus, timeout: timeout)
             let attached = sd_bus_attach_event(bus, loop.event, 0)
             guard attached >= 0 else { throw SystemdBusError("attach the bus to the event loop", errno: -attached) }
@@ -59,7 +77,8 @@ final class SystemdManagerBus {
             sd_bus_close_unref(bus)
             throw error
         }
-        return SystemdManagerBus(bus: bus, loop: loop, address: address, name: address, version: version, callTimeout: callTimeout)
+        return SystemdManagerBus(bus: bus, loop: loop, address: address, name: address, version: version, callTimeout: callTimeout,
+                                 peerUID: peerUID, peerPID: peerPID)
     }
 
     private static func managerVersion(_ bus: OpaquePointer, timeout: Duration) throws(SystemdBusError) -> Int {
@@ -200,6 +219,14 @@ final class SystemdManagerBus {
         guard sd_bus_is_open(bus) <= 0 else { return }
         Log.notice("The connection to systemd (\(name)) was closed; connecting again")
         let fresh = try startedBus(at: address)
+        if let peerUID {
+            do throws(SystemdBusError) {
+                _ = try UserManagerSocket.peer(of: sd_bus_get_fd(fresh), uid: peerUID)
+            } catch {
+                sd_bus_close_unref(fresh)
+                throw error
+            }
+        }
         let attached = sd_bus_attach_event(fresh, loop.event, 0)
         guard attached >= 0 else {
             sd_bus_close_unref(fresh)
