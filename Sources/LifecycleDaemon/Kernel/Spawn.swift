@@ -148,6 +148,87 @@ public final class PendingSpawn {
     }
 }
 
+/// A child held before execve (`startHeldSpawn`): it has done all its set-up and runs none of its program until
+/// `release()`. Its reports come on `socket`, which the caller watches: readable means `nextReport()` has something.
+/// Dropping this (or the daemon's end) without a release ends a held child: it exits instead of running.
+final class HeldSpawn {
+    /// What the spawn tells, in order: `held` once, then possibly `failed` (its execve failed after the release), then
+    /// `ended`; or `failed` before any `held`, then `ended`.
+    enum Report: Equatable {
+        /// Set up and waiting: the child's pid, the caller's to watch and reap from now on.
+        case held(pid_t)
+        /// What failed, and the child to reap when there is one (nil: none was made).
+        case failed(pid: pid_t?, errno: Int32)
+        /// The child has exec'd or ended, and the spawn's thread let go of it: nothing more comes.
+        case ended
+        /// Nothing to read now.
+        case nothing
+    }
+
+    /// The daemon's end of the hold socket, non-blocking and close-on-exec, so that no other child holds it.
+    let socket: FileDescriptor
+    let executable: String
+    private var released = false
+
+    fileprivate init(socket: FileDescriptor, executable: String) {
+        self.socket = socket
+        self.executable = executable
+    }
+
+    func nextReport() -> Report {
+        var report = cs_hold_report()
+        var count: Int
+        repeat {
+            count = withUnsafeMutableBytes(of: &report) { recv(socket.rawValue, $0.baseAddress, $0.count, 0) }
+        } while count < 0 && errno == EINTR
+        if count < 0 && errno == EAGAIN { return .nothing }
+        // An end of file, or what no spawn sends.
+        guard count == MemoryLayout<cs_hold_report>.size else { return .ended }
+        if report.error == 0 { return .held(report.pid) }
+        return .failed(pid: report.pid > 0 ? report.pid : nil, errno: report.error)
+    }
+
+    /// Lets the child exec; once only.
+    func release() {
+        guard !released else { return }
+        released = true
+        var go: UInt8 = 1
+        _ = send(socket.rawValue, &go, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+    }
+
+    var isReleased: Bool { released }
+}
+
+/// Starts a child as `startSpawn` does, held before execve on a thread of its own (`HeldSpawn`); the caller learns
+/// its pid from the first report, while the child waits. Only the start itself can fail here; every later failure is
+/// a report.
+func startHeldSpawn(_ request: SpawnRequest) throws(SystemError) -> HeldSpawn {
+    var cgroupFiles: [FileDescriptor] = []
+    for path in request.cgroupProcsFiles { cgroupFiles.append(try FileDescriptor.open(path, O_WRONLY)) }
+    let cgroupFDs = cgroupFiles.map(\.rawValue)
+    var fds: [Int32] = [-1, -1]
+    try retryingEINTR("create the hold socket of \(request.executable)") { cs_seqpacket_pair_cloexec(&fds) }
+    let daemonEnd = FileDescriptor(owning: fds[0], path: "the hold of \(request.executable)")
+    let childEnd = FileDescriptor(owning: fds[1], path: "the child's end of the hold of \(request.executable)")
+    try retryingEINTR("make the hold of \(request.executable) non-blocking") { cs_set_nonblocking(daemonEnd.rawValue) }
+    let argv = (request.argv.isEmpty ? [request.executable] : request.argv).map { strdup($0) } + [nil]
+    let envp = request.environment.map { strdup($0) } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    let ids = request.credentials
+    let groups = ids?.groups ?? []
+    // The spawn's thread has its own copies of the descriptors: ours close when this returns.
+    let result = cs_spawn_held(
+        request.executable, argv, envp, request.workingDirectory,
+        ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
+        request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1, childEnd.rawValue)
+    withExtendedLifetime((cgroupFiles, childEnd)) {}
+    guard result == 0 else { throw SystemError(operation: "spawn \(request.executable)", errno: result) }
+    return HeldSpawn(socket: daemonEnd, executable: request.executable)
+}
+
 /// Makes the daemon the reaper of orphaned descendants (an app's daemonised grandchildren),
 /// so they are reported to it instead of to PID 1.
 public func becomeChildSubreaper() throws(SystemError) {
