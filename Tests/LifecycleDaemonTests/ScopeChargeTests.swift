@@ -118,6 +118,26 @@ import Testing
         #expect(t.app.pid.map { getpgid($0) == $0 } == true)
     }
 
+    @Test func aHeldLaunchThatFailsBeforeItIsHeldIsAFailedSpawnAndLeavesNoChild() throws {
+        let t = try Launch(mode: { "place \($0) 0" })
+        defer { t.end() }
+        t.app.config.workingDirectory = "/nonexistent/directory"
+        #expect(t.processes.spawn(t.app, LaunchOptions(launchedBy: "lifectl")) == nil, "the failure comes from the child")
+        #expect(t.run(until: { t.port.inputs.contains { $0.hasPrefix("event spawnFailed(app: \"demo\"") } }), "\(t.port.inputs)")
+        let failure = t.port.inputs.first { $0.hasPrefix("event spawnFailed") } ?? ""
+        #expect(failure.contains("No such file or directory"), "\(failure)")
+        #expect(t.app.pid == nil && t.app.launchHold == nil)
+        #expect(!t.bus.requests.contains("StartTransientUnit app-lifecycled-demo.scope"), "no scope for a process that never was the app's")
+        #expect(t.run(until: { unexecutedChildren() == 0 }), "the failed child is reaped")
+    }
+
+    /// This process's children that never exec'd: they still bear the name of the held spawn's thread that made them.
+    private func unexecutedChildren() -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        let children = tasks.flatMap { ((try? readKernelFile("/proc/self/task/\($0)/children")) ?? "").split(separator: " ") }
+        return children.filter { ((try? readKernelFile("/proc/\($0)/comm")) ?? "").hasPrefix("held spawn") }.count
+    }
+
     /// The names of this process's threads that are held spawns' (`cs_spawn_held`).
     private func heldSpawnThreads() -> Int {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
