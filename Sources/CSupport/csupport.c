@@ -232,7 +232,9 @@ fail:
         int e = a->error;
         (void)write(a->report_fd, &e, sizeof e);
     }
-    // Not while the descriptor table is still the daemon's (the unshare failed): the spawn is tried again.
+    // Not while the descriptor table is still the daemon's (the unshare failed): the spawn is tried again. Before
+    // the hold socket was moved, it is where the daemon placed it.
+    if (hold < 0) hold = a->hold_fd;
     if (hold >= 0 && !a->unshare_failed) {
         struct cs_hold_report failed = { .pid = (int)syscall(SYS_getpid), .error = a->error };
         (void)send(hold, &failed, sizeof failed, MSG_NOSIGNAL);
@@ -410,7 +412,7 @@ static int spawn_run(const char *path, char *const argv[], char *const envp[], c
     int slotted = 0;
 #ifndef CS_THREAD_SANITIZER
     int slot_cgroup_fds[CS_SLOTS_PER_SET];
-    int set = (3 + ncgroup_fds <= CS_SLOTS_PER_SET) ? slot_set_acquire() : -1;
+    int set = (2 + (hold_fd >= 0) + ncgroup_fds <= CS_SLOTS_PER_SET) ? slot_set_acquire() : -1;
     if (set >= 0) {
         int used = 0, ok = 1;
         ok = ok && slot_place(set, &used, &a.inherit_fd) == 0;

@@ -239,7 +239,12 @@ final class ProcessSupervisor {
                 host.handle(.event(.spawnFailed(app: app.name, reason: "\(error)")))
                 return
             case .ended:
-                return drop(hold, of: app, reaping: nil)
+                drop(hold, of: app, reaping: nil)
+                // Ended without a word: what no spawn does but one whose report could not be sent.
+                if hold.pid == nil, hold.launch != nil {
+                    host.handle(.event(.spawnFailed(app: app.name, reason: "Failed to spawn \(hold.spawn.executable): it ended before it reported")))
+                }
+                return
             }
         }
     }
