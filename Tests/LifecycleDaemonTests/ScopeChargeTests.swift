@@ -102,6 +102,16 @@ import Testing
         #expect(!t.port.inputs.contains { $0.hasPrefix("event spawnFailed") })
     }
 
+    @Test func aHeldLaunchsPidIsSavedForTheNextDaemonOnceItIsKnown() throws {
+        let t = try Launch(mode: { "place \($0) \(Self.startJobDelay)" })
+        defer { t.end() }
+        #expect(t.processes.spawn(t.app, LaunchOptions(launchedBy: "lifectl")) == nil)
+        // The model's transition came with the spawn, before any pid: a state file saved then names none.
+        #expect(t.app.pid == nil && t.port.dirtied.isEmpty)
+        #expect(t.run(until: { t.app.pid != nil }), "the child reported its pid")
+        #expect(t.port.dirtied == ["demo"], "the state file is saved again, with the pid, once it is known")
+    }
+
     @Test func anAppWhoseScopeFailsStillRunsOnceTheFailureIsKnown() throws {
         let t = try Launch(mode: { _ in "refuse \(Self.startJobDelay)" })
         defer { t.end() }

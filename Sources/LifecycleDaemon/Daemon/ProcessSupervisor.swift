@@ -228,6 +228,9 @@ final class ProcessSupervisor {
                 hold.pid = pid
                 hold.launch = nil
                 launched(app, launch, pid: pid)
+                // The state file names the pid, for the next daemon to take the app back after a crash: the model's
+                // transition, long done, saved none.
+                host.markDirty(app.name)
             case .failed(let pid, let code):
                 let error = SystemError(operation: "spawn \(hold.spawn.executable)", errno: code)
                 guard hold.pid == nil else {
