@@ -42,6 +42,7 @@ final class ProcessSupervisor {
         let token: String
     }
 
+    /// A launch spawned as usual (not held): its preparation and its spawn, on a worker or done.
     private struct LaunchInFlight {
         let prepared: PreparedLaunch
         let spawn: Result<PendingSpawn, SystemError>
@@ -121,7 +122,8 @@ final class ProcessSupervisor {
 
     /// Runs `body` (which launches apps) with the children spawned on worker threads, so that they set themselves
     /// up side by side while the next apps are prepared, and finishes every launch before returning. The model
-    /// has moved each app already; its pid, output, connection and priority are set when its launch finishes.
+    /// has moved each app already; its pid, output, connection and priority are set when its launch finishes. A
+    /// launch held for its place (`hold`) is not in the batch: it finishes when its child reports, later.
     func launchingTogether(_ body: () -> Void) {
         guard launchBatch == nil else { return body() }
         launchBatch = []
