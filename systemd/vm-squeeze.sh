@@ -7,8 +7,7 @@
 # focus) and front is active. The slice gets a MemoryMax= 16 MiB under what the machine has available, and a
 # MemoryHigh= 96 MiB below that (the kernel throttles hard only a few percent over memory.high); vm-squeezer, in a
 # scope of the same slice, allocates until the slice's memory.pressure shows a stall and keeps it there, holding at
-# most a third of the gap over MemoryHigh= alone: most of an app's 24 MiB is charged to the daemon's cgroup, where
-# the app writes it before its move into its scope, so the squeezer must be able to pass memory.high by itself; it
+# most a third of the gap over MemoryHigh= alone, so that it can pass memory.high by itself whatever the apps hold; it
 # stops growing at the first stall, well under MemoryMax=. memory.high throttles the squeezer and counts as memory stall in
 # PSI, so the pressure is real without swap (the VM has none), and the machine is short too (under earlyoom's 10% of
 # MemAvailable).
@@ -133,6 +132,16 @@ wait_until '[ "$(ml front)" = max ] && [ "$(ml visible)" = max ] && [ "$(ml old)
     && pass "memory protection through systemd: memory.low max for the active and the visible app, 0 for the suspended ones" \
     || fail "memory protection through systemd" "memory.low front $(ml front), visible $(ml visible), old $(ml old), recent $(ml recent); $(scope_log | tr '\n' ';')"
 scope_log 50 >>"$D"
+# Each app writes its 24 MiB as its first act, and runs only once its scope holds it: all of it is charged there.
+charged() { echo $(( $(cat "$(scope_of "$1")/memory.current" 2>/dev/null || echo 0) >> 20 )); }
+charges=""; uncharged=""
+for app in $squeeze_apps; do
+    charges+="$app $(charged $app) MiB, "
+    [ "$(charged $app)" -ge 24 ] || uncharged+="$app "
+done
+service_mib=$(( $(cat /sys/fs/cgroup/system.slice/lifecycled.service/memory.current 2>/dev/null || echo 0) >> 20 ))
+[ -z "$uncharged" ] && pass "each app's memory is charged to its scope: the 24 MiB it wrote first thing" "${charges%, }; lifecycled.service ${service_mib} MiB" \
+    || fail "each app's memory is charged to its scope" "${charges%, }; lifecycled.service ${service_mib} MiB"
 [ "$old_low_in_front" = max ] && [ "$(ml old)" = 0 ] \
     && pass "memory protection follows focus: old had memory.low max while active, 0 once focus left it" \
     || fail "memory protection follows focus" "old: ${old_low_in_front:-?} while active, $(ml old) now"

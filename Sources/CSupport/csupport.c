@@ -61,6 +61,7 @@ struct spawn_args {
     const int *keep;
     int nkeep;
     volatile int unshare_failed; // set by the child: this kernel has no CLOSE_RANGE_UNSHARE
+    int hold_fd;        // -1; else the child's end of a held spawn's socket (cs_spawn_held)
 };
 
 // ThreadSanitizer intercepts clone() and handles every call as a fork: a CLONE_VM clone fails one of
@@ -84,12 +85,31 @@ static int raw_sigmask(const sigset_t *set, sigset_t *old) {
 // The soft descriptor limit the daemon had before cs_raise_nofile_limit raised it; children get it back. 0: unchanged.
 static rlim_t child_nofile_soft;
 
+// Closes every descriptor from `first` on but `keep1` and `keep2` (-1: none), in the child before execve.
+static void close_from(int first, int keep1, int keep2) {
+    int keep[2] = { keep1 < keep2 ? keep1 : keep2, keep1 < keep2 ? keep2 : keep1 };
+    unsigned from = (unsigned)first;
+    for (int i = 0; i < 2; i++) {
+        if (keep[i] < first) continue;
+        if ((unsigned)keep[i] > from) (void)syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+        from = (unsigned)keep[i] + 1;
+    }
+    if (syscall(SYS_close_range, from, ~0U, 0) < 0) {
+        struct rlimit rl;
+        long max = (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ? (long)rl.rlim_cur : 65536;
+        for (long fd = first; fd < max; fd++) {
+            if (fd != keep1 && fd != keep2) (void)close((int)fd);
+        }
+    }
+}
+
 // Runs in the child, on its own stack but in the parent's memory, until execve.
 // Only async-signal-safe calls. The credential changes are raw syscalls on purpose: glibc's
 // setuid/setgid/setgroups in a multithreaded process broadcast the change to every thread in
 // its thread list, and that list is the parent's.
 static int spawn_child(void *p) {
     struct spawn_args *a = p;
+    int hold = -1; // the hold socket, once placed (see below)
 
     if (a->table_limit > 0) {
         // Our own descriptor table, holding only the low part of the parent's (the standard descriptors and
@@ -143,6 +163,13 @@ static int spawn_child(void *p) {
         goto fail;
     }
 
+    // A hold socket on 0 to 3 would be overwritten by the descriptors placed there below: it moves above them.
+    hold = a->hold_fd;
+    if (hold >= 0 && hold <= 3) {
+        hold = fcntl(hold, F_DUPFD_CLOEXEC, 4);
+        if (hold < 0) goto fail;
+    }
+
     // stdout and stderr first: the descriptor moved to 3 below is never 1 or 2.
     if (a->output_fd >= 0) {
         if (dup2(a->output_fd, 1) < 0 || dup2(a->output_fd, 2) < 0) goto fail;
@@ -159,16 +186,9 @@ static int spawn_child(void *p) {
         }
         first_to_close = 4;
     }
-    // Everything else goes, but the report pipe of a forked spawn (close-on-exec: execve closes it).
-    unsigned keep = a->report_fd >= first_to_close ? (unsigned)a->report_fd : ~0U;
-    if (keep != ~0U && keep > (unsigned)first_to_close) (void)syscall(SYS_close_range, (unsigned)first_to_close, keep - 1, 0);
-    if (syscall(SYS_close_range, keep == ~0U ? (unsigned)first_to_close : keep + 1, ~0U, 0) < 0) {
-        struct rlimit rl;
-        long max = (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ? (long)rl.rlim_cur : 65536;
-        for (long fd = first_to_close; fd < max; fd++) {
-            if (fd != a->report_fd) (void)close((int)fd);
-        }
-    }
+    // Everything else goes, but the report pipe of a forked spawn and the hold socket (both close-on-exec: execve
+    // closes them).
+    close_from(first_to_close, a->report_fd, hold);
 
     if (a->cwd && chdir(a->cwd) < 0) goto fail;
 
@@ -192,12 +212,32 @@ static int spawn_child(void *p) {
     sigemptyset(&empty);
     if (raw_sigmask(&empty, NULL) < 0) goto fail;
 
+    // A held spawn: the daemon learns the pid and lets the program run once the process is where it belongs. The
+    // wait comes after the signal mask is emptied, so that a stop's SIGTERM ends a held child as it would the app.
+    // An end of file means the daemon closed its end without a word (it died, or gave the launch up): the child
+    // ends too rather than run, since it would run outside its place, in the daemon's own cgroup, unwatched.
+    if (hold >= 0) {
+        struct cs_hold_report held = { .pid = (int)syscall(SYS_getpid), .error = 0 };
+        if (send(hold, &held, sizeof held, MSG_NOSIGNAL) != (ssize_t)sizeof held) goto fail;
+        char go = 0;
+        ssize_t n;
+        do { n = read(hold, &go, 1); } while (n < 0 && errno == EINTR);
+        if (n != 1) _exit(CS_HOLD_DROPPED_STATUS);
+    }
+
     execve(a->path, a->argv, a->envp);
 fail:
     a->error = errno ? errno : EINVAL;
     if (a->report_fd >= 0) {
         int e = a->error;
         (void)write(a->report_fd, &e, sizeof e);
+    }
+    // Not while the descriptor table is still the daemon's (the unshare failed): the spawn is tried again. Before
+    // the hold socket was moved, it is where the daemon placed it.
+    if (hold < 0) hold = a->hold_fd;
+    if (hold >= 0 && !a->unshare_failed) {
+        struct cs_hold_report failed = { .pid = (int)syscall(SYS_getpid), .error = a->error };
+        (void)send(hold, &failed, sizeof failed, MSG_NOSIGNAL);
     }
     _exit(127);
 }
@@ -339,9 +379,12 @@ static pid_t spawn_clone(struct spawn_args *a, void *stack_top, int extra_flags)
 #endif
 }
 
-int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
-             int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
-             int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, pid_t *out_pid) {
+// cs_spawn, and with `hold_fd` (not -1) a held spawn's (cs_spawn_held): the child that reported its pid there is the
+// caller's to reap, whatever became of it, and *out_pid is set even on failure (-1: there is no child).
+static int spawn_run(const char *path, char *const argv[], char *const envp[], const char *cwd,
+                     int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+                     int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, int hold_fd,
+                     pid_t *out_pid) {
     // clone(CLONE_VM | CLONE_VFORK) rather than vfork(): the child gets its own stack, so it cannot clobber
     // the frame of the parent it shares memory with.
     const size_t stack_size = 64 * 1024;
@@ -362,17 +405,19 @@ int cs_spawn(const char *path, char *const argv[], char *const envp[], const cha
         .has_ids = has_ids, .uid = uid, .gid = gid, .groups = groups, .ngroups = ngroups,
         .inherit_fd = inherit_fd, .output_fd = output_fd, .cgroup_fds = cgroup_procs_fds, .ncgroup_fds = ncgroup_fds,
         .error = 0, .report_fd = -1, .table_limit = 0, .keep = NULL, .nkeep = 0, .unshare_failed = 0,
+        .hold_fd = hold_fd,
     };
     pid_t pid = -1;
     int err = 0;
     int slotted = 0;
 #ifndef CS_THREAD_SANITIZER
     int slot_cgroup_fds[CS_SLOTS_PER_SET];
-    int set = (2 + ncgroup_fds <= CS_SLOTS_PER_SET) ? slot_set_acquire() : -1;
+    int set = (2 + (hold_fd >= 0) + ncgroup_fds <= CS_SLOTS_PER_SET) ? slot_set_acquire() : -1;
     if (set >= 0) {
         int used = 0, ok = 1;
         ok = ok && slot_place(set, &used, &a.inherit_fd) == 0;
         ok = ok && slot_place(set, &used, &a.output_fd) == 0;
+        ok = ok && slot_place(set, &used, &a.hold_fd) == 0;
         for (int i = 0; ok && i < ncgroup_fds; i++) {
             slot_cgroup_fds[i] = cgroup_procs_fds[i];
             ok = slot_place(set, &used, &slot_cgroup_fds[i]) == 0;
@@ -395,6 +440,7 @@ int cs_spawn(const char *path, char *const argv[], char *const envp[], const cha
             pid = -1;
             a.inherit_fd = inherit_fd;
             a.output_fd = output_fd;
+            a.hold_fd = hold_fd;
             a.cgroup_fds = cgroup_procs_fds;
             a.table_limit = 0;
             a.keep = NULL;
@@ -407,14 +453,21 @@ int cs_spawn(const char *path, char *const argv[], char *const envp[], const cha
         pid = spawn_clone(&a, (char *)stack + stack_size, 0);
         err = pid < 0 ? errno : a.error;
     }
-    if (pid > 0 && err != 0) {
+    if (pid > 0 && err != 0 && hold_fd < 0) {
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
     }
 
     raw_sigmask(&old, NULL);
     munmap(stack, stack_size);
-    if (err == 0) *out_pid = pid;
+    if (err == 0 || hold_fd >= 0) *out_pid = pid;
     return err;
+}
+
+int cs_spawn(const char *path, char *const argv[], char *const envp[], const char *cwd,
+             int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+             int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, pid_t *out_pid) {
+    return spawn_run(path, argv, envp, cwd, has_ids, uid, gid, groups, ngroups, inherit_fd, cgroup_procs_fds,
+                     ncgroup_fds, output_fd, -1, out_pid);
 }
 
 // MARK: Spawns on worker threads
@@ -440,6 +493,7 @@ struct cs_spawn_job {
     int *cgroup_fds;
     int ncgroup_fds;
     int output_fd;
+    int hold_fd; // a held spawn's (cs_spawn_held); -1 on the workers
     int done;
     int error;
     pid_t pid;
@@ -524,9 +578,21 @@ static void job_free(struct cs_spawn_job *job) {
     free(job);
 }
 
-cs_spawn_job *cs_spawn_submit(const char *path, char *const argv[], char *const envp[], const char *cwd,
-                              int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
-                              int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd) {
+// Closes the descriptors a held spawn's job owns.
+static void job_close_fds(struct cs_spawn_job *job) {
+    if (job->inherit_fd >= 0) close(job->inherit_fd);
+    if (job->output_fd >= 0) close(job->output_fd);
+    if (job->hold_fd >= 0) close(job->hold_fd);
+    for (int i = 0; i < job->ncgroup_fds; i++) {
+        if (job->cgroup_fds[i] >= 0) close(job->cgroup_fds[i]);
+    }
+}
+
+// A job with copies of the strings and the caller's descriptor numbers, or NULL with errno.
+static struct cs_spawn_job *spawn_job_make(const char *path, char *const argv[], char *const envp[], const char *cwd,
+                                                int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+                                                int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds,
+                                                int output_fd) {
     struct cs_spawn_job *job = calloc(1, sizeof *job);
     if (!job) return NULL;
     job->path = strdup(path);
@@ -549,7 +615,16 @@ cs_spawn_job *cs_spawn_submit(const char *path, char *const argv[], char *const 
     job->inherit_fd = inherit_fd;
     job->ncgroup_fds = ncgroup_fds;
     job->output_fd = output_fd;
+    job->hold_fd = -1;
+    return job;
+}
 
+cs_spawn_job *cs_spawn_submit(const char *path, char *const argv[], char *const envp[], const char *cwd,
+                              int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+                              int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd) {
+    struct cs_spawn_job *job = spawn_job_make(path, argv, envp, cwd, has_ids, uid, gid, groups, ngroups,
+                                                   inherit_fd, cgroup_procs_fds, ncgroup_fds, output_fd);
+    if (!job) return NULL;
     pthread_mutex_lock(&pool_lock);
     pool_start();
     if (pool_threads > 0) {
@@ -572,6 +647,49 @@ int cs_spawn_finish(cs_spawn_job *job, pid_t *out_pid) {
     int error = job->error;
     if (error == 0) *out_pid = job->pid;
     job_free(job);
+    return error;
+}
+
+
+// MARK: Held spawns
+
+// A held spawn's thread: it waits in clone() (CLONE_VFORK) for as long as the child is held, which is why a held
+// spawn has a thread of its own rather than a worker: nothing else ever waits behind it. It owns copies of the
+// descriptors (made by cs_spawn_held), so that the caller may close its own at any time.
+static void *held_main(void *p) {
+    struct cs_spawn_job *job = p;
+    (void)cs_set_thread_name("held spawn");
+    pid_t pid = -1;
+    int error = spawn_run(job->path, job->argv, job->envp, job->cwd, job->has_ids, job->uid, job->gid, job->groups,
+                          job->ngroups, job->inherit_fd, job->cgroup_fds, job->ncgroup_fds, job->output_fd,
+                          job->hold_fd, &pid);
+    if (error != 0 && pid <= 0) {
+        // No child to say so: the report comes from here.
+        struct cs_hold_report failed = { .pid = 0, .error = error };
+        (void)send(job->hold_fd, &failed, sizeof failed, MSG_NOSIGNAL);
+    }
+    job_close_fds(job);
+    job_free(job);
+    return NULL;
+}
+
+int cs_spawn_held(const char *path, char *const argv[], char *const envp[], const char *cwd,
+                  int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+                  int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, int hold_fd) {
+    struct cs_spawn_job *job = spawn_job_make(path, argv, envp, cwd, has_ids, uid, gid, groups, ngroups,
+                                                   inherit_fd, cgroup_procs_fds, ncgroup_fds, output_fd);
+    if (!job) return errno;
+    job->inherit_fd = job->output_fd = job->hold_fd = -1;
+    for (int i = 0; i < ncgroup_fds; i++) job->cgroup_fds[i] = -1;
+    int ok = (inherit_fd < 0 || (job->inherit_fd = fcntl(inherit_fd, F_DUPFD_CLOEXEC, 3)) >= 0)
+        && (output_fd < 0 || (job->output_fd = fcntl(output_fd, F_DUPFD_CLOEXEC, 3)) >= 0)
+        && (job->hold_fd = fcntl(hold_fd, F_DUPFD_CLOEXEC, 3)) >= 0;
+    for (int i = 0; ok && i < ncgroup_fds; i++) ok = (job->cgroup_fds[i] = fcntl(cgroup_procs_fds[i], F_DUPFD_CLOEXEC, 3)) >= 0;
+    int error = ok ? cs_start_detached_thread(held_main, job, 256 * 1024) : errno;
+    if (error != 0) {
+        job_close_fds(job);
+        job_free(job);
+    }
     return error;
 }
 
@@ -647,6 +765,10 @@ int cs_pipe_cloexec(int fds[2]) {
 
 int cs_socketpair_cloexec(int fds[2]) {
     return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
+}
+
+int cs_seqpacket_pair_cloexec(int fds[2]) {
+    return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds);
 }
 
 int cs_accept_cloexec_nonblock(int fd) {

@@ -7,7 +7,7 @@
  *   org.freedesktop.systemd1.Manager.GetUnitByPID(u)      -> o  the unit's path
  *   org.freedesktop.DBus.Properties.Get(Unit, "Job")      -> v  (uo): job 42, or (0, "/") for none
  *   org.freedesktop.DBus.Properties.Get(Job, "JobType")   -> v  s
- * and the scope placement's calls (ScopePlacementTests), without doing anything they ask:
+ * and the scope placement's calls (ScopePlacementTests, ScopeChargeTests), doing nothing they ask but in mode place:
  *   org.freedesktop.DBus.Properties.Get(Manager, "Version") -> v  s "252"
  *   org.freedesktop.systemd1.Manager.StartTransientUnit(ssa(sv)a(sa(sv)))  -> o  a job's path
  *   org.freedesktop.systemd1.Manager.SetUnitProperties(sba(sv))            -> ()
@@ -22,12 +22,18 @@
  *   garbage              the Job property is a string, not (uo)
  *   hang                 GetUnitByPID is recorded and never answered
  *   late-start           StartTransientUnit is recorded and never answered (as a systemd too busy to answer in time)
+ *   place ROOT MS        StartTransientUnit is answered at once and, MS milliseconds later, carried out as systemd's
+ *                        start job does: ROOT/lifecycled.slice/UNIT is made (ROOT: a directory on a cgroup2 mount) and
+ *                        the PIDs= of the call are written to its cgroup.procs; then "Placed UNIT" is recorded
+ *   refuse MS            StartTransientUnit waits MS milliseconds, then is recorded and refused (AccessDenied)
  *   mute                 the connection is accepted and nothing is ever said, not even to authenticate
  *
  * usage: fake_systemd_bus SOCKET RECORD MODEFILE     (build: cc fake_systemd_bus.c $(pkg-config --libs libsystemd))
  * It serves one connection at a time, until it is killed. */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +48,7 @@
 #define MANAGER "org.freedesktop.systemd1.Manager"
 
 static FILE *record;
-static char mode[64];
+static char mode[1024];
 static sd_bus_message *unanswered; /* hang: the call we keep without a reply */
 
 static void read_mode(const char *path) {
@@ -80,6 +86,53 @@ static int read_properties(sd_bus_message *m, char *line, size_t size) {
     return sd_bus_message_exit_container(m);
 }
 
+static void sleep_ms(long ms) {
+    struct timespec t = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+    while (nanosleep(&t, &t) < 0 && errno == EINTR) {}
+}
+
+/* The PIDs= of a StartTransientUnit whose unit's name was read: at most `max` into `pids`, their count returned. */
+static int read_pids(sd_bus_message *m, uint32_t *pids, int max) {
+    int n = 0, r;
+    const char *unit_mode = NULL;
+    if (sd_bus_message_read_basic(m, 's', &unit_mode) < 0) return 0;
+    if (sd_bus_message_enter_container(m, 'a', "(sv)") < 0) return 0;
+    while ((r = sd_bus_message_enter_container(m, 'r', "sv")) > 0) {
+        const char *name = NULL, *contents = NULL;
+        char type = 0;
+        if (sd_bus_message_read_basic(m, 's', &name) < 0) return n;
+        if (sd_bus_message_peek_type(m, &type, &contents) < 0) return n;
+        if (strcmp(name, "PIDs") == 0 && contents && strcmp(contents, "au") == 0) {
+            uint32_t pid;
+            if (sd_bus_message_enter_container(m, 'v', "au") < 0 || sd_bus_message_enter_container(m, 'a', "u") < 0) return n;
+            while (sd_bus_message_read_basic(m, 'u', &pid) > 0) if (n < max) pids[n++] = pid;
+            if (sd_bus_message_exit_container(m) < 0 || sd_bus_message_exit_container(m) < 0) return n;
+        } else if (sd_bus_message_skip(m, "v") < 0) {
+            return n;
+        }
+        if (sd_bus_message_exit_container(m) < 0) return n;
+    }
+    return n;
+}
+
+/* What systemd's start job of a scope does with its PIDs=. */
+static void place(const char *root, const char *unit, const uint32_t *pids, int n) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/lifecycled.slice", root);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/lifecycled.slice/%s", root, unit);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/lifecycled.slice/%s/cgroup.procs", root, unit);
+    for (int i = 0; i < n; i++) {
+        FILE *procs = fopen(path, "w");
+        if (!procs) break;
+        fprintf(procs, "%u\n", pids[i]);
+        fclose(procs);
+    }
+    fprintf(record, "Placed %s\n", unit);
+    fflush(record);
+}
+
 static int handle(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void) userdata;
     (void) error;
@@ -92,6 +145,29 @@ static int handle(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         int r = sd_bus_message_read_basic(m, 's', &unit);
         if (r <= 0) return sd_bus_reply_method_errorf(m, SD_BUS_ERROR_INVALID_ARGS, "expected a unit's name");
         snprintf(line, sizeof line, "%s %s", member, unit);
+        long delay = 0;
+        char root[1024] = "";
+        int placing = strcmp(member, "StartTransientUnit") == 0 && sscanf(mode, "place %1023s %ld", root, &delay) == 2;
+        if (strcmp(member, "StartTransientUnit") == 0 && sscanf(mode, "refuse %ld", &delay) == 1) {
+            sleep_ms(delay);
+            fprintf(record, "%s\n", line);
+            fflush(record);
+            return sd_bus_reply_method_errorf(m, SD_BUS_ERROR_ACCESS_DENIED, "this fake systemd refuses scopes");
+        }
+        if (placing) {
+            uint32_t pids[16];
+            char unit_name[256];
+            snprintf(unit_name, sizeof unit_name, "%s", unit);
+            int n = read_pids(m, pids, 16);
+            fprintf(record, "%s\n", line);
+            fflush(record);
+            r = sd_bus_reply_method_return(m, "o", JOB_PATH);
+            if (r < 0) return r;
+            sd_bus_flush(sd_bus_message_get_bus(m));
+            sleep_ms(delay);
+            place(root, unit_name, pids, n);
+            return 1;
+        }
         if (strcmp(member, "SetUnitProperties") == 0) {
             int runtime = 0;
             r = sd_bus_message_read_basic(m, 'b', &runtime);

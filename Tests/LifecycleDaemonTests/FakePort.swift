@@ -39,7 +39,9 @@ final class FakePort: DaemonHost {
     func terminateAll() { handle(.shutdown) }
     func backgroundModes(of name: String) -> Set<String> { model.backgroundModes(of: name) }
     func throughDisplay(_ request: Request, for name: String) -> Bool { displayCarries.contains(name) }
-    func markDirty(_ name: String) {}
+    /// The apps whose state file the owner asked to save, in order.
+    private(set) var dirtied: [String] = []
+    func markDirty(_ name: String) { dirtied.append(name) }
     var adoptConfig: AdoptConfig { AdoptConfig() }
     func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool { false }
     func memoryPressure(reading: JSONValue) {}

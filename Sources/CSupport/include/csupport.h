@@ -34,6 +34,28 @@ cs_spawn_job *cs_spawn_submit(const char *path, char *const argv[], char *const 
                               int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd);
 int cs_spawn_finish(cs_spawn_job *job, pid_t *out_pid);
 
+/// What a held spawn's child (or, when there is no child, its thread) sends on the hold socket: its pid with error 0
+/// once it is set up and waits; else the errno of its failure (pid 0: no child was made).
+struct cs_hold_report {
+    int pid;
+    int error;
+};
+/// The exit status of a held child whose hold socket closed without a release.
+#define CS_HOLD_DROPPED_STATUS 126
+
+/// cs_spawn, held before execve: the child does all its set-up, sends a cs_hold_report with its pid on `hold_fd` (its
+/// end of a SOCK_SEQPACKET socketpair, close-on-exec) and waits there until one byte comes (then it execs) or the
+/// other end closes (then it exits with CS_HOLD_DROPPED_STATUS). A failure is a report too, from the child (then it
+/// exits with 127) or, when no child was made, from the spawn's thread. The child is the caller's to reap in every
+/// case. Runs on a thread of its own, with copies of the descriptors: the caller may close its own on return.
+/// Returns 0, or an errno value when the spawn could not be started (nothing was reported then).
+int cs_spawn_held(const char *path, char *const argv[], char *const envp[], const char *cwd,
+                  int has_ids, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+                  int inherit_fd, const int *cgroup_procs_fds, int ncgroup_fds, int output_fd, int hold_fd);
+
+/// socketpair(AF_UNIX, SOCK_SEQPACKET), close-on-exec.
+int cs_seqpacket_pair_cloexec(int fds[2]);
+
 /// 1 when spawns use descriptor slots (after a first spawn, on Linux 5.9+), else 0.
 int cs_spawn_uses_slots(void);
 

@@ -55,6 +55,9 @@ final class AppRuntime {
     var token: String?
     var timers: [TimerKind: LoopTimer] = [:]
     var cgroup: AppCgroup?
+    /// The launch whose child waits before execve until the app's place holds it (`AppPlace.holdsLaunch`), until
+    /// the child has exec'd or ended.
+    var launchHold: LaunchHold?
     /// The priority class applied to the running process.
     var priority: PriorityClass?
     /// Wall-clock time of the last transition (seconds since the epoch), for `since`.
@@ -102,6 +105,8 @@ final class AppRuntime {
     @discardableResult
     func processEnded() -> [pid_t] {
         let stopped = suspension.members
+        // A child still held ends with its hold (it reads an end of file).
+        launchHold = nil
         stopCheck?.cancel()
         suspension = .running
         pid = nil
@@ -120,6 +125,14 @@ final class AppRuntime {
         let pids = place.members(of: self)
         membersRead = (iteration, pid, pids)
         return pids
+    }
+
+    /// Lets the held child `leader` exec, if it is this app's and still waits. Returns whether it did.
+    @discardableResult
+    func releaseLaunch(of leader: pid_t) -> Bool {
+        guard let hold = launchHold, hold.pid == leader, !hold.spawn.isReleased else { return false }
+        hold.spawn.release()
+        return true
     }
 
     /// An external app with `ExternalFrom=process-group`: stopped and killed by its process group alone. It gets no

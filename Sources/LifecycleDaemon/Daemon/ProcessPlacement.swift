@@ -9,6 +9,10 @@ protocol AppPlace: AnyObject {
     /// Gets the app's place ready for a launch (made, or thawed if it was left frozen: the child joins it before it
     /// execs, while the daemon waits) and returns the cgroup.procs files the child joins.
     func prepareLaunch(_ app: AppRuntime) -> [String]
+    /// Whether a launched child waits before execve until this place holds it (`AppRuntime.launchHold`), because the
+    /// place takes it only once its pid is known: the place lets it go on (`AppRuntime.releaseLaunch`) in every case,
+    /// within a bounded time.
+    func holdsLaunch(_ app: AppRuntime) -> Bool
     /// A process became the app's (`AppRuntime.pid`: launched, re-adopted or attached): its place takes it.
     func began(_ app: AppRuntime)
     /// The place of a process a previous daemon started, as it finds it.
@@ -45,6 +49,7 @@ protocol AppPlace: AnyObject {
 }
 
 extension AppPlace {
+    func holdsLaunch(_ app: AppRuntime) -> Bool { false }
     func began(_ app: AppRuntime) {}
     func adopt(_ app: AppRuntime) {}
     func gather(_ app: AppRuntime) {}

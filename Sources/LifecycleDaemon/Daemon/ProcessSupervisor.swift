@@ -34,14 +34,23 @@ final class ProcessSupervisor {
 
     /// A launch whose child is being spawned: what `finishLaunch` needs once its pid is known. It owns the
     /// descriptors made for the child until then: a failed launch closes them by dropping it.
-    private struct LaunchInFlight {
+    struct PreparedLaunch {
         let name: String
         let launch: LaunchOptions
         let pair: (daemon: FileDescriptor, child: FileDescriptor)?
         let output: (child: FileDescriptor, reader: FileDescriptor?)?
-        let spawn: Result<PendingSpawn, SystemError>
         let token: String
     }
+
+    /// A launch spawned as usual (not held): its preparation and its spawn, on a worker or done.
+    private struct LaunchInFlight {
+        let prepared: PreparedLaunch
+        let spawn: Result<PendingSpawn, SystemError>
+        var name: String { prepared.name }
+    }
+
+    /// Children that never became an app's (a held spawn that failed, or whose app went), reaped as they end.
+    private var reapers: [pid_t: EventSource] = [:]
 
     /// Starts the app's process. Returns why it could not be started when that is known at once (outside
     /// `launchingTogether`, every failure is); a failure found later is queued as `spawnFailed`.
@@ -97,10 +106,11 @@ final class ProcessSupervisor {
                                    workingDirectory: config.workingDirectory, credentials: credentials,
                                    inheritedFD: pair?.child.rawValue, cgroupProcsFiles: procsFiles,
                                    outputFD: output?.child.rawValue)
+        let prepared = PreparedLaunch(name: name, launch: launch, pair: pair, output: output, token: token)
+        if app.place.holdsLaunch(app) { return hold(app, prepared, request) }
         let onWorker = launchBatch != nil
-        let started = LaunchInFlight(name: name, launch: launch, pair: pair, output: output,
-                                     spawn: Result { () throws(SystemError) in try startSpawn(request, onWorker: onWorker) },
-                                     token: token)
+        let started = LaunchInFlight(prepared: prepared,
+                                     spawn: Result { () throws(SystemError) in try startSpawn(request, onWorker: onWorker) })
         guard launchBatch != nil else { return finishLaunch(started) }
         launchBatch?.append(started)
         if let batch = launchBatch, batch.count > Self.launchBatchLimit {
@@ -112,7 +122,8 @@ final class ProcessSupervisor {
 
     /// Runs `body` (which launches apps) with the children spawned on worker threads, so that they set themselves
     /// up side by side while the next apps are prepared, and finishes every launch before returning. The model
-    /// has moved each app already; its pid, output, connection and priority are set when its launch finishes.
+    /// has moved each app already; its pid, output, connection and priority are set when its launch finishes. A
+    /// launch held for its place (`hold`) is not in the batch: it finishes when its child reports, later.
     func launchingTogether(_ body: () -> Void) {
         guard launchBatch == nil else { return body() }
         launchBatch = []
@@ -129,15 +140,21 @@ final class ProcessSupervisor {
 
     /// Returns why the child could not be started, or nil once it runs.
     private func finishLaunch(_ started: LaunchInFlight) -> String? {
-        let name = started.name, pair = started.pair, output = started.output, launch = started.launch
-        guard let app = host.runtime(name) else { return nil }
-        let config = app.config
+        guard let app = host.runtime(started.name) else { return nil }
         let pid: pid_t
         do {
             pid = try started.spawn.get().wait()
         } catch {
             return "\(error)"
         }
+        launched(app, started.prepared, pid: pid)
+        return nil
+    }
+
+    /// The child `pid` is the app's: its output, its watch, its connection and its priority.
+    private func launched(_ app: AppRuntime, _ prepared: PreparedLaunch, pid: pid_t) {
+        let name = prepared.name, pair = prepared.pair, output = prepared.output, launch = prepared.launch
+        let config = app.config
         // The child has its copies: the daemon's go now, so that the app's exit reads as an end of file at once.
         try? pair?.child.close()
         if let output {
@@ -148,7 +165,7 @@ final class ProcessSupervisor {
                 app.output = try? OutputReader(fd: reader, log: log, loop: loop)
             }
         }
-        app.began(pid: pid, token: started.token)
+        app.began(pid: pid, token: prepared.token)
         app.place.began(app)
         do {
             app.child = try loop.watchChild(pid: pid) { [unowned self] code, status in
@@ -172,7 +189,80 @@ final class ProcessSupervisor {
             + (launch.launchedBy == "lifectl" ? "" : " (\(launch.launchedBy))"),
                   [("LIFECYCLE_APP", name), ("LIFECYCLE_PID", String(pid)), ("LIFECYCLE_LAUNCHED_BY", launch.launchedBy),
                    ("LIFECYCLE_EXEC", config.exec.joined(separator: " "))])
+    }
+
+    // MARK: Held launches
+
+    /// Starts a child that waits before execve until the app's place holds it (`AppPlace.holdsLaunch`): a page it
+    /// touches is charged to the cgroup it is in then, for good. The child reports its pid while it waits, and the
+    /// launch finishes then (`heard`); the loop never waits for it.
+    private func hold(_ app: AppRuntime, _ prepared: PreparedLaunch, _ request: SpawnRequest) -> String? {
+        let spawn: HeldSpawn
+        do {
+            spawn = try startHeldSpawn(request)
+        } catch {
+            return "\(error)"
+        }
+        let hold = LaunchHold(spawn: spawn, launch: prepared)
+        do {
+            hold.watch = try loop.watch(fd: spawn.socket.rawValue, events: IOEvents.readable) { [unowned self, weak app, weak hold] _ in
+                guard let app, let hold else { return }
+                self.heard(hold, of: app)
+            }
+        } catch {
+            // The child reads an end of file when it is set up, and exits.
+            return "\(error)"
+        }
+        app.launchHold = hold
         return nil
+    }
+
+    /// What a held launch's child or thread reported (`HeldSpawn.Report`).
+    private func heard(_ hold: LaunchHold, of app: AppRuntime) {
+        while true {
+            switch hold.spawn.nextReport() {
+            case .nothing:
+                return
+            case .held(let pid):
+                guard hold.pid == nil, app.launchHold === hold, host.runtime(app.name) === app, let launch = hold.launch else {
+                    return drop(hold, of: app, reaping: pid)
+                }
+                hold.pid = pid
+                hold.launch = nil
+                launched(app, launch, pid: pid)
+                // The state file names the pid, for the next daemon to take the app back after a crash: the model's
+                // transition, long done, saved none.
+                host.markDirty(app.name)
+            case .failed(let pid, let code):
+                let error = SystemError(operation: "spawn \(hold.spawn.executable)", errno: code)
+                guard hold.pid == nil else {
+                    // Its execve failed after the release: its exit, watched already, ends the app.
+                    Log.warning("\(app.name): \(error)")
+                    continue
+                }
+                drop(hold, of: app, reaping: pid)
+                host.handle(.event(.spawnFailed(app: app.name, reason: "\(error)")))
+                return
+            case .ended:
+                drop(hold, of: app, reaping: nil)
+                // Ended without a word: what no spawn does but one whose report could not be sent.
+                if hold.pid == nil, hold.launch != nil {
+                    host.handle(.event(.spawnFailed(app: app.name, reason: "Failed to spawn \(hold.spawn.executable): it ended before it reported")))
+                }
+                return
+            }
+        }
+    }
+
+    /// The hold goes: a child still held exits, and `pid`, which never became the app's, is reaped.
+    private func drop(_ hold: LaunchHold, of app: AppRuntime, reaping pid: pid_t?) {
+        if let watch = hold.watch { retired.retire(watch) }
+        hold.watch = nil
+        if app.launchHold === hold { app.launchHold = nil }
+        guard let pid else { return }
+        reapers[pid] = try? loop.watchChild(pid: pid) { [unowned self] _, _ in
+            if let reaper = self.reapers.removeValue(forKey: pid) { self.retired.retire(reaper) }
+        }
     }
 
     /// systemd-like: a small clean environment, not the daemon's own, plus the app's `Environment=`.
@@ -274,6 +364,23 @@ final class ProcessSupervisor {
         app.connection = nil
         host.handle(.event(.exited(app: app.name, status)))
     }
+}
+
+/// A launch whose child waits before execve (`ProcessSupervisor.hold`): the hold, the watch on its reports, the
+/// child's pid once it reported, and the launch's descriptors until then. Dropping it ends a child still held.
+final class LaunchHold {
+    let spawn: HeldSpawn
+    var watch: EventSource?
+    var pid: pid_t?
+    var launch: ProcessSupervisor.PreparedLaunch?
+
+    init(spawn: HeldSpawn, launch: ProcessSupervisor.PreparedLaunch) {
+        self.spawn = spawn
+        self.launch = launch
+    }
+
+    // The watch goes before the socket it watches closes.
+    deinit { watch?.cancel() }
 }
 
 /// 128 random bits in hex (the system's CSPRNG, getrandom): an app's reconnection token.

@@ -76,35 +76,51 @@ public func spawnProcess(_ request: SpawnRequest) throws(SystemError) -> pid_t {
 /// side in one run of the launch bench, a launch of many apps through `posix_spawn` (or through the clone path
 /// without its shared descriptor table and its workers) falls well behind s6's, while this path keeps pace with it.
 public func startSpawn(_ request: SpawnRequest, onWorker: Bool = true) throws(SystemError) -> PendingSpawn {
-    // Opened before the spawn, so that a cgroup that cannot be joined fails here, with its path.
-    var cgroupFiles: [FileDescriptor] = []
-    for path in request.cgroupProcsFiles { cgroupFiles.append(try FileDescriptor.open(path, O_WRONLY)) }
-    let cgroupFDs = cgroupFiles.map(\.rawValue)
-    let argv = (request.argv.isEmpty ? [request.executable] : request.argv).map { strdup($0) } + [nil]
-    let envp = request.environment.map { strdup($0) } + [nil]
-    defer {
-        for pointer in argv { free(pointer) }
-        for pointer in envp { free(pointer) }
-    }
-    let ids = request.credentials
-    let groups = ids?.groups ?? []
+    let c = try CSpawnArguments(request)
+    defer { withExtendedLifetime(c) {} }
     if onWorker {
         // The job copies the strings; `PendingSpawn` keeps the descriptors open until wait().
         guard let job = cs_spawn_submit(
-            request.executable, argv, envp, request.workingDirectory,
-            ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
-            request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1) else {
+            request.executable, c.argv, c.envp, request.workingDirectory,
+            c.ids == nil ? 0 : 1, c.ids?.uid ?? 0, c.ids?.gid ?? 0, c.groups, Int32(c.groups.count),
+            request.inheritedFD ?? -1, c.cgroupFDs, Int32(c.cgroupFDs.count), request.outputFD ?? -1) else {
             return PendingSpawn(executable: request.executable, state: .failed(errno))
         }
-        return PendingSpawn(executable: request.executable, state: .onWorker(job, cgroupFiles: cgroupFiles))
+        return PendingSpawn(executable: request.executable, state: .onWorker(job, cgroupFiles: c.cgroupFiles))
     }
     var pid: pid_t = 0
     let result = cs_spawn(
-        request.executable, argv, envp, request.workingDirectory,
-        ids == nil ? 0 : 1, ids?.uid ?? 0, ids?.gid ?? 0, groups, Int32(groups.count),
-        request.inheritedFD ?? -1, cgroupFDs, Int32(cgroupFDs.count), request.outputFD ?? -1, &pid)
-    withExtendedLifetime(cgroupFiles) {}
+        request.executable, c.argv, c.envp, request.workingDirectory,
+        c.ids == nil ? 0 : 1, c.ids?.uid ?? 0, c.ids?.gid ?? 0, c.groups, Int32(c.groups.count),
+        request.inheritedFD ?? -1, c.cgroupFDs, Int32(c.cgroupFDs.count), request.outputFD ?? -1, &pid)
     return PendingSpawn(executable: request.executable, state: result == 0 ? .started(pid) : .failed(result))
+}
+
+/// What the C spawn takes of a request: its cgroup files, opened before the spawn so that a cgroup that cannot be
+/// joined fails here, with its path; argv and envp as C strings, freed with this.
+private final class CSpawnArguments {
+    let cgroupFiles: [FileDescriptor]
+    let cgroupFDs: [Int32]
+    let argv: [UnsafeMutablePointer<CChar>?]
+    let envp: [UnsafeMutablePointer<CChar>?]
+    let ids: Credentials?
+    let groups: [gid_t]
+
+    init(_ request: SpawnRequest) throws(SystemError) {
+        var files: [FileDescriptor] = []
+        for path in request.cgroupProcsFiles { files.append(try FileDescriptor.open(path, O_WRONLY)) }
+        cgroupFiles = files
+        cgroupFDs = files.map(\.rawValue)
+        argv = (request.argv.isEmpty ? [request.executable] : request.argv).map { strdup($0) } + [nil]
+        envp = request.environment.map { strdup($0) } + [nil]
+        ids = request.credentials
+        groups = request.credentials?.groups ?? []
+    }
+
+    deinit {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
 }
 
 /// A spawn under way (`startSpawn`). `wait()` returns its pid or throws; on a worker, the first call waits for the
@@ -146,6 +162,77 @@ public final class PendingSpawn {
             _ = try? retryingEINTR("reap \(pid)") { waitpid(pid, &status, 0) }
         }
     }
+}
+
+/// A child held before execve (`startHeldSpawn`): it has done all its set-up and runs none of its program until
+/// `release()`. Its reports come on `socket`, which the caller watches: readable means `nextReport()` has something.
+/// Dropping this (or the daemon's end) without a release ends a held child: it exits instead of running.
+final class HeldSpawn {
+    /// What the spawn tells, in order: `held` once, then possibly `failed` (its execve failed after the release), then
+    /// `ended`; or `failed` before any `held`, then `ended`.
+    enum Report: Equatable {
+        /// Set up and waiting: the child's pid, the caller's to watch and reap from now on.
+        case held(pid_t)
+        /// What failed, and the child to reap when there is one (nil: none was made).
+        case failed(pid: pid_t?, errno: Int32)
+        /// The child has exec'd or ended, and the spawn's thread let go of it: nothing more comes.
+        case ended
+        /// Nothing to read now.
+        case nothing
+    }
+
+    /// The daemon's end of the hold socket, non-blocking and close-on-exec, so that no other child holds it.
+    let socket: FileDescriptor
+    let executable: String
+    private var released = false
+
+    fileprivate init(socket: FileDescriptor, executable: String) {
+        self.socket = socket
+        self.executable = executable
+    }
+
+    func nextReport() -> Report {
+        var report = cs_hold_report()
+        var count: Int
+        repeat {
+            count = withUnsafeMutableBytes(of: &report) { recv(socket.rawValue, $0.baseAddress, $0.count, 0) }
+        } while count < 0 && errno == EINTR
+        if count < 0 && errno == EAGAIN { return .nothing }
+        // An end of file, or what no spawn sends.
+        guard count == MemoryLayout<cs_hold_report>.size else { return .ended }
+        if report.error == 0 { return .held(report.pid) }
+        return .failed(pid: report.pid > 0 ? report.pid : nil, errno: report.error)
+    }
+
+    /// Lets the child exec; once only.
+    func release() {
+        guard !released else { return }
+        released = true
+        var go: UInt8 = 1
+        _ = send(socket.rawValue, &go, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+    }
+
+    var isReleased: Bool { released }
+}
+
+/// Starts a child as `startSpawn` does, held before execve on a thread of its own (`HeldSpawn`); the caller learns
+/// its pid from the first report, while the child waits. Only the start itself can fail here; every later failure is
+/// a report.
+func startHeldSpawn(_ request: SpawnRequest) throws(SystemError) -> HeldSpawn {
+    let c = try CSpawnArguments(request)
+    var fds: [Int32] = [-1, -1]
+    try retryingEINTR("create the hold socket of \(request.executable)") { cs_seqpacket_pair_cloexec(&fds) }
+    let daemonEnd = FileDescriptor(owning: fds[0], path: "the hold of \(request.executable)")
+    let childEnd = FileDescriptor(owning: fds[1], path: "the child's end of the hold of \(request.executable)")
+    try retryingEINTR("make the hold of \(request.executable) non-blocking") { cs_set_nonblocking(daemonEnd.rawValue) }
+    // The spawn's thread has its own copies of the descriptors: ours close when this returns.
+    let result = cs_spawn_held(
+        request.executable, c.argv, c.envp, request.workingDirectory,
+        c.ids == nil ? 0 : 1, c.ids?.uid ?? 0, c.ids?.gid ?? 0, c.groups, Int32(c.groups.count),
+        request.inheritedFD ?? -1, c.cgroupFDs, Int32(c.cgroupFDs.count), request.outputFD ?? -1, childEnd.rawValue)
+    withExtendedLifetime((c, childEnd)) {}
+    guard result == 0 else { throw SystemError(operation: "spawn \(request.executable)", errno: result) }
+    return HeldSpawn(socket: daemonEnd, executable: request.executable)
 }
 
 /// Makes the daemon the reaper of orphaned descendants (an app's daemonised grandchildren),

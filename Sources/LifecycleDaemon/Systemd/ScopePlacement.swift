@@ -7,10 +7,11 @@ import LifecycleModel
 /// itself. The daemon's own service cgroup stays a leaf that holds the daemon alone, so systemd can always start
 /// the next daemon there after a crash, and a crash or restart of the daemon never touches an app.
 ///
-/// A child is spawned in the daemon's cgroup and its scope started at once with its pid, from the same loop
-/// callback; the child does not wait for that (the spawn path returns once the child has exec'd). Whatever the app
-/// forks before systemd has moved it is moved after it by `AttachProcessesToUnit` (`sweep`); a child that leaves
-/// the process group in that window is outside both and stays in the daemon's cgroup.
+/// A child is spawned in the daemon's cgroup, held before execve (`holdsLaunch`), and its scope started with the pid
+/// it reports. It runs its program only once the kernel shows it in the scope (`sweep`), as `systemd-run --scope`
+/// does: cgroup2 charges each page to the cgroup its process was in when it touched it, and never moves the charge,
+/// so an app that ran first would stay charged to the daemon's service. When the scope fails, or never holds the
+/// child within the sweep's looks, the child runs where it is, placed by its process group alone.
 final class ScopePlacement: ProcessPlacement {
     let bus: SystemdManagerBus
     private let loop: EventLoop
@@ -78,12 +79,20 @@ final class ScopePlacement: ProcessPlacement {
         return []
     }
 
+    /// Every launched child waits for its scope but an external app's (which the daemon does not launch).
+    func holdsLaunch(_ app: AppRuntime) -> Bool { !app.usesProcessGroupAlone }
+
     /// A new process of the app gets a scope of its own, started now; one already in the app's scope (re-adopted
     /// after a restart of the daemon) keeps it. An external app stopped by its process group alone gets none.
     func began(_ app: AppRuntime) {
-        guard let leader = app.pid, started[app.name] != leader, !app.usesProcessGroupAlone else { return }
+        guard let leader = app.pid else { return }
+        guard started[app.name] != leader, !app.usesProcessGroupAlone else {
+            app.releaseLaunch(of: leader)
+            return
+        }
         if let scope = app.cgroup, scope.pids().contains(leader) {
             started[app.name] = leader
+            app.releaseLaunch(of: leader)
         } else {
             startScope(app, leader: leader)
         }
@@ -123,18 +132,23 @@ final class ScopePlacement: ProcessPlacement {
 
     /// The app's process stays outside any scope: it is placed by its process group alone.
     private func giveUpScope(_ app: AppRuntime, leader: pid_t) {
+        app.releaseLaunch(of: leader)
         guard started[app.name] == leader else { return }
         started[app.name] = nil
         sweeps[app.name] = nil
         app.cgroup = nil
     }
 
-    /// Moves into the scope what the app forked before systemd moved its leader: the rest of its process group.
+    /// Lets the held leader run once the kernel shows it in the scope, and moves into the scope what an app that
+    /// was not held (re-adopted, or attached) forked before systemd moved its leader: the rest of its process group.
     /// `unanswered`: systemd did not answer the start, so a leader that never shows up in the scope means there is
     /// none.
     private func sweep(_ app: AppRuntime, leader: pid_t, tries: Int, unanswered: Bool = false) {
         let name = app.name
-        guard started[name] == leader, app.pid == leader, let cgroup = app.cgroup else { return }
+        guard started[name] == leader, app.pid == leader, let cgroup = app.cgroup else {
+            app.releaseLaunch(of: leader)
+            return
+        }
         let inside = Set(cgroup.pids())
         guard inside.contains(leader) else {
             // systemd answers before its job has moved the process: look again shortly.
@@ -142,7 +156,10 @@ final class ScopePlacement: ProcessPlacement {
                 if unanswered {
                     Log.warning("\(name): its scope \(ScopeUnits.unitName(app: name)) never held its process; using its process group alone")
                     giveUpScope(app, leader: leader)
+                } else {
+                    Log.warning("\(name): its scope \(ScopeUnits.unitName(app: name)) does not hold its process yet; letting it run where it is")
                 }
+                app.releaseLaunch(of: leader)
                 return
             }
             let pending = sweeps[name].flatMap { $0.leader == leader ? $0 : nil } ?? PendingSweep(app: app, leader: leader)
@@ -154,11 +171,18 @@ final class ScopePlacement: ProcessPlacement {
                     self.sweep(app, leader: pending.leader, tries: pending.tries, unanswered: pending.unanswered)
                 }
             }
+            guard let timer = pending.timer else {
+                // No look again: a held child is not left waiting for one.
+                app.releaseLaunch(of: leader)
+                return
+            }
             sweeps[name] = pending
-            pending.timer?.arm(after: Self.sweepInterval)
+            timer.arm(after: Self.sweepInterval)
             return
         }
         sweeps[name] = nil
+        // A child held until now has forked nothing yet.
+        if app.releaseLaunch(of: leader) { return }
         let outside = ProcessTable.members(ofProcessGroup: leader).filter { !inside.contains($0) }
         guard !outside.isEmpty else { return }
         bus.attachProcesses(ScopeUnits.unitName(app: name), pids: outside) { error, _ in
