@@ -52,11 +52,10 @@ extension Supervisor {
         let facts = DisplayFacts(visible: reported.visible.filter(running), windowed: reported.windowed.filter(running),
                                  focused: focused)
         display.facts = facts
-        for name in facts.windowed { display.shownInLaunch[name] = table[name].launches }
+        for name in facts.windowed { display.shownInLaunch[name] = table.with(name, { $0.launches }) }
         display.shownInLaunch = display.shownInLaunch.filter { name, launch in
             table.with(name) { $0.state.isRunning && !$0.run.termination.isUnderway && $0.launches == launch } ?? false
         }
-        let shown = Set(display.shownInLaunch.keys)
 
         var moved: [String] = []
         for name in facts.visible.sorted() where table.with(name, { $0.projectedState }) == .suspended {
@@ -67,20 +66,25 @@ extension Supervisor {
             perform(.takeFocus, for: focused, origin: "display")
             moved.append(focused)
         } else if focused == nil, let active = table.firstName(where: { $0.projectedState == .active }),
-                  shown.contains(active) {
+                  display.shownInLaunch[active] != nil {
             // The focus went to a window that is none of ours (or to nothing): the active app resigns.
             move(active, to: demotionTarget(of: active), origin: "display")
             moved.append(active)
         }
-        for name in shown.sorted() where name != focused {
+        // Every shown app is looked at; only the few that move are sorted, by name, so that the order is the same
+        // whatever the dictionary's.
+        var changes: [(name: String, to: AppState)] = []
+        for name in display.shownInLaunch.keys where name != focused {
             guard let projected = table.with(name, { $0.projectedState }) else { continue }
             if facts.visible.contains(name), projected == .background {
-                move(name, to: .inactive, origin: "display")
-                moved.append(name)
+                changes.append((name, .inactive))
             } else if !facts.visible.contains(name), projected.isForeground {
-                move(name, to: .background, origin: "display")
-                moved.append(name)
+                changes.append((name, .background))
             }
+        }
+        for change in changes.sorted(by: { $0.name < $1.name }) {
+            move(change.name, to: change.to, origin: "display")
+            moved.append(change.name)
         }
         guard let first = moved.first else { return endEvent() }
         // In the order queued: the resumes run before any message is sent.

@@ -92,10 +92,25 @@ final class AdoptedProcessTree: AppPlace {
 
     func prepareLaunch(_ app: AppRuntime) -> [String] { [] }
 
-    func members(of app: AppRuntime) -> [pid_t] {
+    /// Each app's launch-session rest as its last stop read it (`members(of:fresh:)`), for its leader.
+    private var rests: [String: (leader: pid_t, processes: [RecordedProcess])] = [:]
+
+    func members(of app: AppRuntime) -> [pid_t] { members(of: app, fresh: false) }
+
+    /// The tree is read each time; the rest of the launch session (`Orphans.rest`, which lists the children of
+    /// every ancestor's threads) only when `fresh` (a stop) or when none was read for this leader yet, and
+    /// otherwise taken from that reading, less what has exited since. A worker double-forked since then took its
+    /// parent's priority with the fork, and the next stop finds it.
+    func members(of app: AppRuntime, fresh: Bool) -> [pid_t] {
         guard let pid = app.pid else { return [] }
         let tree = ProcessTree.descendants(of: pid)
-        let others = orphans.rest(of: pid, besides: tree)
+        let others: [pid_t]
+        if !fresh, let rest = rests[app.name], rest.leader == pid {
+            others = rest.processes.filter { $0.isRunning() }.map(\.pid).filter { !tree.contains($0) }
+        } else {
+            others = orphans.rest(of: pid, besides: tree)
+            rests[app.name] = (pid, others.compactMap { RecordedProcess(running: $0) })
+        }
         let members = others.isEmpty ? tree : (tree + others).sorted()
         guard let scope = self.scope(of: app) else { return members }
         return Set(members).union(scope.pids()).sorted()
@@ -161,7 +176,10 @@ final class AdoptedProcessTree: AppPlace {
     }
 
     /// The scope is systemd's, collected once empty: the daemon cannot move its processes back.
-    func remove(_ app: AppRuntime) { app.cgroup = nil }
+    func remove(_ app: AppRuntime) {
+        app.cgroup = nil
+        rests[app.name] = nil
+    }
     func displayPath(of app: AppRuntime) -> String? { scope(of: app)?.displayPath }
 }
 

@@ -127,6 +127,14 @@ final class AppRuntime {
         return pids
     }
 
+    /// The members as a stop needs them, read afresh (`AppPlace.members(of:fresh:)`), and kept for the rest of
+    /// this iteration.
+    func membersForStop(iteration: UInt64) -> [pid_t] {
+        let pids = place.members(of: self, fresh: true)
+        membersRead = (iteration, pid, pids)
+        return pids
+    }
+
     /// Lets the held child `leader` exec, if it is this app's and still waits. Returns whether it did.
     @discardableResult
     func releaseLaunch(of leader: pid_t) -> Bool {

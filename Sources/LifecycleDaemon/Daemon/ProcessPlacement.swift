@@ -24,6 +24,8 @@ protocol AppPlace: AnyObject {
     func dropUnused(_ app: AppRuntime)
     /// Every process of the app.
     func members(of app: AppRuntime) -> [pid_t]
+    /// Every process of the app, as a stop needs them: nothing kept from an earlier reading.
+    func members(of app: AppRuntime, fresh: Bool) -> [pid_t]
     /// The processes in the app's process group, which a signal to the group reaches.
     func processGroup(of app: AppRuntime) -> [pid_t]
     /// Whether the app's place can hold processes outside its process group (a child that called setsid()).
@@ -49,6 +51,8 @@ protocol AppPlace: AnyObject {
 }
 
 extension AppPlace {
+    /// A place that keeps nothing between readings reads the same either way.
+    func members(of app: AppRuntime, fresh: Bool) -> [pid_t] { members(of: app) }
     func holdsLaunch(_ app: AppRuntime) -> Bool { false }
     func began(_ app: AppRuntime) {}
     func adopt(_ app: AppRuntime) {}

@@ -50,8 +50,8 @@ final class Suspension {
                 Log.notice("\(name): SuspendMethod=freezer, but it has no cgroup freezer here; using SIGSTOP")
             }
         }
-        // The members as the priority of the transition read them, in this same callback.
-        let members = app.members(iteration: loop.iteration)
+        // Read afresh: a priority change reuses what the last stop found outside the app's tree.
+        let members = app.membersForStop(iteration: loop.iteration)
         if mechanism == .signal {
             // An adopted app's processes are not the daemon's children and may leave its tree while stopped: each is
             // written down first, in one write, so that a next daemon or `resume --all` continues it.
