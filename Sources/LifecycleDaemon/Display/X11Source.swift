@@ -7,10 +7,8 @@ import Glibc
 /// taken as it arrives (never a blocking round trip). A lost connection is logged and made again after a doubling
 /// delay; the apps keep their states meanwhile, and the first picture after the reconnect reconciles them.
 ///
-/// libxcb writes with a blocking wait: a request waits once its output buffer is full, and a flush until the server
-/// has read everything. A server that stops reading (a stopped Xvfb) would hold the loop there. So requests wait in
-/// `outbox` and go to libxcb `batch` at a time, far below its buffer; each batch is flushed only when the socket has
-/// room for it (POLLOUT), else the loop watches the socket for room. Nothing waits for a reply either: replies are
+/// No write waits for a server that stops reading: requests go out through `X11Requests`, which flushes only when
+/// the socket has room, else the loop watches the socket for room. Nothing waits for a reply either: replies are
 /// polled (`lc_xcb_poll_reply`).
 final class X11Source: DisplaySource {
     let name = "x11"
@@ -23,9 +21,8 @@ final class X11Source: DisplaySource {
     private var atoms = X11Atoms(byName: [:])
     private var hasResource = false
     private var watch: EventSource?
-    /// Replies awaited in the order the requests went out, with the steps that run once the replies before them
-    /// are in (the server answers in order).
-    private var pending: [Pending] = []
+    /// The requests waiting to go out and the replies awaited.
+    private var requests = X11Requests()
     private var reading = false
     private var draining = false
     /// A change came while a read was on its way: read again once it is done, as it may predate the change.
@@ -52,33 +49,8 @@ final class X11Source: DisplaySource {
     /// How long the connection setup may take before the peer is taken for one that never answers.
     static let setupTimeout: Duration = .seconds(5)
 
-    private enum Pending {
-        case reply(UInt32, (UnsafeMutableRawPointer?) -> Void)
-        case step(() -> Void)
-    }
-
-    /// What waits to go to libxcb, in order: a request (issued on the connection, giving the reply it awaits, nil
-    /// for a request without one) or a step, which joins `pending` behind the requests before it.
-    private enum Outgoing {
-        case request((OpaquePointer) -> Pending?)
-        case step(() -> Void)
-    }
-
-    private var outbox: [Outgoing] = []
-    /// The first entry of `outbox` not yet sent.
-    private var outboxStart = 0
-    /// Requests handed to libxcb since its last flush.
-    private var unflushed = 0
-    /// The socket is watched for room to write.
-    private var awaitingRoom = false
-    /// Requests handed to libxcb between two flushes: none is longer than 64 bytes, so a batch stays far below
-    /// libxcb's 16 KiB output buffer (it never writes on its own) and below the room POLLOUT promises on a Unix
-    /// socket (a quarter of its send buffer free).
-    static let batch = 64
     /// Focus and hide requests are dropped while this many requests wait for a server that reads nothing.
     static let outboxLimit = 4096
-
-    private var waiting: Int { outbox.count - outboxStart }
 
     /// `display`: as configured, for the log and the status; `name`: as parsed from it. `owners`: the uids whose X
     /// server the daemon follows (DisplayFollower).
@@ -106,7 +78,7 @@ final class X11Source: DisplaySource {
         guard connection != nil, connected, let id = UInt32(exactly: window) else {
             return Log.warning("display: the X server is not connected; focus of window \(window) not sent")
         }
-        guard waiting < Self.outboxLimit else {
+        guard requests.waiting < Self.outboxLimit else {
             return Log.warning("display: the X server reads no requests; focus of window \(window) not sent")
         }
         let root = root, atoms = atoms
@@ -123,7 +95,7 @@ final class X11Source: DisplaySource {
         guard connection != nil, connected, let id = UInt32(exactly: window) else {
             return Log.warning("display: the X server is not connected; hiding window \(window) not sent")
         }
-        guard waiting < Self.outboxLimit else {
+        guard requests.waiting < Self.outboxLimit else {
             return Log.warning("display: the X server reads no requests; hiding window \(window) not sent")
         }
         let root = root, atoms = atoms
@@ -169,11 +141,7 @@ final class X11Source: DisplaySource {
             return lost("Failed to watch the X connection: \(error)")
         }
         self.connection = connection
-        pending = []
-        outbox = []
-        outboxStart = 0
-        unflushed = 0
-        awaitingRoom = false
+        requests = X11Requests()
         selected = []
         reading = true
         stale = false
@@ -207,11 +175,7 @@ final class X11Source: DisplaySource {
         watch = nil
         if let connection { xcb_disconnect(connection) }
         connection = nil
-        pending = []
-        outbox = []
-        outboxStart = 0
-        unflushed = 0
-        awaitingRoom = false
+        requests = X11Requests()
         reading = false
         connected = false
     }
@@ -233,74 +197,36 @@ final class X11Source: DisplaySource {
         drain()
     }
 
-    /// A request for the outbox, sent in its turn (`send`).
-    private func enqueue(_ request: @escaping (OpaquePointer) -> Pending?) {
-        outbox.append(.request(request))
+    private func enqueue(_ request: @escaping (OpaquePointer) -> X11Requests.Pending?) {
+        requests.enqueue(request)
     }
 
-    /// A step for the outbox: it runs once every reply asked for before it is in.
     private func enqueue(step: @escaping () -> Void) {
-        outbox.append(.step(step))
+        requests.enqueue(step: step)
     }
 
-    /// Hands the outbox to libxcb, a batch at a time, each batch flushed while the socket has room for it; when it
-    /// has none, the socket is watched for room and the rest waits. Returns whether anything joined `pending`.
+    /// Hands what waits to libxcb; when the socket has no room, it is watched for room and the rest waits. Returns
+    /// whether anything joined the replies awaited.
     @discardableResult
     private func send() -> Bool {
-        guard let connection, !awaitingRoom else { return false }
-        var moved = false
-        while true {
-            while outboxStart < outbox.count, unflushed < Self.batch {
-                let next = outbox[outboxStart]
-                outbox[outboxStart] = .step({})
-                outboxStart += 1
-                moved = true
-                switch next {
-                case .request(let issue):
-                    if let reply = issue(connection) { pending.append(reply) }
-                    unflushed += 1
-                case .step(let step):
-                    pending.append(.step(step))
-                }
-            }
-            if outboxStart == outbox.count {
-                outbox = []
-                outboxStart = 0
-            } else if outboxStart > 1024 {
-                outbox.removeFirst(outboxStart)
-                outboxStart = 0
-            }
-            guard unflushed > 0 else { return moved }
-            guard Self.hasRoom(xcb_get_file_descriptor(connection)) else {
-                awaitingRoom = true
-                watch?.setEvents(IOEvents.readable | IOEvents.writable)
-                return moved
-            }
-            if xcb_flush(connection) <= 0 || xcb_connection_has_error(connection) != 0 {
-                lost("The connection to the X server \(address) broke")
-                return moved
-            }
-            unflushed = 0
-            guard outboxStart < outbox.count else { return moved }
-        }
-    }
-
-    /// Whether the socket takes a batch without waiting (POLLOUT), asked without waiting; a socket in error says
-    /// yes, so that the flush finds the error.
-    private static func hasRoom(_ fd: Int32) -> Bool {
-        var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-        while true {
-            let ready = poll(&entry, 1, 0)
-            if ready >= 0 { return ready > 0 && entry.revents & Int16(POLLOUT | POLLERR | POLLHUP) != 0 }
-            guard errno == EINTR else { return true }
+        guard let connection else { return false }
+        switch requests.send(on: connection) {
+        case .done(let moved):
+            return moved
+        case .awaitingRoom(let moved):
+            watch?.setEvents(IOEvents.readable | IOEvents.writable)
+            return moved
+        case .broken(let moved):
+            lost("The connection to the X server \(address) broke")
+            return moved
         }
     }
 
     // MARK: Input
 
     private func ready(_ events: UInt32) {
-        if awaitingRoom && events & (IOEvents.writable | IOEvents.error | IOEvents.hangup) != 0 {
-            awaitingRoom = false
+        if requests.awaitingRoom && events & (IOEvents.writable | IOEvents.error | IOEvents.hangup) != 0 {
+            requests.roomCame()
             watch?.setEvents(IOEvents.readable)
             send()
         }
@@ -327,15 +253,15 @@ final class X11Source: DisplaySource {
                 progress = true
             }
             if xcb_connection_has_error(connection) != 0 { return lost("The X server \(address) closed the connection") }
-            replies: while let first = pending.first {
+            replies: while let first = requests.pending.first {
                 switch first {
                 case .step(let step):
-                    pending.removeFirst()
+                    requests.removeFirstPending()
                     step()
                 case .reply(let sequence, let handle):
                     var reply: UnsafeMutableRawPointer?
                     guard lc_xcb_poll_reply(connection, sequence, &reply) != 0 else { break replies }
-                    pending.removeFirst()
+                    requests.removeFirstPending()
                     handle(reply)
                     free(reply)
                 }
