@@ -12,7 +12,7 @@ extension Supervisor {
         if activeApp == name { activeApp = nil }
         focusQueue.removeAll { $0 == name }
         foregroundApps.remove(name)
-        display.shownInLaunch[name] = nil
+        display.forget(name)
         if pendingLaunch != nil { launchStands() }
         table.remove(name)
         return true

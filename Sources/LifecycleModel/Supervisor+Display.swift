@@ -23,11 +23,21 @@ public struct DisplayFacts: Sendable, Equatable {
     }
 }
 
-/// The display's last facts, and which running apps have shown a window (only those follow the display), each
-/// with the launch it showed it in: a relaunched app is inactive until its new process shows a window.
+/// The display's last facts (about running apps only), and which running apps have shown a window (only those
+/// follow the display), each with the launch it showed it in: a relaunched app is inactive until its new process
+/// shows a window.
 struct DisplayState: Sendable, Equatable {
     var facts = DisplayFacts()
     var shownInLaunch: [String: Int] = [:]
+
+    /// An app that begins or ends a run: what the display said of it belongs to another process, so the next report
+    /// that names it is heard as a change.
+    mutating func forget(_ name: String) {
+        facts.visible.remove(name)
+        facts.windowed.remove(name)
+        if facts.focused == name { facts.focused = nil }
+        shownInLaunch[name] = nil
+    }
 }
 
 extension Supervisor {
@@ -44,21 +54,36 @@ extension Supervisor {
     /// redraw), the app losing focus resigns, the one gaining it comes forward, visible apps stand inactive and
     /// apps whose windows are all hidden or closed go to the background.
     mutating func displayChanged(_ reported: DisplayFacts) -> [Effect] {
-        // Only the apps the picture or the last one names are looked at, each without a copy of its record.
         func running(_ name: String) -> Bool {
             table.with(name) { $0.state.isRunning && !$0.run.termination.isUnderway } ?? false
         }
-        let focused = reported.focused.flatMap { running($0) ? $0 : nil }
-        let facts = DisplayFacts(visible: reported.visible.filter(running), windowed: reported.windowed.filter(running),
-                                 focused: focused)
+        // Only the apps whose facts differ from the last ones are looked at, each without a copy of its record, so
+        // that a report costs what changed, not the number of windows.
+        var named = reported.visible.symmetricDifference(display.facts.visible)
+        named.formUnion(reported.windowed.symmetricDifference(display.facts.windowed))
+        for name in [reported.focused, display.facts.focused].compactMap({ $0 }) { named.insert(name) }
+        var facts = display.facts
+        for name in named {
+            let launch = running(name) ? table.with(name, { $0.launches }) : nil
+            if launch != nil, reported.visible.contains(name) { facts.visible.insert(name) } else { facts.visible.remove(name) }
+            if let launch, reported.windowed.contains(name) {
+                facts.windowed.insert(name)
+                display.shownInLaunch[name] = launch
+            } else {
+                facts.windowed.remove(name)
+            }
+        }
+        let focused = reported.focused.flatMap { facts.windowed.contains($0) ? $0 : nil }
+        facts.focused = focused
         display.facts = facts
-        for name in facts.windowed { display.shownInLaunch[name] = table.with(name, { $0.launches }) }
-        display.shownInLaunch = display.shownInLaunch.filter { name, launch in
-            table.with(name) { $0.state.isRunning && !$0.run.termination.isUnderway && $0.launches == launch } ?? false
+        // An app's entry is dropped when its run begins or ends (`DisplayState.forget`); one whose termination is
+        // underway is no longer followed.
+        func shown(_ name: String) -> Bool {
+            display.shownInLaunch[name] != nil && running(name)
         }
 
         var moved: [String] = []
-        for name in facts.visible.sorted() where table.with(name, { $0.projectedState }) == .suspended {
+        for name in named.filter(facts.visible.contains).sorted() where table.with(name, { $0.projectedState }) == .suspended {
             append(name, .resume)
             moved.append(name)
         }
@@ -66,15 +91,14 @@ extension Supervisor {
             perform(.takeFocus, for: focused, origin: "display")
             moved.append(focused)
         } else if focused == nil, let active = table.firstName(where: { $0.projectedState == .active }),
-                  display.shownInLaunch[active] != nil {
+                  shown(active) {
             // The focus went to a window that is none of ours (or to nothing): the active app resigns.
             move(active, to: demotionTarget(of: active), origin: "display")
             moved.append(active)
         }
-        // Every shown app is looked at; only the few that move are sorted, by name, so that the order is the same
-        // whatever the dictionary's.
+        // Only the few that move are sorted, by name, so that the order is the same whatever the set's.
         var changes: [(name: String, to: AppState)] = []
-        for name in display.shownInLaunch.keys where name != focused {
+        for name in named where name != focused && shown(name) {
             guard let projected = table.with(name, { $0.projectedState }) else { continue }
             if facts.visible.contains(name), projected == .background {
                 changes.append((name, .inactive))

@@ -112,6 +112,7 @@ extension Supervisor {
         if app.state == .failed { table[name].recentStarts = [] }
         table[name].recentStarts.append(now)
         table[name].launches += 1
+        display.forget(name)
         // Message ids count per connection, and each launch brings a new one.
         table[name].nextMessageID = 1
         table[name].messageIDBound = 1

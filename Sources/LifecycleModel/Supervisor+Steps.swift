@@ -258,6 +258,7 @@ extension Supervisor {
         guard from != state else { return }
         table[slot].state = state
         table[slot].stateSince = now
+        if from.isRunning != state.isRunning { display.forget(name) }
         if from == .background, table[slot].grace == .armed {
             table[slot].grace = .idle
             emit(.cancelTimer(app: name, .grace))

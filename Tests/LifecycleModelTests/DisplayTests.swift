@@ -202,4 +202,35 @@ extension DisplayTests {
 
         #expect(h.state("b") == .inactive)
     }
+
+    @Test("a relaunched app whose window comes back in the same report as before is heard as shown in its new launch")
+    func relaunchedAppWithTheSameFactsFollowsTheDisplay() throws {
+        var h = try Self.twoWindows()
+        h.cooperating { h in h.display(visible: ["a"], hidden: ["b"], focused: "a") }
+        try #require(h.state("b") == .background)
+        h.cooperating { h in
+            h.exit("b")
+            _ = try? h.request(.launch(background: false), "b")
+        }
+        try #require(h.state("b") == .inactive)
+
+        // The old process's window was never reported gone: the report reads as the last one did.
+        h.cooperating { h in h.display(visible: ["a"], hidden: ["b"], focused: "a") }
+
+        #expect(h.state("b") == .background, "the new launch's window is hidden, so the app follows it")
+    }
+
+    @Test("a report is read as a change: an app whose facts did not change is not moved back by another app's window")
+    func unchangedAppIsLeftWhereLifectlPutIt() throws {
+        var h = try Self.twoWindows()
+        h.cooperating { h in _ = try? h.request(.suspend, "b") }
+        try #require(h.state("b") == .suspended)
+
+        h.cooperating { h in h.display(visible: ["a", "b"], focused: "a") }
+        #expect(h.state("b") == .suspended, "b's window showed before and shows now: nothing about b changed")
+
+        h.cooperating { h in h.display(visible: ["a"], hidden: ["b"], focused: "a") }
+        h.cooperating { h in h.display(visible: ["a", "b"], focused: "a") }
+        #expect(h.state("b") == .inactive, "b's window shown again resumes it")
+    }
 }
