@@ -6,11 +6,16 @@ extension Daemon: DaemonHost {
     var now: MonotonicTime { loop.now }
     var stopping: Bool { shutdown.stopping }
     var appNames: [String] { registry.names }
-    func record(_ name: String) -> AppRecord? { model.app(name) }
-    func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? { model.withApp(name, body) }
+    func record(_ name: String) -> AppRecord? { inPlace { $0.app(name) } }
+    func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result? { inPlace { $0.withApp(name, body) } }
     var records: [AppRecord] { model.records }
-    func hasOpenTask(app: String, id: Int) -> Bool { model.hasOpenTask(app: app, id: id) }
-    func snapshot(of name: String) -> AppSnapshot? { model.snapshot(of: name) }
+    func hasOpenTask(app: String, id: Int) -> Bool { inPlace { $0.hasOpenTask(app: app, id: id) } }
+    func snapshot(of name: String) -> AppSnapshot? { inPlace { $0.snapshot(of: name) } }
+
+    /// `body` on the model where it is: a call that does not mutate the property of a class copies the whole
+    /// `Supervisor` out first (the property could change during the call), while an inout access lends it. `body`
+    /// only reads, and must not reach the daemon again: the model is held for it (the exclusivity check traps).
+    func inPlace<Result>(_ body: (inout Supervisor) -> Result) -> Result { body(&model) }
 
     @discardableResult
     func handle(_ input: Input, at: MonotonicTime?) -> Outcome {
@@ -49,7 +54,7 @@ extension Daemon: DaemonHost {
         handle(.shutdown)
     }
 
-    func backgroundModes(of name: String) -> Set<String> { model.backgroundModes(of: name) }
+    func backgroundModes(of name: String) -> Set<String> { inPlace { $0.backgroundModes(of: name) } }
 
     func throughDisplay(_ request: Request, for name: String) -> Bool { display.carryOut(request, for: name) }
 

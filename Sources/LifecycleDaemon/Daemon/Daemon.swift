@@ -344,7 +344,7 @@ public final class Daemon {
     private func settled(_ name: String) {
         guard let app = runtime(name) else { return }
         requests.settled(app)
-        let running = model.state(of: name)?.isRunning ?? false
+        let running = inPlace { $0.state(of: name) }?.isRunning ?? false
         if app.removeWhenStopped && !running { registry.forget(name) }
         shutdown.finishIfDone()
     }

@@ -15,7 +15,8 @@ protocol DaemonHost: AnyObject {
     var appNames: [String] { get }
     /// The model's record of the app.
     func record(_ name: String) -> AppRecord?
-    /// `body` on the model's record of the app, without copying it.
+    /// `body` on the model's record of the app, without copying it. `body` only reads the record: it runs while the
+    /// model is held for it, and must not reach the daemon again.
     func withRecord<Result>(_ name: String, _ body: (borrowing AppRecord) -> Result) -> Result?
     /// What the state file of the app holds, as the model has it now.
     func snapshot(of name: String) -> AppSnapshot?
