@@ -136,8 +136,10 @@ final class XvfbOpenbox {
         try HeadlessSway.run("/usr/bin/xdotool", arguments, environment: environment)
     }
 
+    /// xprop with a bound: one that connects while Xvfb is still starting can wait for its setup reply for ever
+    /// (seen once in a run), and a wait that retries must get an answer or an error.
     func xprop(_ arguments: String...) throws -> String {
-        try HeadlessSway.run("/usr/bin/xprop", arguments, environment: environment)
+        try HeadlessSway.run("/usr/bin/timeout", ["-k", "2", "10", "/usr/bin/xprop"] + arguments, environment: environment)
     }
 
     /// The window whose title is `title` (xterm -T, xlogo -title), once it shows up.

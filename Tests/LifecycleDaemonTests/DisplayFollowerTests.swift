@@ -55,9 +55,16 @@ final class ScriptedDisplaySource: DisplaySource {
     /// A title change, the stacking order or another program's window changes no fact the model reads: such a
     /// picture costs the model nothing. A picture that changes a fact reaches it, and so does the same picture
     /// again once an app was added (the rule reads the windows anew).
+    static let mail = DisplayWindow(id: 1, appID: "org.example.Mail", visible: true, focused: true)
+    static let notes = DisplayWindow(id: 2, appID: "org.example.Notes", visible: false)
+    /// The focus moved from mail's window to notes', which shows now: mail's and notes' windows.
+    static let focusOnNotes = (
+        DisplayWindow(id: 1, appID: "org.example.Mail", visible: true),
+        DisplayWindow(id: 2, appID: "org.example.Notes", visible: true, focused: true)
+    )
+
     @Test func aPictureThatChangesNoFactIsNotHandedOn() {
-        let mail = DisplayWindow(id: 1, appID: "org.example.Mail", visible: true, focused: true)
-        let notes = DisplayWindow(id: 2, appID: "org.example.Notes", visible: false)
+        let (mail, notes) = (Self.mail, Self.notes)
         let stranger = DisplayWindow(id: 3, appID: "org.example.Other", visible: true)
         source.show(WindowPicture(windows: [mail, notes]))
         #expect(displayInputs == 1)
@@ -67,11 +74,7 @@ final class ScriptedDisplaySource: DisplaySource {
         source.show(WindowPicture(windows: [mail, notes, stranger]))
         #expect(displayInputs == 1, "the same facts: \(port.inputs)")
 
-        var focusedNotes = notes
-        focusedNotes.visible = true
-        focusedNotes.focused = true
-        var unfocusedMail = mail
-        unfocusedMail.focused = false
+        let (unfocusedMail, focusedNotes) = Self.focusOnNotes
         source.show(WindowPicture(windows: [unfocusedMail, focusedNotes, stranger]))
         #expect(displayInputs == 2)
         #expect(port.model.displayFacts.focused == "notes")
@@ -79,5 +82,28 @@ final class ScriptedDisplaySource: DisplaySource {
         follower.appChanged(.added("calendar"))
         source.show(WindowPicture(windows: [unfocusedMail, focusedNotes, stranger]))
         #expect(displayInputs == 3, "heard again after the apps changed")
+    }
+
+    /// A source that follows changes reports only the windows that changed: the model hears the facts of the whole
+    /// picture, and a change to a window no app owns reaches it not at all.
+    @Test func aReportOfChangesIsHeardAsTheWholePicture() {
+        let (mail, notes) = (Self.mail, Self.notes)
+        var stranger = DisplayWindow(id: 3, appID: "org.example.Other", visible: true)
+        source.show(WindowPicture(windows: [mail, notes, stranger]))
+        #expect(displayInputs == 1)
+
+        stranger.visible = false
+        source.show(.changes([stranger], gone: []))
+        #expect(displayInputs == 1, "no fact changed: \(port.inputs)")
+
+        let (unfocusedMail, focusedNotes) = Self.focusOnNotes
+        source.show(.changes([unfocusedMail, focusedNotes], gone: []))
+        #expect(displayInputs == 2)
+        #expect(port.model.displayFacts.focused == "notes")
+        #expect(port.model.displayFacts.visible == ["mail", "notes"])
+
+        source.show(.changes([], gone: [1]))
+        #expect(displayInputs == 3)
+        #expect(port.model.displayFacts.windowed == ["notes"], "mail's only window closed")
     }
 }

@@ -43,7 +43,7 @@ final class FakePort: DaemonHost {
     private(set) var dirtied: [String] = []
     func markDirty(_ name: String) { dirtied.append(name) }
     var adoptConfig: AdoptConfig { AdoptConfig() }
-    func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool { false }
+    func adoptWindows(_ windows: [DisplayWindow], gone: [Int64], ownership: WindowOwnership) -> Bool { false }
     func memoryPressure(reading: JSONValue) {}
     func statusLine() -> String { "" }
     func daemonStatus() -> DaemonStatus {

@@ -200,11 +200,11 @@ final class Adoption {
         return name
     }
 
-    /// A display picture came: with `Windows=yes`, the processes of windows no app owns are adopted. Returns
-    /// whether any was (the picture is then read again, with them).
-    func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool {
+    /// A display report came: with `Windows=yes`, the processes of the windows it added or changed that no app owns
+    /// are adopted. Returns whether any was (the windows are then counted again, with them).
+    func adoptWindows(_ shown: [DisplayWindow], gone: [Int64], ownership: WindowOwnership) -> Bool {
         guard config.windows, !host.stopping else { return false }
-        return windows.adopt(picture, ownership: ownership, appSlice: scopes.slice?.cgroup)
+        return windows.adopt(shown, gone: gone, ownership: ownership, appSlice: scopes.slice?.cgroup)
     }
 
     /// A window's process, checked by `WindowAdoption`, becomes the app named by its app id. Returns its name.

@@ -18,18 +18,17 @@ final class WindowAdoption {
         self.loop = loop
     }
 
-    /// Adopts the processes of `picture`'s windows that `ownership` gives to no app. Returns whether any was.
-    func adopt(_ picture: WindowPicture, ownership: WindowOwnership, appSlice: String?) -> Bool {
+    /// Adopts the processes of `windows` (those added or changed since the last report) that `ownership` gives to
+    /// no app; `gone`: the windows closed since. Returns whether any was adopted.
+    func adopt(_ windows: [DisplayWindow], gone: [Int64], ownership: WindowOwnership, appSlice: String?) -> Bool {
+        for id in gone { passedOver[id] = nil }
         var seen: Set<pid_t> = []
         var any = false
-        var shown: Set<Int64> = []
-        for window in picture.windows {
-            shown.insert(window.id)
+        for window in windows {
             guard let pid = window.pid, pid > 0, passedOver[window.id] != pid, seen.insert(pid).inserted,
                   ownership.owner(of: window) == nil else { continue }
             if adoptProcess(pid, window: window, appSlice: appSlice) { any = true } else { passedOver[window.id] = pid }
         }
-        if passedOver.count > shown.count { passedOver = passedOver.filter { shown.contains($0.key) } }
         return any
     }
 

@@ -64,7 +64,7 @@ extension Daemon: DaemonHost {
 
     var adoptConfig: AdoptConfig { configuration.config.daemon.adopt }
 
-    func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool {
-        adoption.adoptWindows(picture, ownership: ownership)
+    func adoptWindows(_ windows: [DisplayWindow], gone: [Int64], ownership: WindowOwnership) -> Bool {
+        adoption.adoptWindows(windows, gone: gone, ownership: ownership)
     }
 }

@@ -45,9 +45,9 @@ protocol DaemonHost: AnyObject {
     func markDirty(_ name: String)
     /// `[Adopt]` as in force.
     var adoptConfig: AdoptConfig { get }
-    /// Each display picture, before the model hears it again: with `[Adopt] Windows=yes`, the processes of windows
-    /// no app owns become apps (`Adoption`). Returns whether any did.
-    func adoptWindows(_ picture: WindowPicture, ownership: WindowOwnership) -> Bool
+    /// Each display report, after the model heard it: with `[Adopt] Windows=yes`, the processes of the windows it
+    /// added or changed that no app owns become apps (`Adoption`). Returns whether any did.
+    func adoptWindows(_ windows: [DisplayWindow], gone: [Int64], ownership: WindowOwnership) -> Bool
     /// Memory pressure crossed the threshold: the model warns the apps, then terminates suspended ones while it
     /// persists.
     func memoryPressure(reading: JSONValue)

@@ -14,7 +14,6 @@ final class DisplayFollower {
     var dbusSource: (any DisplaySource)?
     /// What `[Display] Source=` asked for, when no source runs for it (for the status line).
     private var unavailable: String?
-    private var picture = WindowPicture()
     /// `[Display]` as in force: a reload that changes it starts the source anew.
     private var running = DisplayConfig()
     /// `Source=` as configured, for the status line (`auto` says so beside what it picked).
@@ -22,15 +21,17 @@ final class DisplayFollower {
     private var answerTimers: [String: LoopTimer] = [:]
     /// The owner of each window's process, kept while the apps stay the same.
     private let owners = ProcessOwners()
-    /// The running apps as the rule sees them, read again only once an app was added, removed, launched or ended,
-    /// or the configuration reloaded: a picture is not worth a read of every app.
-    private var ownershipApps: [WindowOwnership.App]? {
-        didSet { if ownershipApps == nil { lastFacts = nil } }
+    /// The rule for the running apps, made again only once an app was added, removed, launched or ended, or the
+    /// configuration reloaded (then every window is counted again): a picture is not worth a read of every app.
+    private var rule: WindowOwnership? {
+        didSet { if rule == nil { heard = nil } }
     }
-    /// The facts the model heard last. A picture that changes none of them (a title, the stacking order, another
-    /// program's window) is not handed on, so that such events cost the model nothing; they are heard again after
-    /// anything that can change how the model reads them (an app added, launched or ended, a reload).
-    private var lastFacts: DisplayFacts?
+    /// The windows as reported, and the facts the rule makes of them.
+    private var tally = WindowTally()
+    /// The facts the model heard last; nil once the rule changed, so that the next picture is heard whatever it
+    /// shows. A picture that changes none of them (a title, the stacking order, another program's window) is not
+    /// handed on, so that such events cost the model nothing.
+    private var heard: DisplayFacts?
     /// How long a request asked of the display server waits for it to report the change.
     static let answerTimeout: Duration = .seconds(3)
 
@@ -137,15 +138,15 @@ final class DisplayFollower {
     /// A reload: a changed `[Display]` stops the source in force and starts the new one, whose first picture
     /// reconciles the apps; meanwhile they keep their states. An unchanged one is left alone, connection and all.
     func apply(_ config: DisplayConfig, environment: [String: String]) {
-        ownershipApps = nil
+        rule = nil
         guard config != running else { return }
         Log.info("display: [Display] changed; leaving \(description)")
         source?.stop()
         source = nil
         unavailable = nil
-        picture = WindowPicture()
+        tally = WindowTally()
+        rule = nil
         host.handle(.displayForgotten)
-        lastFacts = nil
         start(config, environment: environment)
         Log.info("display: now \(description)")
     }
@@ -161,38 +162,44 @@ final class DisplayFollower {
 
     /// The last picture read again (adoption was turned on by a reload, or after the first one came).
     func refresh() {
-        lastFacts = nil
-        if source?.connected == true { reported(picture) }
+        rule = nil
+        if source?.connected == true { reported(.changes([], gone: [])) }
     }
 
+    /// The model hears first, so that a window that shows continues its app before anything else is done in this
+    /// pass; windows no app owns are adopted after, and counted again with them. A report of changes costs what it
+    /// names; a whole picture, or a change of the apps, counts every window.
     private func reported(_ picture: WindowPicture) {
-        self.picture = picture
-        // The model hears first, so that a window that shows continues its app before anything else is done in
-        // this pass; windows no app owns are adopted after, and the picture read again with them.
-        let ownership = ownership()
-        tell(ownership.facts(of: picture), at: picture.changedAt)
-        if host.adoptWindows(picture, ownership: ownership) { tell(self.ownership().facts(of: picture), at: nil) }
+        let recount = rule == nil
+        let (changed, gone) = tally.take(picture, rule: ownership(), recount: recount)
+        tell(at: picture.changedAt)
+        if host.adoptWindows(changed, gone: gone, ownership: ownership()) {
+            tally.recount(ownership())
+            tell(at: nil)
+        }
     }
 
-    private func tell(_ facts: DisplayFacts, at changedAt: Duration?) {
-        guard facts != lastFacts else { return }
-        lastFacts = facts
+    private func tell(at changedAt: Duration?) {
+        guard tally.moved || heard == nil || tally.focusedApp != heard?.focused else { return }
+        let facts = tally.facts
+        tally.settle()
+        guard facts != heard else { return }
+        heard = facts
         host.handle(.display(facts), at: changedAt)
     }
 
     /// The rule, with the owner of each window's process as `owners` finds it once per process.
     func ownership() -> WindowOwnership {
-        if ownershipApps == nil {
-            owners.update(from: host)
-            var apps: [WindowOwnership.App] = []
-            for name in owners.names {
-                apps.append(WindowOwnership.App(name: name, appID: host.runtime(name)?.config.appID, holds: { _ in false }))
-            }
-            ownershipApps = apps
+        if let rule { return rule }
+        owners.update(from: host)
+        var apps: [WindowOwnership.App] = []
+        for name in owners.names {
+            apps.append(WindowOwnership.App(name: name, appID: host.runtime(name)?.config.appID, holds: { _ in false }))
         }
-        let apps = ownershipApps ?? []
         let owners = owners
-        return WindowOwnership(apps: apps, processOwner: { owners.owner(of: $0) })
+        let made = WindowOwnership(apps: apps, processOwner: { owners.owner(of: $0) })
+        rule = made
+        return made
     }
 
     /// lifectl's focus or background of an app with a window: asked of the display server. Returns false when the
@@ -201,10 +208,10 @@ final class DisplayFollower {
         guard let source, source.connected, source.canRequest, let state = host.withRecord(name, { $0.state }) else { return false }
         switch request {
         case .focus where state != .active:
-            guard let window = ownership().windows(of: name, in: picture).first else { return false }
+            guard let window = tally.windows(of: name).first else { return false }
             source.focus(window: window.id)
         case .background where state.isForeground:
-            let windows = ownership().windows(of: name, in: picture).filter(\.visible)
+            let windows = tally.windows(of: name).filter(\.visible)
             guard !windows.isEmpty else { return false }
             for window in windows { source.hide(window: window.id) }
         default:
@@ -232,8 +239,8 @@ extension DisplayFollower: AppObserver {
     /// enters notRunning).
     func appChanged(_ change: AppChange) {
         switch change {
-        case .added, .removed: ownershipApps = nil
-        case .transition(_, let from, let to, _) where from == .notRunning || to == .notRunning: ownershipApps = nil
+        case .added, .removed: rule = nil
+        case .transition(_, let from, let to, _) where from == .notRunning || to == .notRunning: rule = nil
         default: break
         }
     }

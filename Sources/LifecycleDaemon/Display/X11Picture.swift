@@ -86,14 +86,17 @@ enum X11Picture {
     /// pid alone is then taken, and `_NET_WM_PID` (written by the client about itself) never, so that a window
     /// cannot name another process. Without X-Resource, `_NET_WM_PID` is all there is.
     static func picture(root: X11Root, clients: [UInt32: X11Client], serverVouches: Bool = false) -> WindowPicture {
-        let windows = root.clients.compactMap { window -> DisplayWindow? in
-            guard let client = clients[window], client.complete else { return nil }
-            let onDesktop = client.desktop == nil || client.desktop == X11Client.allDesktops
-                || root.currentDesktop == nil || client.desktop == root.currentDesktop
-            return DisplayWindow(id: Int64(window), pid: serverVouches ? client.serverPID : client.pid ?? client.serverPID, appID: client.class, instance: client.instance,
-                                 visible: client.viewable && !client.hidden && onDesktop,
-                                 focused: root.active != 0 && root.active == window)
-        }
-        return WindowPicture(windows: windows)
+        WindowPicture(windows: root.clients.compactMap { clients[$0].flatMap { window($0, root: root, serverVouches: serverVouches) } })
+    }
+
+    /// One client's window by the same rule; nil until every property of it has been read.
+    static func window(_ client: X11Client, root: X11Root, serverVouches: Bool = false) -> DisplayWindow? {
+        guard client.complete else { return nil }
+        let onDesktop = client.desktop == nil || client.desktop == X11Client.allDesktops
+            || root.currentDesktop == nil || client.desktop == root.currentDesktop
+        return DisplayWindow(id: Int64(client.window), pid: serverVouches ? client.serverPID : client.pid ?? client.serverPID,
+                             appID: client.class, instance: client.instance,
+                             visible: client.viewable && !client.hidden && onDesktop,
+                             focused: root.active != 0 && root.active == client.window)
     }
 }

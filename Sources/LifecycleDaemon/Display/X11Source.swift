@@ -3,8 +3,9 @@ import Glibc
 
 /// An EWMH window manager on X11 (openbox, i3, xfwm4, KWin…) as a display source, through libxcb on the daemon's
 /// loop. It watches the root's active window, client list and current desktop, and each client's state, desktop,
-/// pid and map state; after any change it reads the whole picture again, every request sent at once and each reply
-/// taken as it arrives (never a blocking round trip). A lost connection is logged and made again after a doubling
+/// pid and map state. It reads the whole picture at connect; after that, each event asks only for what it changed, and
+/// the source reports only the windows whose part of the picture changed. Every request is sent at once and each
+/// reply taken as it arrives (never a blocking round trip). A lost connection is logged and made again after a doubling
 /// delay; the apps keep their states meanwhile, and the first picture after the reconnect reconciles them.
 ///
 /// No write waits for a server that stops reading: requests go out through `X11Requests`, which flushes only when
@@ -37,7 +38,11 @@ final class X11Source: DisplaySource {
     private var following = false
     /// The loop's time of the first event not reported yet.
     private var changeStarted: Duration?
-    private var lastPicture: WindowPicture?
+    /// Each window as last reported; nil until the whole picture is reported, at connect.
+    private var reportedWindows: [UInt32: DisplayWindow]?
+    /// Windows whose part of the picture may have changed, and those gone, since the last report.
+    private var touched: Set<UInt32> = []
+    private var gone: Set<UInt32> = []
     private lazy var reconnection = ReconnectingSource(loop: loop, name: "display: X11", first: .milliseconds(100), cap: .seconds(5)) {
         [unowned self] in self.connect()
     }
@@ -316,6 +321,7 @@ final class X11Source: DisplaySource {
             let window = raw.load(as: xcb_destroy_notify_event_t.self).window
             guard clients.removeValue(forKey: window) != nil else { return false }
             selected.remove(window)
+            gone.insert(window)
             return true
         default:
             // Errors of requests without replies (a window gone before its events were selected) and the rest.
@@ -351,7 +357,9 @@ final class X11Source: DisplaySource {
         stale = false
         following = false
         clients = [:]
-        lastPicture = nil
+        reportedWindows = nil
+        touched = []
+        gone = []
         readClientList(connection)
         readActive(connection)
         readCurrentDesktop(connection)
@@ -377,7 +385,10 @@ final class X11Source: DisplaySource {
             let list = X11Property.cardinals(value, format: format)
             self.clientOrder = list
             let present = Set(list)
-            for window in self.clients.keys where !present.contains(window) { self.clients[window] = nil }
+            for window in self.clients.keys where !present.contains(window) {
+                self.clients[window] = nil
+                self.gone.insert(window)
+            }
             self.selected.formIntersection(present)
             let new = list.filter { self.clients[$0] == nil }
             for window in new { self.readClient(window, connection) }
@@ -387,13 +398,18 @@ final class X11Source: DisplaySource {
 
     private func readActive(_ connection: OpaquePointer) {
         ask(connection, window: root, atoms.activeWindow, length: 1) { [unowned self] value, format in
-            self.rootState.active = X11Property.cardinals(value, format: format).first
+            let active = X11Property.cardinals(value, format: format).first
+            for window in [self.rootState.active, active].compactMap({ $0 }) { self.touched.insert(window) }
+            self.rootState.active = active
         }
     }
 
     private func readCurrentDesktop(_ connection: OpaquePointer) {
         ask(connection, window: root, atoms.currentDesktop, length: 1) { [unowned self] value, format in
-            self.rootState.currentDesktop = X11Property.cardinals(value, format: format).first
+            let desktop = X11Property.cardinals(value, format: format).first
+            // Another desktop may show or hide any window.
+            if desktop != self.rootState.currentDesktop { self.touched.formUnion(self.clients.keys) }
+            self.rootState.currentDesktop = desktop
         }
     }
 
@@ -416,10 +432,14 @@ final class X11Source: DisplaySource {
                     guard let reply, self.clients[window] != nil else { return }
                     let pid = lc_xcb_res_pid(reply)
                     self.clients[window]?.serverPID = pid > 0 ? pid_t(truncatingIfNeeded: pid) : nil
+                    self.touched.insert(window)
                 }
             }
         }
-        enqueue(step: { [unowned self] in self.clients[window]?.complete = true })
+        enqueue(step: { [unowned self] in
+            self.clients[window]?.complete = true
+            self.touched.insert(window)
+        })
     }
 
     private func readMapState(of window: UInt32, _ connection: OpaquePointer) {
@@ -428,6 +448,7 @@ final class X11Source: DisplaySource {
                 guard let reply, self.clients[window] != nil else { return }
                 let mapState = reply.assumingMemoryBound(to: xcb_get_window_attributes_reply_t.self).pointee.map_state
                 self.clients[window]?.viewable = UInt32(mapState) == XCB_MAP_STATE_VIEWABLE.rawValue
+                self.touched.insert(window)
             }
         }
     }
@@ -435,6 +456,7 @@ final class X11Source: DisplaySource {
     /// One watched property of a client; ICCCM's WM_STATE changes with the map state, which is read instead.
     private func readProperty(_ atom: UInt32, of window: UInt32, _ connection: OpaquePointer) {
         let atoms = atoms
+        touched.insert(window)
         switch atom {
         case atoms.wmPID:
             ask(connection, window: window, atom, length: 1) { [unowned self] value, format in
@@ -461,17 +483,42 @@ final class X11Source: DisplaySource {
         }
     }
 
-    /// The picture as the replies so far make it, reported once the replies to a batch of events are in.
+    /// The picture as the replies so far make it, reported once the replies to a batch of events are in: whole at
+    /// connect, then only the windows whose part of it changed.
     private func publish() {
-        let picture = X11Picture.picture(root: X11Root(clients: clientOrder, active: rootState.active,
-                                                       currentDesktop: rootState.currentDesktop), clients: clients,
-                                         serverVouches: hasResource)
-        var stamped = picture
-        stamped.changedAt = changeStarted
+        let root = X11Root(clients: clientOrder, active: rootState.active, currentDesktop: rootState.currentDesktop)
+        let changedAt = changeStarted
         changeStarted = nil
-        guard picture != lastPicture else { return }
-        lastPicture = picture
-        report?(stamped)
+        guard reportedWindows != nil else {
+            var picture = X11Picture.picture(root: root, clients: clients, serverVouches: hasResource)
+            reportedWindows = Dictionary(picture.windows.map { (UInt32(truncatingIfNeeded: $0.id), $0) }, uniquingKeysWith: { first, _ in first })
+            touched = []
+            gone = []
+            picture.changedAt = changedAt
+            report?(picture)
+            return
+        }
+        // Taken out while it changes, so that it is changed in place rather than copied.
+        var reported = reportedWindows ?? [:]
+        reportedWindows = nil
+        var changed: [DisplayWindow] = []
+        var closed: [Int64] = []
+        for window in touched.sorted() {
+            let now = clients[window].flatMap { X11Picture.window($0, root: root, serverVouches: hasResource) }
+            guard now != reported[window] else { continue }
+            if let now {
+                reported[window] = now
+                changed.append(now)
+            } else if reported.removeValue(forKey: window) != nil {
+                closed.append(Int64(window))
+            }
+        }
+        for window in gone.sorted() where reported.removeValue(forKey: window) != nil { closed.append(Int64(window)) }
+        touched = []
+        gone = []
+        reportedWindows = reported
+        guard !changed.isEmpty || !closed.isEmpty else { return }
+        report?(.changes(changed, gone: closed, changedAt: changedAt))
     }
 
     /// One property, whatever its type; `handle` gets its bytes and format (nothing when the window is gone).
