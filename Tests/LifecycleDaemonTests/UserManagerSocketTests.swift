@@ -1,6 +1,8 @@
 import CSupport
 import Foundation
 import Glibc
+import CSystemd
+import TestSupport
 import Testing
 @testable import LifecycleDaemon
 
@@ -155,5 +157,106 @@ import Testing
         let scopes = TreeScopes(loop: try EventLoop(), environment: [:], shared: nil, runtimeRoot: root)
         scopes.apply(enabled: true, user: String(Self.user))
         #expect(scopes.unavailable?.contains("runs as uid 0, not as uid \(Self.user)") == true, "\(scopes.unavailable ?? "nil")")
+    }
+
+    // MARK: The user's manager, as real processes of the user in real cgroups
+
+    /// Cgroups on this machine's cgroup2 hierarchy (/sys/fs/cgroup/unified) laid out as systemd lays out a user's:
+    /// `user@UID.service/init.scope`, where the user's manager runs, and a service of the user's beside it.
+    final class UserCgroups {
+        static let unified = "/sys/fs/cgroup/unified"
+        let base: String
+        let uid: uid_t
+        init(uid: uid_t) throws {
+            try #require(cs_is_cgroup2(Self.unified) == 1, "this machine's cgroup2 hierarchy is at \(Self.unified)")
+            self.uid = uid
+            base = Self.unified + "/lifecycled-user-manager-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+            for path in [service + "/init.scope", service + "/app.slice/impostor.service"] {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            }
+        }
+        var service: String { base + "/user.slice/user-\(uid).slice/user@\(uid).service" }
+        var initScope: String { service + "/init.scope" }
+        var impostor: String { service + "/app.slice/impostor.service" }
+        /// The manager's cgroup as the daemon names it, below the mount.
+        var manager: String { String(service.dropFirst(Self.unified.count)) }
+
+        func move(_ pid: pid_t, to cgroup: String) throws {
+            try "\(pid)\n".write(toFile: cgroup + "/cgroup.procs", atomically: false, encoding: .utf8)
+        }
+
+        /// Every cgroup made, deepest first, once their processes are gone.
+        func remove() {
+            var path = impostor
+            var paths = [initScope]
+            while path.count > base.count {
+                paths.append(path)
+                path = (path as NSString).deletingLastPathComponent
+            }
+            paths.append(base)
+            for path in Set(paths).sorted(by: { $0.count > $1.count }) {
+                for _ in 0..<100 where rmdir(path) != 0 && errno == EBUSY { usleep(10_000) }
+            }
+        }
+    }
+
+    /// A runtime directory the user may make the socket in, as pam_systemd gives the user.
+    func usersRuntimeRoot(for uid: uid_t) throws -> (root: String, path: String) {
+        let (root, path) = try runtimeRoot(for: uid)
+        for directory in [root + "/\(uid)", root + "/\(uid)/systemd"] {
+            try #require(chown(directory, uid, gid_t(uid)) == 0, "chown \(directory): errno \(errno)")
+        }
+        return (root, path)
+    }
+
+    /// Runs `loop` until `done` holds, for ten seconds at most; returns whether it held.
+    @discardableResult
+    func run(_ loop: EventLoop, until done: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !done() && ContinuousClock.now < deadline { _ = sd_event_run(loop.event, 10_000) }
+        return done()
+    }
+
+    /// Starts a transient unit on `bus` and waits for its answer: nil for success, else the error.
+    func started(_ unit: String, on bus: SystemdManagerBus, loop: EventLoop) throws -> String? {
+        var answer: String??
+        bus.startTransientUnit(unit, properties: []) { error, _ in answer = .some(error) }
+        try #require(run(loop, until: { answer != nil }), "an answer came")
+        return answer ?? nil
+    }
+
+    @Test func aReconnectRunsTheWholeCheckAndRefusesAListenerOfTheUserOutsideTheManagersCgroup() throws {
+        let cgroups = try UserCgroups(uid: Self.user)
+        defer { cgroups.remove() }
+        let (root, path) = try usersRuntimeRoot(for: Self.user)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let loop = try EventLoop()
+
+        // The user's manager: a process of the user, in user@UID.service/init.scope.
+        let manager = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        defer { manager.stop() }
+        try cgroups.move(manager.pid, to: cgroups.initScope)
+        let bus = try SystemdManagerBus.connect(loop: loop, userManagerAt: path, uid: Self.user)
+        #expect(bus.manager == UserManagerSocket.Manager(pid: manager.pid, cgroup: cgroups.manager))
+
+        // It goes; another process of the same user, in one of the manager's services, listens in its place.
+        manager.stop()
+        #expect(run(loop, until: { !bus.isOpen }), "the bus saw its manager go")
+        let impostor = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        defer { impostor.stop() }
+        try cgroups.move(impostor.pid, to: cgroups.impostor)
+        let refused = try started("refused.scope", on: bus, loop: loop)
+        #expect(refused == "the process at \(path) (pid \(impostor.pid)) is not in user@\(Self.user).service/init.scope, where the user's manager runs",
+                "\(refused ?? "nil")")
+        #expect(!impostor.requests.contains { $0.hasPrefix("StartTransientUnit") }, "nothing was asked of it: \(impostor.requests)")
+
+        // The user's manager comes back: the next call reconnects to it, on the same check.
+        impostor.stop()
+        let back = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        defer { back.stop() }
+        try cgroups.move(back.pid, to: cgroups.initScope)
+        #expect(try started("accepted.scope", on: bus, loop: loop) == nil)
+        #expect(back.requests.contains("StartTransientUnit accepted.scope"), "\(back.requests)")
+        #expect(bus.manager == UserManagerSocket.Manager(pid: back.pid, cgroup: cgroups.manager))
     }
 }

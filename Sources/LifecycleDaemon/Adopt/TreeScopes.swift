@@ -99,18 +99,13 @@ final class TreeScopes {
         let path = UserManagerSocket.path(uid: uid, runtimeRoot: runtimeRoot)
         let connected: SystemdManagerBus
         do {
-            try UserManagerSocket.check(path, uid: uid)
-            connected = try SystemdManagerBus.connect(loop: loop, address: "unix:path=\(path)", peerUID: uid)
+            connected = try SystemdManagerBus.connect(loop: loop, userManagerAt: path, uid: uid)
         } catch {
             return "\(error)"
         }
-        let procCgroup = (try? readKernelFile("/proc/\(connected.peerPID)/cgroup")) ?? ""
-        guard let found = UserManagerSocket.managerCgroup(procCgroup: procCgroup, uid: uid) else {
-            return "the process at \(path) (pid \(connected.peerPID)) is not in user@\(uid).service/init.scope, where the user's manager runs"
-        }
         bus = connected
         mount = mounted
-        manager = found
+        manager = connected.manager?.cgroup ?? ""
         owner = uid
         return nil
     }
