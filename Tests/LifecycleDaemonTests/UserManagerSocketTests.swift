@@ -134,7 +134,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: root) }
         let scopes = TreeScopes(loop: try EventLoop(), environment: [:], shared: nil, runtimeRoot: root)
         scopes.apply(enabled: true, user: String(Self.user))
-        #expect(scopes.unavailable == "no service manager of uid \(Self.user) listens at \(path): No such file or directory")
+        #expect(scopes.unavailable == "no service manager of uid \(Self.user) listens at \(path): No such file or directory; retrying")
     }
 
     @Test func rootRefusesAManagerSocketOfAnotherUser() throws {
@@ -144,7 +144,7 @@ import Testing
         defer { close(fd) }
         let scopes = TreeScopes(loop: try EventLoop(), environment: [:], shared: nil, runtimeRoot: root)
         scopes.apply(enabled: true, user: String(Self.user))
-        #expect(scopes.unavailable == "\(path) belongs to uid \(Self.other), not to uid \(Self.user) ([Adopt] User=)")
+        #expect(scopes.unavailable == "\(path) belongs to uid \(Self.other), not to uid \(Self.user) ([Adopt] User=); retrying")
         #expect(scopes.scope(for: "app", leader: getpid(), members: [getpid()]) == nil)
     }
 
@@ -258,5 +258,35 @@ import Testing
         #expect(try started("accepted.scope", on: bus, loop: loop) == nil)
         #expect(back.requests.contains("StartTransientUnit accepted.scope"), "\(back.requests)")
         #expect(bus.manager == UserManagerSocket.Manager(pid: back.pid, cgroup: cgroups.manager))
+    }
+
+    @Test func statusSaysTheUsersManagerIsGoneWhileItIsAndScopesAgainOnceItIsBack() throws {
+        let cgroups = try UserCgroups(uid: Self.user)
+        defer { cgroups.remove() }
+        let (root, path) = try usersRuntimeRoot(for: Self.user)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let loop = try EventLoop()
+        let manager = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        defer { manager.stop() }
+        try cgroups.move(manager.pid, to: cgroups.initScope)
+        let scopes = TreeScopes(loop: loop, environment: [:], shared: nil, runtimeRoot: root, retryInterval: .milliseconds(50))
+        scopes.apply(enabled: true, user: String(Self.user))
+        #expect(scopes.unavailable == nil, "scopes are made: \(scopes.unavailable ?? "")")
+
+        // The user's last session ends, and their manager with it.
+        manager.stop()
+        #expect(run(loop, until: { scopes.unavailable != nil }), "status changed as the manager went")
+        #expect(scopes.unavailable == TreeScopes.gone)
+        #expect(scopes.scope(for: "app", leader: getpid(), members: [getpid()]) == nil, "no scope is asked of a manager that is gone")
+        // The daemon keeps looking, and says why it finds none: the socket is left, and nothing listens on it.
+        #expect(run(loop, until: { scopes.unavailable?.hasPrefix("connect to unix:path=\(path)") == true }), "\(scopes.unavailable ?? "nil")")
+        #expect(scopes.unavailable?.hasSuffix("; retrying") == true)
+
+        // The user logs in again: their manager is found again, on the whole check, with no reload.
+        let back = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        defer { back.stop() }
+        try cgroups.move(back.pid, to: cgroups.initScope)
+        #expect(run(loop, until: { scopes.unavailable == nil }), "\(scopes.unavailable ?? "nil")")
+        #expect(back.requests.contains { $0.hasPrefix("Get ") }, "it asked the manager that is back: \(back.requests)")
     }
 }

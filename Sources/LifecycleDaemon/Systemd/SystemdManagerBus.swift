@@ -38,6 +38,7 @@ final class SystemdManagerBus {
         self.callTimeout = callTimeout
         self.userManager = userManager
         self.manager = manager
+        watchClose()
     }
 
     deinit { sd_bus_flush_close_unref(bus) }
@@ -45,6 +46,22 @@ final class SystemdManagerBus {
     /// Whether the connection is up: false once the manager closed it (it exited or re-executed), until a call opens
     /// it again.
     var isOpen: Bool { sd_bus_is_open(bus) > 0 }
+
+    /// Runs on the loop when the manager closes the connection (it exited or re-executed), as sd-bus reads the end
+    /// of it; a call made later opens it again.
+    var closed: (() -> Void)?
+
+    /// sd-bus says that the connection ended with a signal of its own, `org.freedesktop.DBus.Local.Disconnected`,
+    /// which it hands to the matches of the connection itself. The match lives with the bus: `self` outlives it.
+    private func watchClose() {
+        let result = sd_bus_match_signal(bus, nil, nil, "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local", "Disconnected", { _, userdata, _ in
+            Unmanaged<SystemdManagerBus>.fromOpaque(userdata!).takeUnretainedValue().closed?()
+            return 0
+        }, Unmanaged.passUnretained(self).toOpaque())
+        if result < 0 {
+            Log.warning("Failed to \(SystemdBusError("watch the connection to systemd (\(name)) for its end", errno: -result)); it is noticed at the next call")
+        }
+    }
 
     /// The manager's private socket (a direct connection, as `systemctl` uses: no bus daemon, no Hello): as root
     /// systemd's, else the user's own manager's in `$XDG_RUNTIME_DIR` (`systemctl --user`), since a user's service
@@ -244,6 +261,7 @@ final class SystemdManagerBus {
         sd_bus_close_unref(bus)
         bus = fresh
         manager = vouched
+        watchClose()
     }
 
     // MARK: Encoding
