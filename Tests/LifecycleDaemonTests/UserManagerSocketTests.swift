@@ -209,6 +209,18 @@ import Testing
         return (root, path)
     }
 
+    /// A fake manager run as the user, listening at `path`, moved into `cgroup` before anyone connects.
+    func listener(at path: String, in cgroup: String, of cgroups: UserCgroups) throws -> FakeSystemdBus {
+        let fake = try FakeSystemdBus(mode: "restart", socket: path, user: cgroups.uid)
+        do {
+            try cgroups.move(fake.pid, to: cgroup)
+        } catch {
+            fake.stop()
+            throw error
+        }
+        return fake
+    }
+
     /// Runs `loop` until `done` holds, for ten seconds at most; returns whether it held.
     @discardableResult
     func run(_ loop: EventLoop, until done: () -> Bool) -> Bool {
@@ -233,18 +245,16 @@ import Testing
         let loop = try EventLoop()
 
         // The user's manager: a process of the user, in user@UID.service/init.scope.
-        let manager = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        let manager = try listener(at: path, in: cgroups.initScope, of: cgroups)
         defer { manager.stop() }
-        try cgroups.move(manager.pid, to: cgroups.initScope)
         let bus = try SystemdManagerBus.connect(loop: loop, userManagerAt: path, uid: Self.user)
         #expect(bus.manager == UserManagerSocket.Manager(pid: manager.pid, cgroup: cgroups.manager))
 
         // It goes; another process of the same user, in one of the manager's services, listens in its place.
         manager.stop()
         #expect(run(loop, until: { !bus.isOpen }), "the bus saw its manager go")
-        let impostor = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        let impostor = try listener(at: path, in: cgroups.impostor, of: cgroups)
         defer { impostor.stop() }
-        try cgroups.move(impostor.pid, to: cgroups.impostor)
         let refused = try started("refused.scope", on: bus, loop: loop)
         #expect(refused == "the process at \(path) (pid \(impostor.pid)) is not in user@\(Self.user).service/init.scope, where the user's manager runs",
                 "\(refused ?? "nil")")
@@ -252,9 +262,8 @@ import Testing
 
         // The user's manager comes back: the next call reconnects to it, on the same check.
         impostor.stop()
-        let back = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        let back = try listener(at: path, in: cgroups.initScope, of: cgroups)
         defer { back.stop() }
-        try cgroups.move(back.pid, to: cgroups.initScope)
         #expect(try started("accepted.scope", on: bus, loop: loop) == nil)
         #expect(back.requests.contains("StartTransientUnit accepted.scope"), "\(back.requests)")
         #expect(bus.manager == UserManagerSocket.Manager(pid: back.pid, cgroup: cgroups.manager))
@@ -266,9 +275,8 @@ import Testing
         let (root, path) = try usersRuntimeRoot(for: Self.user)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let loop = try EventLoop()
-        let manager = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        let manager = try listener(at: path, in: cgroups.initScope, of: cgroups)
         defer { manager.stop() }
-        try cgroups.move(manager.pid, to: cgroups.initScope)
         let scopes = TreeScopes(loop: loop, environment: [:], shared: nil, runtimeRoot: root, retryInterval: .milliseconds(50))
         scopes.apply(enabled: true, user: String(Self.user))
         #expect(scopes.unavailable == nil, "scopes are made: \(scopes.unavailable ?? "")")
@@ -283,9 +291,8 @@ import Testing
         #expect(scopes.unavailable?.hasSuffix("; retrying") == true)
 
         // The user logs in again: their manager is found again, on the whole check, with no reload.
-        let back = try FakeSystemdBus(mode: "restart", socket: path, user: Self.user)
+        let back = try listener(at: path, in: cgroups.initScope, of: cgroups)
         defer { back.stop() }
-        try cgroups.move(back.pid, to: cgroups.initScope)
         #expect(run(loop, until: { scopes.unavailable == nil }), "\(scopes.unavailable ?? "nil")")
         #expect(back.requests.contains { $0.hasPrefix("Get ") }, "it asked the manager that is back: \(back.requests)")
     }
