@@ -161,18 +161,30 @@ import Testing
 
     // MARK: The user's manager, as real processes of the user in real cgroups
 
-    /// Cgroups on this machine's cgroup2 hierarchy (/sys/fs/cgroup/unified) laid out as systemd lays out a user's:
-    /// `user@UID.service/init.scope`, where the user's manager runs, and a service of the user's beside it.
-    final class UserCgroups {
+    /// What a user's manager lives in, made for real: cgroups on this machine's cgroup2 hierarchy
+    /// (/sys/fs/cgroup/unified) laid out as systemd lays out a user's (`user@UID.service/init.scope`, where the user's
+    /// manager runs, and a service of the user's beside it), a runtime directory the user may make the socket in (as
+    /// pam_systemd gives it), and a loop.
+    final class UserSession {
         static let unified = "/sys/fs/cgroup/unified"
         let base: String
         let uid: uid_t
-        init(uid: uid_t) throws {
+        let root: String
+        /// Where the user's manager listens.
+        let path: String
+        let loop: EventLoop
+
+        init(uid: uid_t, tests: UserManagerSocketTests) throws {
             try #require(cs_is_cgroup2(Self.unified) == 1, "this machine's cgroup2 hierarchy is at \(Self.unified)")
             self.uid = uid
             base = Self.unified + "/lifecycled-user-manager-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-            for path in [service + "/init.scope", service + "/app.slice/impostor.service"] {
+            (root, path) = try tests.runtimeRoot(for: uid)
+            loop = try EventLoop()
+            for path in [initScope, impostor] {
                 try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            }
+            for directory in [root + "/\(uid)", root + "/\(uid)/systemd"] {
+                try #require(chown(directory, uid, gid_t(uid)) == 0, "chown \(directory): errno \(errno)")
             }
         }
         var service: String { base + "/user.slice/user-\(uid).slice/user@\(uid).service" }
@@ -181,12 +193,21 @@ import Testing
         /// The manager's cgroup as the daemon names it, below the mount.
         var manager: String { String(service.dropFirst(Self.unified.count)) }
 
-        func move(_ pid: pid_t, to cgroup: String) throws {
-            try "\(pid)\n".write(toFile: cgroup + "/cgroup.procs", atomically: false, encoding: .utf8)
+        /// A fake manager run as the user, listening at `path`, moved into `cgroup` before anyone connects.
+        func listener(in cgroup: String) throws -> FakeSystemdBus {
+            let fake = try FakeSystemdBus(mode: "restart", socket: path, user: uid)
+            do {
+                try "\(fake.pid)\n".write(toFile: cgroup + "/cgroup.procs", atomically: false, encoding: .utf8)
+            } catch {
+                fake.stop()
+                throw error
+            }
+            return fake
         }
 
-        /// Every cgroup made, deepest first, once their processes are gone.
-        func remove() {
+        /// The runtime directory, and every cgroup made, deepest first, once their processes are gone.
+        func end() {
+            try? FileManager.default.removeItem(atPath: root)
             var path = impostor
             var paths = [initScope]
             while path.count > base.count {
@@ -198,27 +219,6 @@ import Testing
                 for _ in 0..<100 where rmdir(path) != 0 && errno == EBUSY { usleep(10_000) }
             }
         }
-    }
-
-    /// A runtime directory the user may make the socket in, as pam_systemd gives the user.
-    func usersRuntimeRoot(for uid: uid_t) throws -> (root: String, path: String) {
-        let (root, path) = try runtimeRoot(for: uid)
-        for directory in [root + "/\(uid)", root + "/\(uid)/systemd"] {
-            try #require(chown(directory, uid, gid_t(uid)) == 0, "chown \(directory): errno \(errno)")
-        }
-        return (root, path)
-    }
-
-    /// A fake manager run as the user, listening at `path`, moved into `cgroup` before anyone connects.
-    func listener(at path: String, in cgroup: String, of cgroups: UserCgroups) throws -> FakeSystemdBus {
-        let fake = try FakeSystemdBus(mode: "restart", socket: path, user: cgroups.uid)
-        do {
-            try cgroups.move(fake.pid, to: cgroup)
-        } catch {
-            fake.stop()
-            throw error
-        }
-        return fake
     }
 
     /// Runs `loop` until `done` holds, for ten seconds at most; returns whether it held.
@@ -238,22 +238,20 @@ import Testing
     }
 
     @Test func aReconnectRunsTheWholeCheckAndRefusesAListenerOfTheUserOutsideTheManagersCgroup() throws {
-        let cgroups = try UserCgroups(uid: Self.user)
-        defer { cgroups.remove() }
-        let (root, path) = try usersRuntimeRoot(for: Self.user)
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let loop = try EventLoop()
+        let session = try UserSession(uid: Self.user, tests: self)
+        defer { session.end() }
+        let (loop, path) = (session.loop, session.path)
 
         // The user's manager: a process of the user, in user@UID.service/init.scope.
-        let manager = try listener(at: path, in: cgroups.initScope, of: cgroups)
+        let manager = try session.listener(in: session.initScope)
         defer { manager.stop() }
         let bus = try SystemdManagerBus.connect(loop: loop, userManagerAt: path, uid: Self.user)
-        #expect(bus.manager == UserManagerSocket.Manager(pid: manager.pid, cgroup: cgroups.manager))
+        #expect(bus.manager == UserManagerSocket.Manager(pid: manager.pid, cgroup: session.manager))
 
         // It goes; another process of the same user, in one of the manager's services, listens in its place.
         manager.stop()
         #expect(run(loop, until: { !bus.isOpen }), "the bus saw its manager go")
-        let impostor = try listener(at: path, in: cgroups.impostor, of: cgroups)
+        let impostor = try session.listener(in: session.impostor)
         defer { impostor.stop() }
         let refused = try started("refused.scope", on: bus, loop: loop)
         #expect(refused == "the process at \(path) (pid \(impostor.pid)) is not in user@\(Self.user).service/init.scope, where the user's manager runs",
@@ -262,22 +260,20 @@ import Testing
 
         // The user's manager comes back: the next call reconnects to it, on the same check.
         impostor.stop()
-        let back = try listener(at: path, in: cgroups.initScope, of: cgroups)
+        let back = try session.listener(in: session.initScope)
         defer { back.stop() }
         #expect(try started("accepted.scope", on: bus, loop: loop) == nil)
         #expect(back.requests.contains("StartTransientUnit accepted.scope"), "\(back.requests)")
-        #expect(bus.manager == UserManagerSocket.Manager(pid: back.pid, cgroup: cgroups.manager))
+        #expect(bus.manager == UserManagerSocket.Manager(pid: back.pid, cgroup: session.manager))
     }
 
     @Test func statusSaysTheUsersManagerIsGoneWhileItIsAndScopesAgainOnceItIsBack() throws {
-        let cgroups = try UserCgroups(uid: Self.user)
-        defer { cgroups.remove() }
-        let (root, path) = try usersRuntimeRoot(for: Self.user)
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let loop = try EventLoop()
-        let manager = try listener(at: path, in: cgroups.initScope, of: cgroups)
+        let session = try UserSession(uid: Self.user, tests: self)
+        defer { session.end() }
+        let (loop, path) = (session.loop, session.path)
+        let manager = try session.listener(in: session.initScope)
         defer { manager.stop() }
-        let scopes = TreeScopes(loop: loop, environment: [:], shared: nil, runtimeRoot: root, retryInterval: .milliseconds(50))
+        let scopes = TreeScopes(loop: loop, environment: [:], shared: nil, runtimeRoot: session.root, retryInterval: .milliseconds(50))
         scopes.apply(enabled: true, user: String(Self.user))
         #expect(scopes.unavailable == nil, "scopes are made: \(scopes.unavailable ?? "")")
 
@@ -291,7 +287,7 @@ import Testing
         #expect(scopes.unavailable?.hasSuffix("; retrying") == true)
 
         // The user logs in again: their manager is found again, on the whole check, with no reload.
-        let back = try listener(at: path, in: cgroups.initScope, of: cgroups)
+        let back = try session.listener(in: session.initScope)
         defer { back.stop() }
         #expect(run(loop, until: { scopes.unavailable == nil }), "\(scopes.unavailable ?? "nil")")
         #expect(back.requests.contains { $0.hasPrefix("Get ") }, "it asked the manager that is back: \(back.requests)")
