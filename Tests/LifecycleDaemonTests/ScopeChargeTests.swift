@@ -144,10 +144,17 @@ import Testing
     }
 
     /// This process's children that never exec'd: they still bear the name of the held spawn's thread that made them.
+    /// Found by their parent process in /proc/PID/stat, not through the threads' children files: a held spawn's
+    /// thread ends as its child does, and the child moves to another thread's list meanwhile, so a read of those
+    /// files one after another can miss it.
     private func unexecutedChildren() -> Int {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        let children = tasks.flatMap { ((try? readKernelFile("/proc/self/task/\($0)/children")) ?? "").split(separator: " ") }
-        return children.filter { ((try? readKernelFile("/proc/\($0)/comm")) ?? "").hasPrefix("held spawn") }.count
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { entry in
+            guard Int32(entry) != nil, let stat = try? readKernelFile("/proc/\(entry)/stat"),
+                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return stat[stat.index(after: open)..<close].hasPrefix("held spawn") && fields.count > 1 && Int32(fields[1]) == getpid()
+        }.count
     }
 
     /// The names of this process's threads that are held spawns' (`cs_spawn_held`).
