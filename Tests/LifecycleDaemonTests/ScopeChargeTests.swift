@@ -31,6 +31,7 @@ import Testing
         let loop: EventLoop
         let port = FakePort()
         let processes: ProcessSupervisor
+        let suspension: Suspension
         let app: AppRuntime
 
         init(mode: (String) -> String, callTimeout: Duration = .seconds(5)) throws {
@@ -43,7 +44,8 @@ import Testing
             let manager = try SystemdManagerBus.connect(loop: loop, environment: [SystemdJob.busOverrideVariable: bus.address],
                                                         callTimeout: callTimeout)
             let placement = ScopePlacement(bus: manager, loop: loop, mount: root)
-            processes = ProcessSupervisor(loop: loop, host: port, suspension: Suspension(loop: loop, host: port),
+            suspension = Suspension(loop: loop, host: port)
+            processes = ProcessSupervisor(loop: loop, host: port, suspension: suspension,
                                           fdStore: FDStore(serviceManager: ServiceManager(environment: [:])),
                                           retired: RetiredSources(loop: loop), environment: [:])
             var policy = AppPolicy()
@@ -142,10 +144,17 @@ import Testing
     }
 
     /// This process's children that never exec'd: they still bear the name of the held spawn's thread that made them.
+    /// Found by their parent process in /proc/PID/stat, not through the threads' children files: a held spawn's
+    /// thread ends as its child does, and the child moves to another thread's list meanwhile, so a read of those
+    /// files one after another can miss it.
     private func unexecutedChildren() -> Int {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        let children = tasks.flatMap { ((try? readKernelFile("/proc/self/task/\($0)/children")) ?? "").split(separator: " ") }
-        return children.filter { ((try? readKernelFile("/proc/\($0)/comm")) ?? "").hasPrefix("held spawn") }.count
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { entry in
+            guard Int32(entry) != nil, let stat = try? readKernelFile("/proc/\(entry)/stat"),
+                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return stat[stat.index(after: open)..<close].hasPrefix("held spawn") && fields.count > 1 && Int32(fields[1]) == getpid()
+        }.count
     }
 
     /// The names of this process's threads that are held spawns' (`cs_spawn_held`).
@@ -184,5 +193,46 @@ import Testing
         #expect(kill(orphaned, 0) != 0)
         #expect(t.run(until: { heldSpawnThreads() == 0 }), "no spawn's thread is left waiting")
         #expect(!t.bus.requests.contains { $0.hasPrefix("0::") }, "neither ran its program: \(t.bus.requests)")
+    }
+
+    @Test func aHeldLaunchWhoseHoldCannotBeWatchedIsAFailedSpawnAndItsChildIsReaped() throws {
+        // What is not real: the failure. sd-event's watch fails when epoll takes no more descriptors (ENOSPC once the
+        // user's fs.epoll.max_user_watches are used up), a limit shared with every process of the user on this machine.
+        let t = try Launch(mode: { _ in "late-start" }, callTimeout: .seconds(120))
+        defer { t.end() }
+        t.processes.watchHold = { (_, _) throws(SystemError) in throw SystemError(operation: "watch fd", errno: ENOSPC) }
+        let failure = t.processes.spawn(t.app, LaunchOptions(launchedBy: "lifectl"))
+        #expect(failure?.hasPrefix("Failed to watch the hold of /bin/sh") == true, "a failed spawn, as the others: \(failure ?? "nil")")
+        #expect(t.app.pid == nil && t.app.launchHold == nil)
+        #expect(t.run(until: { unexecutedChildren() == 0 && t.processes.abandoned.count == 0 }), "the child ended and is reaped")
+        #expect(t.run(until: { heldSpawnThreads() == 0 }), "no spawn's thread is left waiting")
+        #expect(!t.bus.requests.contains { $0.hasPrefix("0::") }, "it never ran its program: \(t.bus.requests)")
+    }
+
+    @Test func aHeldChildWhoseLaunchGoesBeforeItToldItsPidEndsAndIsReaped() throws {
+        // The hold goes as it does when a reload removes the app, or the app is launched again, before the child
+        // reported: nothing watches the child any more, and nothing knows its pid.
+        let t = try Launch(mode: { _ in "late-start" }, callTimeout: .seconds(120))
+        defer { t.end() }
+        #expect(t.processes.spawn(t.app, LaunchOptions(launchedBy: "lifectl")) == nil)
+        #expect(t.app.pid == nil && t.app.launchHold != nil)
+        t.app.launchHold = nil
+        #expect(t.run(until: { t.processes.abandoned.count == 0 }), "its pid was read from its report and it was reaped")
+        #expect(unexecutedChildren() == 0, "no zombie is left")
+        #expect(!t.port.inputs.contains { $0.hasPrefix("event exited") }, "the model never heard of it: \(t.port.inputs)")
+        #expect(!t.bus.requests.contains { $0.hasPrefix("0::") }, "it never ran its program: \(t.bus.requests)")
+    }
+
+    @Test func aStopBeforeTheHeldChildToldItsPidEndsItBeforeItRuns() throws {
+        // systemd never answers: without the stop the child would wait for its scope for the whole test.
+        let t = try Launch(mode: { _ in "late-start" }, callTimeout: .seconds(120))
+        defer { t.end() }
+        #expect(t.processes.spawn(t.app, LaunchOptions(launchedBy: "lifectl")) == nil)
+        #expect(t.app.pid == nil, "the stop comes before the child's report")
+        t.suspension.signal(t.app, .terminate)
+        #expect(t.run(until: { t.port.inputs.contains { $0.hasPrefix("event exited(app: \"demo\"") } }), "\(t.port.inputs)")
+        let exit = t.port.inputs.first { $0.hasPrefix("event exited(app: \"demo\"") } ?? ""
+        #expect(exit.contains("killed by signal \(SIGTERM)"), "\(exit): the stop's SIGTERM ended it")
+        #expect(!t.bus.requests.contains { $0.hasPrefix("0::") }, "it never ran its program: \(t.bus.requests)")
     }
 }

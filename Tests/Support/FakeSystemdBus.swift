@@ -2,7 +2,9 @@ import Foundation
 import Glibc
 
 /// `Tests/Fixtures/fake_systemd_bus.c`, compiled with `cc` and listening on a socket, both in its own
-/// directory. `mode` is what it answers (see the fixture); it is read again for each connection.
+/// directory. `mode` is what it answers (see the fixture); it is read again for each connection. `socket`: where it
+/// listens instead (its directory must let `user` make the socket); `user`: the uid it runs as (through setpriv)
+/// instead of the test's, as a user's manager does.
 public final class FakeSystemdBus {
     public let directory: URL
     public let socket: String
@@ -15,7 +17,10 @@ public final class FakeSystemdBus {
     public let variable = "LIFECYCLED_SYSTEMD_BUS"
     public var address: String { "unix:path=\(socket)" }
 
-    public init(mode: String) throws {
+    /// Its pid, as the kernel reports it to a peer (setpriv execs the fake in place).
+    public var pid: pid_t { process.processIdentifier }
+
+    public init(mode: String, socket listening: String? = nil, user: uid_t? = nil) throws {
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("fake-systemd-bus-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         // Built into its own directory, which stop() removes: nothing is left behind in /tmp.
@@ -33,13 +38,23 @@ public final class FakeSystemdBus {
             try? FileManager.default.removeItem(at: directory)
             throw FakeSystemdBusError("cc fake_systemd_bus.c failed: \(message)")
         }
-        socket = directory.appendingPathComponent("bus").path
+        socket = listening ?? directory.appendingPathComponent("bus").path
         recordFile = directory.appendingPathComponent("requests")
         modeFile = directory.appendingPathComponent("mode")
         try mode.write(to: modeFile, atomically: true, encoding: .utf8)
         process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [socket, recordFile.path, modeFile.path]
+        if let user {
+            // Its record is written in its own directory, as the user.
+            guard chown(directory.path, user, gid_t(user)) == 0 else {
+                try? FileManager.default.removeItem(at: directory)
+                throw FakeSystemdBusError("chown \(directory.path): errno \(errno)")
+            }
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", binary, socket, recordFile.path, modeFile.path]
+        } else {
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = [socket, recordFile.path, modeFile.path]
+        }
         try process.run()
         let deadline = Date().addingTimeInterval(30)
         while !requests.contains("listening") && process.isRunning && Date() < deadline { usleep(10_000) }

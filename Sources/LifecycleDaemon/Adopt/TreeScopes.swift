@@ -14,6 +14,8 @@ final class TreeScopes {
     /// How long a daemon that runs as root waits before it looks for the user's manager again: the system service
     /// starts before the user logs in, and the user's manager starts and stops with the user's sessions.
     static let retryInterval: Duration = .seconds(10)
+    /// What status says while the user's manager that was connected to is gone.
+    static let gone = "the user's manager is gone; retrying"
 
     private let loop: EventLoop
     private let environment: [String: String]
@@ -29,17 +31,20 @@ final class TreeScopes {
     private var user: String?
     /// `ScopeTrees=yes` with `Windows=yes`, as last applied.
     private var enabled = false
-    /// When a daemon run as root last looked for the user's manager without finding it.
-    private var lastAttempt: ContinuousClock.Instant?
+    /// Looks for the user's manager again while a daemon run as root has none (`retryInterval`).
+    private var retry: LoopTimer?
+    private let retryDelay: Duration
     /// Why trees stay trees, for status; nil while scopes are made.
     private(set) var unavailable: String? = "ScopeTrees=no"
 
     /// Where users' runtime directories are (`/run/user`; a test's directory in tests).
     private let runtimeRoot: String
 
-    init(loop: EventLoop, environment: [String: String], shared: SystemdManagerBus?, runtimeRoot: String = "/run/user") {
+    init(loop: EventLoop, environment: [String: String], shared: SystemdManagerBus?, runtimeRoot: String = "/run/user",
+         retryInterval: Duration = TreeScopes.retryInterval) {
         self.loop = loop
         self.runtimeRoot = runtimeRoot
+        retryDelay = retryInterval
         self.environment = environment
         self.shared = shared
     }
@@ -49,7 +54,7 @@ final class TreeScopes {
     /// where `User=` names another user; why not is logged once per change.
     func apply(enabled: Bool, user: String?) {
         self.enabled = enabled
-        guard enabled else { unavailable = "ScopeTrees=no"; return }
+        guard enabled else { retry?.cancel(); unavailable = "ScopeTrees=no"; return }
         if geteuid() == 0 && user != self.user {
             bus = nil
             self.user = user
@@ -59,14 +64,49 @@ final class TreeScopes {
     }
 
     private func attempt() {
-        let reason = connect()
-        lastAttempt = reason == nil ? nil : .now
+        retry?.cancel()
+        var reason = connect()
+        if let found = reason, retries {
+            reason = found + "; retrying"
+            armRetry()
+        }
         if let reason {
             if unavailable != reason { Log.notice("adopt: ScopeTrees=yes, but \(reason); adopted windows stay process trees") }
         } else {
             Log.info("adopt: adopted windows go into scopes of their own in \(manager)/\(ScopeUnits.slice)")
         }
         unavailable = reason
+    }
+
+    /// A daemon run as root with `[Adopt] User=` looks for that user's manager until it finds it, and again after the
+    /// manager went: what it finds depends on the user's sessions, not on the config.
+    private var retries: Bool { enabled && geteuid() == 0 && user.flatMap(ConfigLoader.systemUserID) != nil }
+
+    private func armRetry() {
+        if retry == nil {
+            do {
+                retry = try LoopTimer(loop: loop) { [unowned self] in
+                    guard self.bus == nil, self.retries else { return }
+                    self.attempt()
+                }
+            } catch {
+                return Log.error("Failed to make the timer that looks for the user's manager again: \(error); only a reload looks again")
+            }
+        }
+        retry?.arm(after: retryDelay)
+    }
+
+    /// The user's manager closed the connection (it exited with the user's last session, or re-executed): status
+    /// says so at once, and the daemon looks for the manager again, on the whole check, as at the first connect.
+    private func managerLeft(_ left: SystemdManagerBus) {
+        // Not inside sd-bus's own callback: the bus that is dispatching goes with it.
+        loop.afterCallback { [weak self] in
+            guard let self, self.bus === left else { return }
+            self.bus = nil
+            Log.notice("adopt: the service manager of uid \(self.owner.map(String.init) ?? "?") went away; adopted windows stay process trees until it is back")
+            self.unavailable = Self.gone
+            self.armRetry()
+        }
     }
 
     private func connect() -> String? {
@@ -99,18 +139,14 @@ final class TreeScopes {
         let path = UserManagerSocket.path(uid: uid, runtimeRoot: runtimeRoot)
         let connected: SystemdManagerBus
         do {
-            try UserManagerSocket.check(path, uid: uid)
-            connected = try SystemdManagerBus.connect(loop: loop, address: "unix:path=\(path)", peerUID: uid)
+            connected = try SystemdManagerBus.connect(loop: loop, userManagerAt: path, uid: uid)
         } catch {
             return "\(error)"
         }
-        let procCgroup = (try? readKernelFile("/proc/\(connected.peerPID)/cgroup")) ?? ""
-        guard let found = UserManagerSocket.managerCgroup(procCgroup: procCgroup, uid: uid) else {
-            return "the process at \(path) (pid \(connected.peerPID)) is not in user@\(uid).service/init.scope, where the user's manager runs"
-        }
+        connected.closed = { [unowned self, unowned connected] in self.managerLeft(connected) }
         bus = connected
         mount = mounted
-        manager = found
+        manager = connected.manager?.cgroup ?? ""
         owner = uid
         return nil
     }
@@ -120,10 +156,6 @@ final class TreeScopes {
     /// A leader already in one of these scopes (left by a previous daemon) keeps it. The returned cgroup is the
     /// scope's as systemd will make it; the place holds the tree there once the leader shows in it.
     func scope(for name: String, leader: pid_t, members: [pid_t]) -> (unit: String, cgroup: AppCgroup)? {
-        if enabled, unavailable != nil, user != nil, geteuid() == 0,
-           lastAttempt.map({ ContinuousClock.now - $0 >= Self.retryInterval }) ?? false {
-            attempt()
-        }
         guard unavailable == nil, let bus, let uid = owner else { return nil }
         guard members.allSatisfy({ ProcessIdentity.realUID(of: $0).map { $0 == uid } ?? true }) else { return nil }
         guard let current = AppSlice.unifiedCgroup(procSelfCgroup: (try? readKernelFile("/proc/\(leader)/cgroup")) ?? "")

@@ -28,6 +28,8 @@ final class ProcessSupervisor {
         self.fdStore = fdStore
         self.retired = retired
         self.environment = environment
+        abandoned = AbandonedHolds(loop: loop)
+        watchHold = { [unowned loop] (fd, handler) throws(SystemError) in try loop.watch(fd: fd, events: IOEvents.readable, handler) }
     }
 
     // MARK: Spawn
@@ -49,8 +51,11 @@ final class ProcessSupervisor {
         var name: String { prepared.name }
     }
 
-    /// Children that never became an app's (a held spawn that failed, or whose app went), reaped as they end.
-    private var reapers: [pid_t: EventSource] = [:]
+    /// Children that never became an app's (a held spawn that failed, or whose app went), ended and reaped.
+    let abandoned: AbandonedHolds
+    /// How a held launch's hold is watched: the loop's `watch`, which only a test replaces, to make it fail as the
+    /// loop does when it cannot take one more descriptor.
+    var watchHold: (_ fd: Int32, _ handler: @escaping (UInt32) -> Void) throws(SystemError) -> EventSource
 
     /// Starts the app's process. Returns why it could not be started when that is known at once (outside
     /// `launchingTogether`, every failure is); a failure found later is queued as `spawnFailed`.
@@ -179,6 +184,7 @@ final class ProcessSupervisor {
         } catch {
             Log.error("Failed to watch \(name) (pid \(pid)): \(error); killing it")
             kill(-pid, SIGKILL)
+            if app.child == nil { abandoned.take(nil, pid: pid) }
         }
         // The priority of the state the model has moved the app to by now (a launch together with others finishes
         // after its transitions, which found no pid to apply it to).
@@ -203,15 +209,16 @@ final class ProcessSupervisor {
         } catch {
             return "\(error)"
         }
-        let hold = LaunchHold(spawn: spawn, launch: prepared)
+        let hold = LaunchHold(spawn: spawn, launch: prepared, abandoned: abandoned)
         do {
-            hold.watch = try loop.watch(fd: spawn.socket.rawValue, events: IOEvents.readable) { [unowned self, weak app, weak hold] _ in
+            hold.watch = try watchHold(spawn.socket.rawValue) { [unowned self, weak app, weak hold] _ in
                 guard let app, let hold else { return }
                 self.heard(hold, of: app)
             }
         } catch {
-            // The child reads an end of file when it is set up, and exits.
-            return "\(error)"
+            // The child reads an end of file when it is set up, exits, and is reaped once its report tells its pid.
+            hold.abandon(reaping: nil)
+            return "Failed to watch the hold of \(spawn.executable): \(error)"
         }
         app.launchHold = hold
         return nil
@@ -233,6 +240,11 @@ final class ProcessSupervisor {
                 // The state file names the pid, for the next daemon to take the app back after a crash: the model's
                 // transition, long done, saved none.
                 host.markDirty(app.name)
+                // A stop asked for before the pid was known reaches the child now, while it is still held.
+                if let signal = hold.pendingSignal, app.pid == pid {
+                    hold.pendingSignal = nil
+                    suspension.signal(app, signal)
+                }
             case .failed(let pid, let code):
                 let error = SystemError(operation: "spawn \(hold.spawn.executable)", errno: code)
                 guard hold.pid == nil else {
@@ -259,10 +271,7 @@ final class ProcessSupervisor {
         if let watch = hold.watch { retired.retire(watch) }
         hold.watch = nil
         if app.launchHold === hold { app.launchHold = nil }
-        guard let pid else { return }
-        reapers[pid] = try? loop.watchChild(pid: pid) { [unowned self] _, _ in
-            if let reaper = self.reapers.removeValue(forKey: pid) { self.retired.retire(reaper) }
-        }
+        if hold.pid == nil { hold.abandon(reaping: pid) } else { hold.letGo() }
     }
 
     /// systemd-like: a small clean environment, not the daemon's own, plus the app's `Environment=`.
@@ -367,20 +376,40 @@ final class ProcessSupervisor {
 }
 
 /// A launch whose child waits before execve (`ProcessSupervisor.hold`): the hold, the watch on its reports, the
-/// child's pid once it reported, and the launch's descriptors until then. Dropping it ends a child still held.
+/// child's pid once it reported, and the launch's descriptors until then. Dropping it ends a child still held, and
+/// one that never became the app's is reaped (`AbandonedHolds`), whichever way the hold went: its app removed by a
+/// reload, launched again, or ended.
 final class LaunchHold {
     let spawn: HeldSpawn
     var watch: EventSource?
     var pid: pid_t?
     var launch: ProcessSupervisor.PreparedLaunch?
+    /// A stop's signal that came before the child's pid: sent to it once the pid is known.
+    var pendingSignal: TerminationSignal?
+    /// Where the child goes if the hold is dropped before it became the app's; nil once handed over or let go.
+    private weak var abandoned: AbandonedHolds?
 
-    init(spawn: HeldSpawn, launch: ProcessSupervisor.PreparedLaunch) {
+    init(spawn: HeldSpawn, launch: ProcessSupervisor.PreparedLaunch, abandoned: AbandonedHolds) {
         self.spawn = spawn
         self.launch = launch
+        self.abandoned = abandoned
     }
 
-    // The watch goes before the socket it watches closes.
-    deinit { watch?.cancel() }
+    /// Ends the child if it is still held and has it reaped (`pid`, where known, else from its report), once.
+    func abandon(reaping pid: pid_t?) {
+        guard let abandoned else { return }
+        self.abandoned = nil
+        abandoned.take(spawn, pid: pid)
+    }
+
+    /// The child is the app's, reaped by the app's own watch.
+    func letGo() { abandoned = nil }
+
+    // The watch goes before the socket it watches closes; a child that never became the app's is reaped.
+    deinit {
+        watch?.cancel()
+        if pid == nil { abandon(reaping: nil) }
+    }
 }
 
 /// 128 random bits in hex (the system's CSPRNG, getrandom): an app's reconnection token.

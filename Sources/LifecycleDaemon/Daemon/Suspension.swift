@@ -133,7 +133,11 @@ final class Suspension {
     }
 
     func signal(_ app: AppRuntime, _ signal: TerminationSignal) {
-        guard let pid = app.pid else { return }
+        guard let pid = app.pid else {
+            // A held launch whose child has not told its pid yet: the signal waits for it (`ProcessSupervisor.heard`).
+            if let hold = app.launchHold, hold.pid == nil { hold.pendingSignal = signal }
+            return
+        }
         switch signal {
         case .terminate:
             // Each process the group signal misses (an adopted process, a child that called setsid()) is asked

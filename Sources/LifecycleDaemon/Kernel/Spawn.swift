@@ -213,6 +213,13 @@ final class HeldSpawn {
     }
 
     var isReleased: Bool { released }
+
+    /// Tells a child still held to end without a release: it reads an end of file and exits. The reports it sent,
+    /// and its pid among them, can still be read.
+    func drop() {
+        guard !released else { return }
+        _ = shutdown(socket.rawValue, Int32(SHUT_WR))
+    }
 }
 
 /// Starts a child as `startSpawn` does, held before execve on a thread of its own (`HeldSpawn`); the caller learns

@@ -20,25 +20,48 @@ final class SystemdManagerBus {
     /// The error a callback hears when no answer came: the call timed out, or the connection closed before it.
     /// systemd may still have carried the call out.
     static let noReply = "org.freedesktop.DBus.Error.NoReply"
-    /// The uid the manager must run as (`UserManagerSocket.peer`), checked at every connection; nil for the
-    /// manager of the daemon's own `address(environment:euid:)`.
-    private let peerUID: uid_t?
-    /// The manager's pid as the kernel reported it for the first connection, where `peerUID` is set (else 0).
-    let peerPID: pid_t
+    /// The user's manager this connection goes to, for a daemon run as root (`UserManagerSocket`): its socket and
+    /// its uid, checked whole at every connection; nil for the manager of the daemon's own `address(environment:euid:)`.
+    private let userManager: UserManagerTarget?
+    /// The user's manager as the kernel vouched for it at the latest connection, where `userManager` is set.
+    private(set) var manager: UserManagerSocket.Manager?
+
+    typealias UserManagerTarget = (path: String, uid: uid_t)
 
     private init(bus: OpaquePointer, loop: EventLoop, address: String, name: String, version: Int, callTimeout: Duration,
-                 peerUID: uid_t?, peerPID: pid_t) {
+                 userManager: UserManagerTarget?, manager: UserManagerSocket.Manager?) {
         self.bus = bus
         self.loop = loop
         self.address = address
         self.name = name
         self.version = version
         self.callTimeout = callTimeout
-        self.peerUID = peerUID
-        self.peerPID = peerPID
+        self.userManager = userManager
+        self.manager = manager
+        watchClose()
     }
 
     deinit { sd_bus_flush_close_unref(bus) }
+
+    /// Whether the connection is up: false once the manager closed it (it exited or re-executed), until a call opens
+    /// it again.
+    var isOpen: Bool { sd_bus_is_open(bus) > 0 }
+
+    /// Runs on the loop when the manager closes the connection (it exited or re-executed), as sd-bus reads the end
+    /// of it; a call made later opens it again.
+    var closed: (() -> Void)?
+
+    /// sd-bus says that the connection ended with a signal of its own, `org.freedesktop.DBus.Local.Disconnected`,
+    /// which it hands to the matches of the connection itself. The match lives with the bus: `self` outlives it.
+    private func watchClose() {
+        let result = sd_bus_match_signal(bus, nil, nil, "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local", "Disconnected", { _, userdata, _ in
+            Unmanaged<SystemdManagerBus>.fromOpaque(userdata!).takeUnretainedValue().closed?()
+            return 0
+        }, Unmanaged.passUnretained(self).toOpaque())
+        if result < 0 {
+            Log.warning("Failed to \(SystemdBusError("watch the connection to systemd (\(name)) for its end", errno: -result)); it is noticed at the next call")
+        }
+    }
 
     /// The manager's private socket (a direct connection, as `systemctl` uses: no bus daemon, no Hello): as root
     /// systemd's, else the user's own manager's in `$XDG_RUNTIME_DIR` (`systemctl --user`), since a user's service
@@ -56,20 +79,22 @@ final class SystemdManagerBus {
     /// `timeout`, which also proves that systemd answers there. `callTimeout`: each later call's.
     static func connect(loop: EventLoop, environment: [String: String], timeout: Duration = .seconds(2),
                         callTimeout: Duration = .seconds(10)) throws(SystemdBusError) -> SystemdManagerBus {
-        try connect(loop: loop, address: try Self.address(environment: environment, euid: geteuid()), peerUID: nil,
+        try connect(loop: loop, address: try Self.address(environment: environment, euid: geteuid()), userManager: nil,
                     timeout: timeout, callTimeout: callTimeout)
     }
 
-    /// Connects to the manager at `address`, which must run as `peerUID` where that is given (a user's manager
-    /// reached by root, `UserManagerSocket`), checked before the Version call.
-    static func connect(loop: EventLoop, address: String, peerUID: uid_t?, timeout: Duration = .seconds(2),
+    /// Connects to user `uid`'s manager listening at `path` (a daemon run as root, `UserManagerSocket`), trusted on
+    /// the whole check of `UserManagerSocket.connect` before the Version call, and again at every reconnect.
+    static func connect(loop: EventLoop, userManagerAt path: String, uid: uid_t, timeout: Duration = .seconds(2),
                         callTimeout: Duration = .seconds(10)) throws(SystemdBusError) -> SystemdManagerBus {
-        let bus = try startedBus(at: address)
+        try connect(loop: loop, address: "unix:path=\(path)", userManager: (path, uid), timeout: timeout, callTimeout: callTimeout)
+    }
+
+    private static func connect(loop: EventLoop, address: String, userManager: UserManagerTarget?, timeout: Duration,
+                                callTimeout: Duration) throws(SystemdBusError) -> SystemdManagerBus {
+        let (bus, manager) = try opened(address, userManager: userManager)
         let version: Int
-        var peerPID: pid_t = 0
         do throws(SystemdBusError) {
-            // A Unix socket is connected once sd_bus_start returns, so the peer is known before any call goes out.
-            if let peerUID { peerPID = try UserManagerSocket.peer(of: sd_bus_get_fd(bus), uid: peerUID) }
             version = try managerVersion(bus, timeout: timeout)
             let attached = sd_bus_attach_event(bus, loop.event, 0)
             guard attached >= 0 else { throw SystemdBusError("attach the bus to the event loop", errno: -attached) }
@@ -78,7 +103,16 @@ final class SystemdManagerBus {
             throw error
         }
         return SystemdManagerBus(bus: bus, loop: loop, address: address, name: address, version: version, callTimeout: callTimeout,
-                                 peerUID: peerUID, peerPID: peerPID)
+                                 userManager: userManager, manager: manager)
+    }
+
+    /// The one way a connection opens, at the first connect and at every reconnect: to a user's manager, only on
+    /// `UserManagerSocket.connect`'s whole check.
+    private static func opened(_ address: String, userManager: UserManagerTarget?) throws(SystemdBusError)
+        -> (bus: OpaquePointer, manager: UserManagerSocket.Manager?) {
+        guard let userManager else { return (try startedBus(at: address), nil) }
+        let (bus, manager) = try UserManagerSocket.connect(userManager.path, uid: userManager.uid)
+        return (bus, manager)
     }
 
     private static func managerVersion(_ bus: OpaquePointer, timeout: Duration) throws(SystemdBusError) -> Int {
@@ -218,15 +252,7 @@ final class SystemdManagerBus {
     private func reconnectIfClosed() throws(SystemdBusError) {
         guard sd_bus_is_open(bus) <= 0 else { return }
         Log.notice("The connection to systemd (\(name)) was closed; connecting again")
-        let fresh = try startedBus(at: address)
-        if let peerUID {
-            do throws(SystemdBusError) {
-                _ = try UserManagerSocket.peer(of: sd_bus_get_fd(fresh), uid: peerUID)
-            } catch {
-                sd_bus_close_unref(fresh)
-                throw error
-            }
-        }
+        let (fresh, vouched) = try Self.opened(address, userManager: userManager)
         let attached = sd_bus_attach_event(fresh, loop.event, 0)
         guard attached >= 0 else {
             sd_bus_close_unref(fresh)
@@ -234,6 +260,8 @@ final class SystemdManagerBus {
         }
         sd_bus_close_unref(bus)
         bus = fresh
+        manager = vouched
+        watchClose()
     }
 
     // MARK: Encoding

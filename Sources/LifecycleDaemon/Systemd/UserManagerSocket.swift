@@ -1,4 +1,5 @@
 import CSupport
+import CSystemd
 import Glibc
 
 /// How a daemon that runs as root reaches the service manager of the user `[Adopt] User=` names: that manager's
@@ -39,6 +40,34 @@ enum UserManagerSocket {
             throw SystemdBusError("the process at the other end (pid \(pid)) runs as uid \(peerUID), not as uid \(uid) ([Adopt] User=)")
         }
         return pid
+    }
+
+    /// The user's manager as the kernel vouched for it at one connection: its pid (SO_PEERCRED) and its cgroup below
+    /// the cgroup2 mount (`…/user@UID.service`).
+    struct Manager: Equatable {
+        let pid: pid_t
+        let cgroup: String
+    }
+
+    /// A started bus connection to user `uid`'s manager at `path`, trusted on the whole check, the same at the first
+    /// connect and at every reconnect: the socket file is the user's (`check`), and the process listening on it runs
+    /// as `uid` (`peer`) in `user@UID.service/init.scope` (`managerCgroup`). The caller owns the returned bus.
+    /// `procRoot`: where the listener's cgroup is read (`/proc`).
+    static func connect(_ path: String, uid: uid_t, procRoot: String = "/proc") throws(SystemdBusError) -> (bus: OpaquePointer, manager: Manager) {
+        try check(path, uid: uid)
+        let bus = try startedBus(at: "unix:path=\(path)")
+        do throws(SystemdBusError) {
+            // A Unix socket is connected once sd_bus_start returns, so the peer is known before any call goes out.
+            let pid = try peer(of: sd_bus_get_fd(bus), uid: uid)
+            let procCgroup = (try? readKernelFile("\(procRoot)/\(pid)/cgroup")) ?? ""
+            guard let cgroup = managerCgroup(procCgroup: procCgroup, uid: uid) else {
+                throw SystemdBusError("the process at \(path) (pid \(pid)) is not in user@\(uid).service/init.scope, where the user's manager runs")
+            }
+            return (bus, Manager(pid: pid, cgroup: cgroup))
+        } catch {
+            sd_bus_close_unref(bus)
+            throw error
+        }
     }
 
     /// The cgroup of user `uid`'s manager below the cgroup2 mount (`…/user@UID.service`), from the `0::` line of its
