@@ -168,7 +168,7 @@ final class DisplayFollower {
 
     /// The model hears first, so that a window that shows continues its app before anything else is done in this
     /// pass; windows no app owns are adopted after, and counted again with them. A report of changes costs what it
-    /// names; a whole picture, or a change of the apps, counts every window.
+    /// names, a whole picture a comparison with the windows as they were; a change of the apps counts every window.
     private func reported(_ picture: WindowPicture) {
         let recount = rule == nil
         let (changed, gone) = tally.take(picture, rule: ownership(), recount: recount)
