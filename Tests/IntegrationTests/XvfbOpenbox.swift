@@ -9,8 +9,10 @@ final class XvfbOpenbox {
     static let tools = ["/usr/bin/Xvfb", "/usr/bin/openbox", "/usr/bin/xdotool", "/usr/bin/xprop", "/usr/bin/xterm", "/usr/bin/xlogo",
                         "/usr/bin/xauth"]
     /// The display number Xvfb took at the first start (`-displayfd`: it picks a free one itself, so suites that
-    /// run side by side never share a server); a restart takes the same one.
+    /// run side by side never share a server); a restart takes the same one, :0 included.
     private(set) var number = 0
+    /// The first start has picked `number`.
+    private var picked = false
     var display: String { ":\(number)" }
     let configFile: String
     /// With `authority`: the Xauthority file the server takes its cookie from (`-auth`), which its clients need.
@@ -65,19 +67,20 @@ final class XvfbOpenbox {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
         let chosen = Pipe()
-        server.arguments = (number == 0 ? ["-displayfd", "1"] : [display]) + ["-screen", "0", "1024x768x24", "-nolisten", "tcp"]
+        server.arguments = (picked ? [display] : ["-displayfd", "1"]) + ["-screen", "0", "1024x768x24", "-nolisten", "tcp"]
             + (authorityFile.map { ["-auth", $0] } ?? [])
-        server.standardOutput = number == 0 ? chosen : FileHandle.nullDevice
+        server.standardOutput = picked ? FileHandle.nullDevice : chosen
         server.standardError = FileHandle.nullDevice
         try server.run()
         self.server = server
-        if number == 0 {
+        if !picked {
             // Xvfb writes the number once it takes clients; nothing (end of file) when it failed.
             let line = String(decoding: chosen.fileHandleForReading.availableData, as: UTF8.self)
             guard let taken = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
                 throw HarnessError("Xvfb did not start (it said \(line.debugDescription))")
             }
             number = taken
+            picked = true
         }
         // The socket shows before the server takes clients: a window manager started too early gives up.
         try waitUntil("Xvfb answers on \(display)") { (try? self.xprop("-root", "_NET_NUMBER_OF_DESKTOPS")) != nil }
