@@ -100,4 +100,38 @@ import Testing
         config.x11Display = nil
         #expect(config.resolved(environment: ["DISPLAY": ""], runtimeDirectories: []).address == nil)
     }
+
+    /// The whole picture first; then only the windows whose part changed, and those gone; nothing when a touched
+    /// window reads as it was reported.
+    @Test func reportsAfterTheFirstNameOnlyWhatChanged() throws {
+        var root = X11Root(clients: [1, 2], active: 1, currentDesktop: 0)
+        var clients: [UInt32: X11Client] = [1: X11Client(window: 1, pid: 10, desktop: 0), 2: X11Client(window: 2, pid: 20, desktop: 0)]
+        var reports = X11Reports()
+
+        let whole = reports.next(root: root, clients: clients, serverVouches: false, changedAt: nil)
+        let first = try #require(whole)
+        #expect(first.isWhole && first.windows.map(\.id) == [1, 2])
+
+        reports.touch(2)
+        let unchanged = reports.next(root: root, clients: clients, serverVouches: false, changedAt: nil)
+        #expect(unchanged == nil, "window 2 reads as reported")
+
+        root.active = 2
+        reports.touch([1, 2])
+        let moved = reports.next(root: root, clients: clients, serverVouches: false, changedAt: .seconds(3))
+        let focus = try #require(moved)
+        #expect(!focus.isWhole && focus.windows.map(\.id) == [1, 2] && focus.windows.map(\.focused) == [false, true])
+        #expect(focus.changedAt == .seconds(3))
+
+        clients[1] = nil
+        root.clients = [2]
+        reports.close(1)
+        let gone = reports.next(root: root, clients: clients, serverVouches: false, changedAt: nil)
+        let closed = try #require(gone)
+        #expect(closed.windows.isEmpty && closed.gone == [1])
+
+        reports.restart()
+        let again = reports.next(root: root, clients: clients, serverVouches: false, changedAt: nil)
+        #expect(again?.isWhole == true)
+    }
 }

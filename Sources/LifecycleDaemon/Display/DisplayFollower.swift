@@ -145,7 +145,6 @@ final class DisplayFollower {
         source = nil
         unavailable = nil
         tally = WindowTally()
-        rule = nil
         host.handle(.displayForgotten)
         start(config, environment: environment)
         Log.info("display: now \(description)")

@@ -100,3 +100,59 @@ enum X11Picture {
                              focused: root.active != 0 && root.active == client.window)
     }
 }
+
+/// What an X connection has reported and what may have changed since: the whole picture first, then only the
+/// windows whose part of it changed and those gone. Pure: `X11Source` marks what its replies and events touched.
+struct X11Reports {
+    /// Each window as last reported; nil until the whole picture is reported.
+    private var reported: [UInt32: DisplayWindow]?
+    private var touched: Set<UInt32> = []
+    private var gone: Set<UInt32> = []
+
+    /// A new connection (or a picture read again whole): the next report is the whole picture.
+    mutating func restart() {
+        self = X11Reports()
+    }
+
+    /// `window`'s part of the picture may have changed.
+    mutating func touch(_ window: UInt32) { touched.insert(window) }
+
+    mutating func touch(_ windows: some Sequence<UInt32>) { touched.formUnion(windows) }
+
+    /// `window` left the client list or was destroyed.
+    mutating func close(_ window: UInt32) { gone.insert(window) }
+
+    /// The report due, stamped `changedAt`: the whole picture after `restart`, else the windows whose part changed
+    /// (in window order) and those gone; nil when nothing changed.
+    mutating func next(root: X11Root, clients: [UInt32: X11Client], serverVouches: Bool,
+                       changedAt: Duration?) -> WindowPicture? {
+        defer {
+            touched = []
+            gone = []
+        }
+        guard var reported else {
+            var picture = X11Picture.picture(root: root, clients: clients, serverVouches: serverVouches)
+            self.reported = Dictionary(picture.windows.map { (UInt32(truncatingIfNeeded: $0.id), $0) }, uniquingKeysWith: { first, _ in first })
+            picture.changedAt = changedAt
+            return picture
+        }
+        // Taken out while it changes, so that it is changed in place rather than copied.
+        self.reported = nil
+        defer { self.reported = reported }
+        var changed: [DisplayWindow] = []
+        var closed: [Int64] = []
+        for window in touched.sorted() {
+            let now = clients[window].flatMap { X11Picture.window($0, root: root, serverVouches: serverVouches) }
+            guard now != reported[window] else { continue }
+            if let now {
+                reported[window] = now
+                changed.append(now)
+            } else if reported.removeValue(forKey: window) != nil {
+                closed.append(Int64(window))
+            }
+        }
+        for window in gone.sorted() where reported.removeValue(forKey: window) != nil { closed.append(Int64(window)) }
+        guard !changed.isEmpty || !closed.isEmpty else { return nil }
+        return .changes(changed, gone: closed, changedAt: changedAt)
+    }
+}

@@ -20,7 +20,6 @@ struct X11Requests {
         case step(() -> Void)
     }
 
-    /// How a `send` ended.
     /// How a `send` ended; `moved`, in each case: whether anything joined `pending`.
     enum Sent {
         /// Everything went out.

@@ -38,11 +38,8 @@ final class X11Source: DisplaySource {
     private var following = false
     /// The loop's time of the first event not reported yet.
     private var changeStarted: Duration?
-    /// Each window as last reported; nil until the whole picture is reported, at connect.
-    private var reportedWindows: [UInt32: DisplayWindow]?
-    /// Windows whose part of the picture may have changed, and those gone, since the last report.
-    private var touched: Set<UInt32> = []
-    private var gone: Set<UInt32> = []
+    /// What was reported, and which windows may have changed since.
+    private var reports = X11Reports()
     private lazy var reconnection = ReconnectingSource(loop: loop, name: "display: X11", first: .milliseconds(100), cap: .seconds(5)) {
         [unowned self] in self.connect()
     }
@@ -321,7 +318,7 @@ final class X11Source: DisplaySource {
             let window = raw.load(as: xcb_destroy_notify_event_t.self).window
             guard clients.removeValue(forKey: window) != nil else { return false }
             selected.remove(window)
-            gone.insert(window)
+            reports.close(window)
             return true
         default:
             // Errors of requests without replies (a window gone before its events were selected) and the rest.
@@ -357,9 +354,7 @@ final class X11Source: DisplaySource {
         stale = false
         following = false
         clients = [:]
-        reportedWindows = nil
-        touched = []
-        gone = []
+        reports.restart()
         readClientList(connection)
         readActive(connection)
         readCurrentDesktop(connection)
@@ -387,7 +382,7 @@ final class X11Source: DisplaySource {
             let present = Set(list)
             for window in self.clients.keys where !present.contains(window) {
                 self.clients[window] = nil
-                self.gone.insert(window)
+                self.reports.close(window)
             }
             self.selected.formIntersection(present)
             let new = list.filter { self.clients[$0] == nil }
@@ -399,7 +394,7 @@ final class X11Source: DisplaySource {
     private func readActive(_ connection: OpaquePointer) {
         ask(connection, window: root, atoms.activeWindow, length: 1) { [unowned self] value, format in
             let active = X11Property.cardinals(value, format: format).first
-            for window in [self.rootState.active, active].compactMap({ $0 }) { self.touched.insert(window) }
+            for window in [self.rootState.active, active].compactMap({ $0 }) { self.reports.touch(window) }
             self.rootState.active = active
         }
     }
@@ -408,7 +403,7 @@ final class X11Source: DisplaySource {
         ask(connection, window: root, atoms.currentDesktop, length: 1) { [unowned self] value, format in
             let desktop = X11Property.cardinals(value, format: format).first
             // Another desktop may show or hide any window.
-            if desktop != self.rootState.currentDesktop { self.touched.formUnion(self.clients.keys) }
+            if desktop != self.rootState.currentDesktop { self.reports.touch(self.clients.keys) }
             self.rootState.currentDesktop = desktop
         }
     }
@@ -432,13 +427,13 @@ final class X11Source: DisplaySource {
                     guard let reply, self.clients[window] != nil else { return }
                     let pid = lc_xcb_res_pid(reply)
                     self.clients[window]?.serverPID = pid > 0 ? pid_t(truncatingIfNeeded: pid) : nil
-                    self.touched.insert(window)
+                    self.reports.touch(window)
                 }
             }
         }
         enqueue(step: { [unowned self] in
             self.clients[window]?.complete = true
-            self.touched.insert(window)
+            self.reports.touch(window)
         })
     }
 
@@ -448,7 +443,7 @@ final class X11Source: DisplaySource {
                 guard let reply, self.clients[window] != nil else { return }
                 let mapState = reply.assumingMemoryBound(to: xcb_get_window_attributes_reply_t.self).pointee.map_state
                 self.clients[window]?.viewable = UInt32(mapState) == XCB_MAP_STATE_VIEWABLE.rawValue
-                self.touched.insert(window)
+                self.reports.touch(window)
             }
         }
     }
@@ -456,7 +451,7 @@ final class X11Source: DisplaySource {
     /// One watched property of a client; ICCCM's WM_STATE changes with the map state, which is read instead.
     private func readProperty(_ atom: UInt32, of window: UInt32, _ connection: OpaquePointer) {
         let atoms = atoms
-        touched.insert(window)
+        reports.touch(window)
         switch atom {
         case atoms.wmPID:
             ask(connection, window: window, atom, length: 1) { [unowned self] value, format in
@@ -489,36 +484,9 @@ final class X11Source: DisplaySource {
         let root = X11Root(clients: clientOrder, active: rootState.active, currentDesktop: rootState.currentDesktop)
         let changedAt = changeStarted
         changeStarted = nil
-        guard reportedWindows != nil else {
-            var picture = X11Picture.picture(root: root, clients: clients, serverVouches: hasResource)
-            reportedWindows = Dictionary(picture.windows.map { (UInt32(truncatingIfNeeded: $0.id), $0) }, uniquingKeysWith: { first, _ in first })
-            touched = []
-            gone = []
-            picture.changedAt = changedAt
+        if let picture = reports.next(root: root, clients: clients, serverVouches: hasResource, changedAt: changedAt) {
             report?(picture)
-            return
         }
-        // Taken out while it changes, so that it is changed in place rather than copied.
-        var reported = reportedWindows ?? [:]
-        reportedWindows = nil
-        var changed: [DisplayWindow] = []
-        var closed: [Int64] = []
-        for window in touched.sorted() {
-            let now = clients[window].flatMap { X11Picture.window($0, root: root, serverVouches: hasResource) }
-            guard now != reported[window] else { continue }
-            if let now {
-                reported[window] = now
-                changed.append(now)
-            } else if reported.removeValue(forKey: window) != nil {
-                closed.append(Int64(window))
-            }
-        }
-        for window in gone.sorted() where reported.removeValue(forKey: window) != nil { closed.append(Int64(window)) }
-        touched = []
-        gone = []
-        reportedWindows = reported
-        guard !changed.isEmpty || !closed.isEmpty else { return }
-        report?(.changes(changed, gone: closed, changedAt: changedAt))
     }
 
     /// One property, whatever its type; `handle` gets its bytes and format (nothing when the window is gone).
