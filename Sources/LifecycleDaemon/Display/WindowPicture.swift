@@ -163,7 +163,7 @@ struct WindowTally {
         var facts = DisplayFacts()
         facts.visible = visible
         facts.windowed = windowed
-        facts.focused = focusedWindow.flatMap { counted[$0]?.owner }
+        facts.focused = focusedApp
         if let focused = facts.focused {
             if !visible.contains(focused) { facts.visible.insert(focused) }
             if !windowed.contains(focused) { facts.windowed.insert(focused) }
