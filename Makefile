@@ -23,12 +23,13 @@ build: deps
 # The D-Bus tests' private bus (dbus-daemon), their second client (gdbus, libglib2.0-bin) and busctl (systemd);
 # their polkit checks' polkitd and its authentication agent (pkttyagent), both in polkitd.
 # The audio tests' sound server (pulseaudio) and player (pacat, pulseaudio-utils).
+# bindfs: a FUSE file system that cannot exchange two names, for the state files' plain renames.
 test-deps:
 	@build-aux/apt-need "the display, D-Bus and audio tests" sway=sway foot=foot Xvfb=xvfb openbox=openbox \
 		xdotool=xdotool xprop=x11-utils xterm=xterm xlogo=x11-apps xauth=xauth strace=strace dbus-daemon=dbus-daemon \
 		gdbus=libglib2.0-bin busctl=systemd /usr/lib/polkit-1/polkitd=polkitd pkttyagent=polkitd \
 		pulseaudio=pulseaudio pacat=pulseaudio-utils pipewire=pipewire-bin pipewire-pulse=pipewire-pulse \
-		wireplumber=wireplumber
+		wireplumber=wireplumber bindfs=bindfs
 
 # The main job: the daemon on the shipped demo config (Config/), with a tour of the states.
 demo: build

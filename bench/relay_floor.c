@@ -14,8 +14,8 @@
 //               them: on a VM a wake-up across vCPUs can cost several times one on the same CPU, so the harness
 //               measures both and takes the faster (bench/bench.py), as for the ping-pong floor.
 //   --work DIR  the floor with the kernel work the daemon must do per transition, done the cheapest way:
-//               each transition writes a 512-byte state file in DIR (as the daemon: a temporary file renamed over
-//               the old one; DIR on tmpfs, as the daemon's runtime directory) and the oom_score_adj of the process
+//               each transition writes a 512-byte state file in DIR (as the daemon: written under NAME.json.tmp,
+//               kept open, then swapped with NAME.json; DIR on tmpfs, as the daemon's runtime directory) and the oom_score_adj of the process
 //               (each kernel file through a descriptor kept open: one pwrite); a foreground/background
 //               change also writes the app's CPU weight (v1 cpu.shares, else cgroup2 cpu.weight) of a cgroup of
 //               its own, made for the run under the cpu hierarchy (skipped, said on stderr, where none can be made).
@@ -90,21 +90,38 @@ static char state(pid_t pid) {
     return paren && paren[1] ? paren[2] : 0;
 }
 
-/* --work: the state file of one app, written as the daemon writes its own: the whole content to a new temporary
-   file (O_EXCL, O_NOFOLLOW) in the directory, closed, then renamed over NAME.json, so that a crash leaves either
-   the old file or the new one. Names relative to the directory (opened once). */
+/* --work: the state file of one app, written as the daemon writes its own: the whole content under NAME.json.tmp,
+   through a descriptor kept open since the previous save, then the two names swapped (renameat2 with
+   RENAME_EXCHANGE), so that a crash leaves either the old file or the new one under NAME.json. The first save of a
+   name makes NAME.json.tmp and renames it over NAME.json. Names relative to the directory (opened once). */
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
 static const char *workDir;
 static int workDirFD = -1;
 static char stateText[512];
+static struct { char app[16]; int current, spare; } saved[4];
 
 static void save_state(const char *app) {
+    int slot = 0;
+    while (slot < 3 && saved[slot].app[0] && strcmp(saved[slot].app, app) != 0) slot++;
+    if (!saved[slot].app[0]) {
+        snprintf(saved[slot].app, sizeof saved[slot].app, "%s", app);
+        saved[slot].current = saved[slot].spare = -1;
+    }
     char name[256], temporary[300];
     snprintf(name, sizeof name, "%s.json", app);
-    snprintf(temporary, sizeof temporary, ".%s.tmp", name);
-    int f = openat(workDirFD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (f < 0 || write(f, stateText, sizeof stateText) != (ssize_t) sizeof stateText) { perror("relay_floor: state file"); exit(1); }
-    close(f);
-    if (renameat(workDirFD, temporary, workDirFD, name) != 0) { perror("relay_floor: rename"); exit(1); }
+    snprintf(temporary, sizeof temporary, "%s.tmp", name);
+    int f = saved[slot].spare;
+    if (f < 0) f = openat(workDirFD, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (f < 0 || pwrite(f, stateText, sizeof stateText, 0) != (ssize_t) sizeof stateText) { perror("relay_floor: state file"); exit(1); }
+    if (saved[slot].current < 0) {
+        if (renameat(workDirFD, temporary, workDirFD, name) != 0) { perror("relay_floor: rename"); exit(1); }
+    } else if (syscall(SYS_renameat2, workDirFD, temporary, workDirFD, name, RENAME_EXCHANGE) != 0) {
+        perror("relay_floor: exchange"); exit(1);
+    }
+    saved[slot].spare = saved[slot].current;
+    saved[slot].current = f;
 }
 
 /* One small write to a kernel file, the cheapest way: through a descriptor kept open, one pwrite at offset 0

@@ -717,6 +717,14 @@ int cs_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+int cs_rename_exchange(int dirfd, const char *from, const char *to) {
+    return (int)syscall(SYS_renameat2, dirfd, from, dirfd, to, RENAME_EXCHANGE);
+}
+
 #ifndef SYS_process_madvise
 #define SYS_process_madvise 440
 #endif

@@ -279,7 +279,7 @@ struct SceneIntegrationTests {
         try harness.app("w", "[App]\nExec=/usr/bin/python3 \(script.path) 300\n\n[Lifecycle]\nBackgroundTimeSec=infinity\n\n[Scenes]\nSupportsMultipleScenes=yes\nMaxSceneSessions=16\n")
         try harness.start()
         let stateDirectory = harness.runtimeDirectory.appendingPathComponent("state").path
-        let counter = try WriteCounter(directory: stateDirectory, name: "w.json.tmp")
+        let counter = try WriteCounter(directory: stateDirectory, name: "w.json")
 
         try harness.control("launch", "w")
         // The launch brings s1 forward; the client's requests make s2 to s16, and the other 285 are refused.

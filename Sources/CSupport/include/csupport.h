@@ -66,6 +66,10 @@ int cs_raise_nofile_limit(unsigned long long *before, unsigned long long *after)
 
 int cs_pidfd_open(pid_t pid);
 
+/// renameat2(2) with RENAME_EXCHANGE: `from` and `to` (both relative to `dirfd`) trade places in one step, both
+/// names staying. EINVAL where the file system cannot, ENOSYS on a kernel before 3.15.
+int cs_rename_exchange(int dirfd, const char *from, const char *to);
+
 /// process_madvise(2) over `count` ranges (`starts[i]`, `lengths[i]`) of the process behind `pidfd`, with `advice`
 /// (MADV_PAGEOUT: 21). Returns the bytes advised, or -1 with errno (ENOSYS: a kernel before 5.10).
 long cs_process_madvise(int pidfd, const unsigned long *starts, const unsigned long *lengths, unsigned count, int advice);

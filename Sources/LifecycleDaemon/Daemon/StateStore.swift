@@ -41,9 +41,13 @@ extension PersistedApp: JSONReadable, JSONWritable {
 
 /// RUNTIME_DIR/state/NAME.json, one file per app, for the next daemon to read after this one's restart or crash.
 ///
-/// A save writes the whole file into a new NAME.json.tmp and renames it over NAME.json, so NAME.json always names a
-/// whole file, even for a daemon killed mid-save (docs/PLATFORM.md, "Files"). The only reader is the next daemon,
-/// which starts when this one is gone. NAME.json.tmp files are not state (`loadAll` removes them).
+/// NAME.json always names a whole file, even for a daemon killed mid-save (docs/PLATFORM.md, "Files"): a save
+/// writes the whole file under NAME.json.tmp, then swaps the two names in one step (`renameat2` with
+/// `RENAME_EXCHANGE`), so the previous save goes to NAME.json.tmp and is written over at the next save. Both files
+/// stay open between saves, so a save is one pwrite and one rename, with no inode made or freed. The first save of
+/// an app, one after its files changed behind the daemon's back, and every save on a file system that cannot
+/// exchange names make a new NAME.json.tmp and rename it over NAME.json. The only reader is the next daemon, which
+/// starts when this one is gone. NAME.json.tmp files are not state (`loadAll` removes them).
 ///
 /// The directory is one the daemon made and checked: its own, mode 0700, not a symlink; files are opened relative
 /// to it with `O_NOFOLLOW`, and created 0600. The state names processes the next daemon signals, so a directory or
@@ -58,9 +62,25 @@ final class StateStore {
     private var directoryFD: FileDescriptor?
     /// The process identity last saved for each app, so that a save need not read /proc/PID/stat again.
     private var savedIdentity: [String: (pid: pid_t, startTime: UInt64)] = [:]
+    /// The two files of each recently saved app, open: `current` is the one NAME.json names, `spare` (after the
+    /// second save) the one NAME.json.tmp names, which the next save writes.
+    private struct Kept {
+        var current: FileDescriptor
+        var spare: FileDescriptor?
+        var used: UInt64
+    }
+    private var kept: [String: Kept] = [:]
+    private var saves: UInt64 = 0
+    /// Apps whose files stay open (two descriptors each), the least recently saved going first.
+    let keptLimit: Int
+    /// False once the file system refused to exchange two names: every save then renames a new file.
+    private(set) var exchanges = true
+    /// How many apps have their files kept open.
+    var keptCount: Int { kept.count }
 
-    init(runtimeDirectory: String) {
+    init(runtimeDirectory: String, keptLimit: Int = 64) {
         directory = runtimeDirectory + "/state"
+        self.keptLimit = keptLimit
     }
 
     /// Creates the directory (0700: the state names processes and holds apps' data) and checks it.
@@ -99,23 +119,76 @@ final class StateStore {
         return identity.startTime
     }
 
-    /// Writes the app's whole file: a new NAME.json.tmp, renamed over NAME.json.
+    /// Writes the app's whole file under NAME.json.tmp and swaps it with NAME.json (or renames it over NAME.json).
     func save(_ app: PersistedApp) throws(SystemError) {
         let bytes = encode(app)
         let directory = try checkedDirectory()
-        let temporary = app.name + ".json.tmp"
+        let temporary = app.name + ".json.tmp", target = app.name + ".json"
+        saves += 1
+        let previous = kept.removeValue(forKey: app.name)
+        if let previous, let spare = previous.spare, exchanges, Self.rewrite(spare, with: bytes),
+           exchange(temporary, target, in: directory) {
+            keep(app.name, Kept(current: spare, spare: previous.current, used: saves))
+            remember(app)
+            return
+        }
+        // A new NAME.json.tmp: the first save, a spare gone or changed behind the daemon's back, or no exchange.
         let file = try createTemporary(temporary, in: directory)
         do {
-            try file.write(bytes)
-            try file.close()
-            try retryingEINTR("rename \(self.directory)/\(temporary)") {
-                renameat(directory.rawValue, temporary, directory.rawValue, app.name + ".json")
+            try file.write(bytes, at: 0)
+            if let previous, exchanges, Self.linkedOnce(previous.current), exchange(temporary, target, in: directory) {
+                keep(app.name, Kept(current: file, spare: previous.current, used: saves))
+            } else {
+                try retryingEINTR("rename \(self.directory)/\(temporary)") {
+                    renameat(directory.rawValue, temporary, directory.rawValue, target)
+                }
+                if exchanges { keep(app.name, Kept(current: file, spare: nil, used: saves)) }
             }
         } catch {
             unlinkat(directory.rawValue, temporary, 0)
             throw error
         }
+        remember(app)
+    }
+
+    private func remember(_ app: PersistedApp) {
         savedIdentity[app.name] = app.pid.flatMap { pid in app.startTime.map { (pid: pid, startTime: $0) } }
+    }
+
+    /// Swaps NAME.json.tmp and NAME.json; false if they could not be (a name missing, or a file system that cannot,
+    /// which also ends exchanges for good).
+    private func exchange(_ temporary: String, _ target: String, in directory: FileDescriptor) -> Bool {
+        if cs_rename_exchange(directory.rawValue, temporary, target) == 0 { return true }
+        if errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP {
+            Log.info("\(self.directory): the file system cannot exchange two names; each save writes a new file")
+            exchanges = false
+            kept.removeAll()
+        }
+        return false
+    }
+
+    /// True if the open file still has exactly the one name the store gave it: nothing removed, replaced or linked it.
+    private static func linkedOnce(_ file: FileDescriptor) -> Bool {
+        (try? file.status()).map { $0.st_nlink == 1 } ?? false
+    }
+
+    /// Writes `bytes` over the kept spare with one pwrite from offset 0; where the file is longer (an earlier, longer
+    /// save), they are padded with spaces before their newline to its length, which JSON allows and `loadAll` reads
+    /// past. False, with nothing to undo, if the spare no longer has its one name or the write fails.
+    private static func rewrite(_ file: FileDescriptor, with bytes: [UInt8]) -> Bool {
+        guard let info = try? file.status(), info.st_nlink == 1 else { return false }
+        let length = Int(info.st_size)
+        if length <= bytes.count { return (try? file.write(bytes, at: 0)) != nil }
+        var padded = bytes
+        padded.insert(contentsOf: repeatElement(UInt8(ascii: " "), count: length - bytes.count), at: padded.count - 1)
+        return (try? file.write(padded, at: 0)) != nil
+    }
+
+    private func keep(_ name: String, _ files: Kept) {
+        if kept.count >= keptLimit, let oldest = kept.min(by: { $0.value.used < $1.value.used })?.key {
+            kept[oldest] = nil
+        }
+        kept[name] = files
     }
 
     /// Creates NAME.json.tmp afresh, 0600. Whatever the name already holds (a save cut short, a symlink, a FIFO) is
@@ -140,6 +213,7 @@ final class StateStore {
 
     func remove(_ name: String) {
         savedIdentity[name] = nil
+        kept[name] = nil
         guard let directory = try? checkedDirectory() else { return }
         unlinkat(directory.rawValue, name + ".json", 0)
         unlinkat(directory.rawValue, name + ".json.tmp", 0)

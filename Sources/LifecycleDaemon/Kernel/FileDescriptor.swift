@@ -65,6 +65,22 @@ final class FileDescriptor {
         try bytes.withUnsafeBytes { buffer in Result { () throws(SystemError) in try write(buffer) } }.get()
     }
 
+    /// pwrite(2) of all of `bytes` from `offset`, in as many calls as the kernel takes; the file offset stays.
+    func write(_ bytes: [UInt8], at offset: off_t) throws(SystemError) {
+        try bytes.withUnsafeBytes { buffer in
+            Result { () throws(SystemError) in
+                var done = 0
+                while done < buffer.count {
+                    let count = try retryingEINTR("write \(path)") {
+                        pwrite(rawValue, buffer.baseAddress! + done, buffer.count - done, offset + off_t(done))
+                    }
+                    if count == 0 { throw SystemError(operation: "write \(path)", errno: EIO) }
+                    done += count
+                }
+            }
+        }.get()
+    }
+
     /// One write(2) of `value`, as control files (cgroup, /proc) take one value per call: a short write is an error.
     /// With `offset`, one pwrite(2) there instead, for a control file kept open between writes.
     func writeOnce(_ value: String, at offset: off_t? = nil) throws(SystemError) {
