@@ -89,11 +89,11 @@ def marked(marker, table=None):
 
 
 # The daemon keeps the kernel files it writes and reads at every transition open, at most 256 of them (KeptKernelFiles,
-# lifecycled(8)), and opens the state files for each save only. They are counted apart from the rest (which must come
-# back to its level) and stay within that bound.
-KEPT_LIMIT = 256
+# lifecycled(8)), and the two state files of each recently saved app, for at most 64 apps (StateStore). They are
+# counted apart from the rest (which must come back to its level) and stay within those bounds.
+KEPT_LIMIT = 256 + 2 * 64
 KEPT = re.compile(r"^(/proc/\d+/oom_score_adj|/sys/fs/cgroup/.*/(cpu\.weight|io\.weight|cpu\.shares|cgroup\.procs|"
-                  r"cgroup\.freeze|cgroup\.events|freezer\.state)|.*/state/[^/]+\.json)$")
+                  r"cgroup\.freeze|cgroup\.events|freezer\.state)|.*/state/[^/]+\.json(\.tmp)?)$")
 
 
 def daemon_resources(pid):

@@ -202,7 +202,7 @@ struct SecurityTests {
             try input.fileHandleForWriting.close()
             process.waitUntilExit()
             let listingAfter = { (try? ProcessMeter.descriptors(daemonPID)) ?? [:] }
-            #expect(ProcessMeter.settles(daemonPID, at: listingBefore.count),
+            #expect(ProcessMeter.settles(daemonPID, at: ProcessMeter.counted(listingBefore)),
                     "the hog's connections are closed: \(ProcessMeter.difference(listingBefore, listingAfter()))")
             #expect(try lifectl(daemon, "list").status == 0, "nobody is served again")
         }
