@@ -1000,8 +1000,9 @@ def core_tables(results, args):
     p(f"the same with the required work (`--work`: 4 state files written the daemon's way in a tmpfs directory, the CPU weight")
     p(f"and oom_score_adj of the app leaving and of the app taking the foreground): **{fmt(relay_work, 1, 0)} µs**. Both")
     p("relay floors are, as the ping-pong floor, the faster of all four processes on one CPU and left to the scheduler.")
-    p("\"The daemon's way\": each state file written to a temporary file and renamed over the old one; the floor")
-    p("writes the kernel files the cheapest way, through descriptors kept open (one pwrite each).")
+    p("\"The daemon's way\": each state file written under NAME.json.tmp, kept open since the previous save, and swapped")
+    p("with NAME.json (renameat2, RENAME_EXCHANGE); the floor writes the kernel files the cheapest way, through")
+    p("descriptors kept open (one pwrite each).")
     if results.get("large_limit"):
         limit, fits = results["large_limit"]
         p(f"The largest N here is {fits:,}, not 10,000: the descriptor limit is {limit:,} (`ulimit -Hn`), and the daemon")
