@@ -136,7 +136,7 @@ final class StateStore {
         let file = try createTemporary(temporary, in: directory)
         do {
             try file.write(bytes, at: 0)
-            if let previous, exchanges, Self.linkedOnce(previous.current), exchange(temporary, target, in: directory) {
+            if let previous, exchanges, Self.statusIfLinkedOnce(previous.current) != nil, exchange(temporary, target, in: directory) {
                 keep(app.name, Kept(current: file, spare: previous.current, used: saves))
             } else {
                 try retryingEINTR("rename \(self.directory)/\(temporary)") {
@@ -167,16 +167,18 @@ final class StateStore {
         return false
     }
 
-    /// True if the open file still has exactly the one name the store gave it: nothing removed, replaced or linked it.
-    private static func linkedOnce(_ file: FileDescriptor) -> Bool {
-        (try? file.status()).map { $0.st_nlink == 1 } ?? false
+    /// The open file's status if it still has exactly the one name the store gave it (nothing removed, replaced or
+    /// linked it); else nil.
+    private static func statusIfLinkedOnce(_ file: FileDescriptor) -> stat? {
+        guard let info = try? file.status(), info.st_nlink == 1 else { return nil }
+        return info
     }
 
     /// Writes `bytes` over the kept spare with one pwrite from offset 0; where the file is longer (an earlier, longer
     /// save), they are padded with spaces before their newline to its length, which JSON allows and `loadAll` reads
     /// past. False, with nothing to undo, if the spare no longer has its one name or the write fails.
     private static func rewrite(_ file: FileDescriptor, with bytes: [UInt8]) -> Bool {
-        guard let info = try? file.status(), info.st_nlink == 1 else { return false }
+        guard let info = statusIfLinkedOnce(file) else { return false }
         let length = Int(info.st_size)
         if length <= bytes.count { return (try? file.write(bytes, at: 0)) != nil }
         var padded = bytes

@@ -51,34 +51,22 @@ final class FileDescriptor {
         return bytes
     }
 
-    /// write(2) of all of `bytes`, in as many calls as the kernel takes.
-    func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+    /// write(2) of all of `bytes`, in as many calls as the kernel takes; with `offset`, pwrite(2) from there
+    /// instead, which leaves the file offset as it was.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: off_t? = nil) throws(SystemError) {
         var done = 0
         while done < bytes.count {
-            let count = try retryingEINTR("write \(path)") { Glibc.write(rawValue, bytes.baseAddress! + done, bytes.count - done) }
+            let count = try retryingEINTR("write \(path)") {
+                if let offset { pwrite(rawValue, bytes.baseAddress! + done, bytes.count - done, offset + off_t(done)) }
+                else { Glibc.write(rawValue, bytes.baseAddress! + done, bytes.count - done) }
+            }
             if count == 0 { throw SystemError(operation: "write \(path)", errno: EIO) }
             done += count
         }
     }
 
-    func write(_ bytes: [UInt8]) throws(SystemError) {
-        try bytes.withUnsafeBytes { buffer in Result { () throws(SystemError) in try write(buffer) } }.get()
-    }
-
-    /// pwrite(2) of all of `bytes` from `offset`, in as many calls as the kernel takes; the file offset stays.
-    func write(_ bytes: [UInt8], at offset: off_t) throws(SystemError) {
-        try bytes.withUnsafeBytes { buffer in
-            Result { () throws(SystemError) in
-                var done = 0
-                while done < buffer.count {
-                    let count = try retryingEINTR("write \(path)") {
-                        pwrite(rawValue, buffer.baseAddress! + done, buffer.count - done, offset + off_t(done))
-                    }
-                    if count == 0 { throw SystemError(operation: "write \(path)", errno: EIO) }
-                    done += count
-                }
-            }
-        }.get()
+    func write(_ bytes: [UInt8], at offset: off_t? = nil) throws(SystemError) {
+        try bytes.withUnsafeBytes { buffer in Result { () throws(SystemError) in try write(buffer, at: offset) } }.get()
     }
 
     /// One write(2) of `value`, as control files (cgroup, /proc) take one value per call: a short write is an error.
