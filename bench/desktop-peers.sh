@@ -3,8 +3,9 @@
 # 100 windows:
 #  - X11: one Xvfb with openbox; N xterms run as an unprivileged user, as a desktop starts them, each running a
 #    CPU-busy program (bench/busy.c); the first shown, the others minimized. The programs run under SCHED_IDLE
-#    (`chrt --idle`), the kindest to the machine's other users; a process's state in /proc, which the figures
-#    read, does not depend on it. They are busy while a gate file exists, and the gate is closed while a
+#    (`chrt --idle`), the kindest to the machine's other users, and each puts its autogroup (a terminal's shell
+#    is a session of its own) at nice 19, without which SCHED_IDLE yields only inside that group; a process's
+#    state in /proc, which the figures read, does not depend on either. They are busy while a gate file exists, and the gate is closed while a
 #    supervisor starts and stops the hidden ones: on two CPUs a hundred runnable processes of any class delay
 #    each wake-up of a supervisor so much that it does not get to stop them.
 #    lifecycled adopts them (`[Display] Source=x11`, `[Adopt] Windows=yes`, `BackgroundTimeSec=GRACE`, `Reclaim=no`,
@@ -14,7 +15,8 @@
 #  - sway: the same with a headless sway and foot windows, the hidden ones each on a workspace of its own:
 #    lifecycled (`Source=sway`) against bench/sway_floor.c (SIGCONT on sway's focus event). xsuspender is X11 only.
 # Each round (bench/desktop_switch.c) asks the display server to focus a suspended window, as `xdotool
-# windowactivate` (or `swaymsg [con_id=N] focus`) does, spins on /proc until its processes run, shows it a while,
+# windowactivate` (or `swaymsg [con_id=N] focus`) does, polls /proc every 50 µs until its processes run (a driver
+# spinning on a CPU would delay the display server's wake-up to the next tick), shows it a while,
 # hides it (minimized, or workspace 1 shown again) and times until its processes are stopped again. Figures per N
 # and tool: focus to running (median, p90), the supervisor's CPU time per switch and while idle, the /proc files it
 # opens per switch (openat and open of paths under /proc, counted by strace in rounds of their own, children
@@ -400,12 +402,13 @@ print(f"Adopted CPU-busy windows (bench/busy.c under SCHED_IDLE each, run as an 
       f"xsuspender: {xsus_from}.")
 print()
 print("A round asks the display server to focus a suspended window (X11: the `_NET_ACTIVE_WINDOW` client message "
-      "`xdotool windowactivate` sends, to openbox; sway: `[con_id=N] focus`), spins on /proc/PID/stat until none of the "
+      "`xdotool windowactivate` sends, to openbox; sway: `[con_id=N] focus`), polls /proc/PID/stat every 50 µs until none of the "
       "app's processes (the terminal and its busy program) is in state T, shows it 0.3 s, hides it (X11: minimized, "
       "`WM_CHANGE_STATE`; sway: workspace 1 shown again) and polls /proc every millisecond until they are all stopped again. "
       "The floors only continue (X11: bench/x11_floor.c sends SIGCONT to the window's `_NET_WM_PID` and its descendants "
       "when `_NET_ACTIVE_WINDOW` changes; sway: bench/sway_floor.c on sway's focus event); the driver stops their apps itself. "
-      "The apps are busy during the rounds and the idle phases, and idle while a supervisor starts and stops the hidden ones. "
+      "The apps are busy during the rounds and the idle phases, and idle while a supervisor starts and stops the hidden ones; "
+      "each runs under SCHED_IDLE with its autogroup at nice 19, so that it takes only CPU time nothing else wants. "
       "The load average counts the apps' own busy processes.")
 print()
 print("CPU per switch: the supervisor's run time (its threads' schedstat, plus its reaped children's utime and stime) over the "

@@ -10,7 +10,7 @@
 //       DISPLAY: `x11` ($DISPLAY) or `sway:SOCKET`. K rounds on the hidden windows of WINDOWS (a file:
 //       "WINDOW PID PID…" a line, the window (X11 id or sway con_id) and the app's processes; the first line is the
 //       shown window, never touched), one after the other. A round waits until the window's processes are stopped,
-//       asks the display server to focus the window and spins on /proc/PID/stat until none is stopped ("focus to
+//       asks the display server to focus the window and polls /proc/PID/stat every 50 µs until none is stopped ("focus to
 //       running"), shows it a while, then hides it (X11: minimized, WM_CHANGE_STATE IconicState; sway: workspace 1
 //       shown again, the window's own workspace hidden) and, "supervised", polls /proc every millisecond until all
 //       are stopped again ("grace"). "floor": this program stops the processes itself (every hidden window's at the
@@ -331,7 +331,9 @@ static int rounds(int k, pid_t supervisor, int floor_mode) {
         usleep(200000);  // the supervisor's work for the suspension is over
         double start = now_us();
         ask_focus(app);
-        double running = wait_for(none_stopped, app, 0, 30);
+        // Polled every 50 µs rather than spun on: a spinning driver holds a CPU at the display server's own
+        // weight, and the server's wakeup waits for the next tick (4 ms at HZ=250) behind it.
+        double running = wait_for(none_stopped, app, 50, 30);
         done_asking();
         if (running < 0) {
             fprintf(stderr, "desktop_switch: window 0x%x was not continued within 30 s of the focus request\n", app->window);
