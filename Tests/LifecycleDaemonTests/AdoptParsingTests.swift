@@ -219,6 +219,30 @@ import Testing
         #expect(StopLedger.parse(["a 10 1", "b 11 1", "a -", "a 12 1", "c -"]).map(\.process.pid) == [11, 12])
     }
 
+    /// A recorded process is continued only while its pid still has the start time written down: one whose pid
+    /// now names another process (recorded here with a start time it never had) stays as it is, while the others
+    /// of the same app are continued and reported as having been stopped. Real processes (`sleep`), SIGSTOP.
+    @Test func theStopLedgerContinuesOnlyTheProcessesItRecorded() throws {
+        let children = Children()
+        defer { children.killAndReapAll() }
+        let first = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "300"]))
+        let second = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "300"]))
+        let stranger = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "300"]))
+        for pid in [first, second, stranger] { kill(pid, SIGSTOP) }
+        #expect(eventually { [first, second, stranger].allSatisfy { ProcessTable.state(of: $0) == "T" } })
+        let started = try #require(ProcessTable.startTime(of: stranger))
+        let recorded = try [first, second].map { pid in try #require(RecordedProcess(running: pid)) }
+        let entries = recorded.map { StopLedger.Entry(app: "a", process: $0) }
+            + [StopLedger.Entry(app: "a", process: RecordedProcess(pid: stranger, startTime: started + 1))]
+
+        let continued = StopLedger.continueEach(entries, procRoot: "/proc")
+        #expect(continued == [first, second])
+        #expect(eventually { ProcessTable.state(of: first) == "S" && ProcessTable.state(of: second) == "S" })
+        usleep(50_000)
+        #expect(ProcessTable.state(of: stranger) == "T", "a pid whose start time differs is not signalled")
+        kill(stranger, SIGCONT)
+    }
+
     /// The record files of a crashed daemon (stopped processes, original priorities): each write is the whole file,
     /// an empty record removes it, and each ledger reads back the lines it wrote. Real files in a temporary directory.
     @Test func recordFilesHoldTheirLinesAndGoWhenEmpty() throws {

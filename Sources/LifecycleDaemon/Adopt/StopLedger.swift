@@ -79,14 +79,20 @@ final class StopLedger {
     }
 
     /// SIGCONT to each entry that is still the process recorded (same start time); the recycled and the gone are
-    /// left alone. Returns the pids that were stopped.
+    /// left alone. Every entry is checked, with one read of its /proc/PID/stat, before the first signal: the
+    /// signals then go out together, and no continued process takes the CPU from the daemon between two of them.
+    /// Returns the pids that were stopped.
     @discardableResult
     static func continueEach(_ entries: [Entry], procRoot: String) -> [pid_t] {
+        var same: [pid_t] = []
         var wereStopped: [pid_t] = []
-        for entry in entries where entry.process.isRunning(procRoot: procRoot) {
-            if ProcessTable.state(of: entry.process.pid, procRoot: procRoot) == "T" { wereStopped.append(entry.process.pid) }
-            kill(entry.process.pid, SIGCONT)
+        for entry in entries {
+            guard let now = ProcessTable.stateAndStartTime(of: entry.process.pid, procRoot: procRoot),
+                  now.startTime == entry.process.startTime else { continue }
+            same.append(entry.process.pid)
+            if now.state == "T" { wereStopped.append(entry.process.pid) }
         }
+        for pid in same { kill(pid, SIGCONT) }
         return wereStopped
     }
 

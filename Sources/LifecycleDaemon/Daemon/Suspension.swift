@@ -118,17 +118,19 @@ final class Suspension {
         switch app.suspension.mechanism {
         case .freezer:
             do { try app.place.thaw(app) } catch { Log.error("\(name): Failed to thaw its cgroup: \(error)") }
+            // What was stopped and has left the app's tree since (its parent died) is reached through the ledger.
+            ledger?.continueAll(of: name)
         case .signal, nil:
-            kill(-pid, SIGCONT)
             // An adopted app's stopped processes are each in the ledger, written before its SIGSTOP: the ledger
             // continues them without a walk of the tree (which, for a tree that takes in its launch session, reads
-            // the children of that session's reaper), and no process that someone else stopped.
-            if !(app.config.policy.adopted && ledger != nil) {
-                for member in membersOutsideGroup(app, leader: pid) { kill(member, SIGCONT) }
-            }
+            // the children of that session's reaper), and no process that someone else stopped, nor one that has
+            // left the app's tree since. It goes first, as it reads /proc before it signals: so all the signals go
+            // out before a continued process takes the CPU.
+            let outside = app.config.policy.adopted && ledger != nil ? [] : membersOutsideGroup(app, leader: pid)
+            ledger?.continueAll(of: name)
+            kill(-pid, SIGCONT)
+            for member in outside { kill(member, SIGCONT) }
         }
-        // What was stopped and has left the app's tree since (its parent died) is reached through the ledger.
-        ledger?.continueAll(of: name)
         app.suspension = .running
     }
 

@@ -72,6 +72,16 @@ public enum ProcessTable {
         return UInt64(ticks)
     }
 
+    /// The state letter and the start time (`state(of:)` and `startTime(of:)`) from one read of /proc/PID/stat.
+    public static func stateAndStartTime(of pid: pid_t, procRoot: String = "/proc") -> (state: Character, startTime: UInt64)? {
+        let read = try? withKernelFileBytes("\(procRoot)/\(pid)/stat") { stat -> (UInt8, Int)? in
+            guard let state = stateByte(stat), let ticks = statField(19, of: stat) else { return nil }
+            return (state, ticks)
+        }
+        guard let (state, ticks) = read ?? nil else { return nil }
+        return (Character(Unicode.Scalar(state)), UInt64(ticks))
+    }
+
     /// The fields of /proc/PID/stat after the command name, so index 0 is field 3 (state).
     /// The name (field 2) is in parentheses and may itself contain spaces and ')', so the
     /// fields start after the *last* ')'.
