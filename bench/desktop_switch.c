@@ -332,7 +332,7 @@ static int rounds(int k, pid_t supervisor, int floor_mode) {
         double start = now_us();
         ask_focus(app);
         // Polled every 50 µs rather than spun on: a spinning driver holds a CPU at the display server's own
-        // weight, and the server's wakeup waits for the next tick (4 ms at HZ=250) behind it.
+        // weight, and the server's wake-up waits behind it for the next scheduler tick.
         double running = wait_for(none_stopped, app, 50, 30);
         done_asking();
         if (running < 0) {
