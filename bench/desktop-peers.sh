@@ -5,9 +5,9 @@
 #    CPU-busy program (bench/busy.c); the first shown, the others minimized. The programs run under SCHED_IDLE
 #    (`chrt --idle`), the kindest to the machine's other users, and each puts its autogroup (a terminal's shell
 #    is a session of its own) at nice 19, without which SCHED_IDLE yields only inside that group; a process's
-#    state in /proc, which the figures read, does not depend on either. They are busy while a gate file exists, and the gate is closed while a
-#    supervisor starts and stops the hidden ones: on two CPUs a hundred runnable processes of any class delay
-#    each wake-up of a supervisor so much that it does not get to stop them.
+#    state in /proc, which the figures read, does not depend on either. They are busy while a gate file exists,
+#    and the gate is closed while a supervisor starts and stops the hidden ones: on two CPUs a hundred runnable
+#    processes of any class delay each wake-up of a supervisor so much that it does not get to stop them.
 #    lifecycled adopts them (`[Display] Source=x11`, `[Adopt] Windows=yes`, `BackgroundTimeSec=GRACE`, `Reclaim=no`,
 #    since no peer pages memory out and bench/memory.sh measures that); xsuspender
 #    suspends the windows that lose the focus (`suspend_delay = GRACE`, a section per WM class); the floor is
