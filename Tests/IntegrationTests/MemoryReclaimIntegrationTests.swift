@@ -98,30 +98,97 @@ struct MemoryReclaimIntegrationTests {
         #expect(try harness.status("reclaimed").state == .background)
     }
 
-    @Test("an app resumed while its memory is being reclaimed stops the reclaim where it is")
+    /// The daemon's reclaim threads: one per online CPU, at most four.
+    static let threadCount = min(max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))), 4)
+
+    /// Waits until `pid` has `bytes` in swap, reading /proc every millisecond: the test, at nice 0, reads between two
+    /// steps of a reclaim thread at nice 19, so a thread held right after is held early in its job.
+    static func waitForSwap(_ pid: pid_t, atLeast bytes: UInt64) throws {
+        let deadline = Date().addingTimeInterval(60)
+        while memory(pid).swapped < bytes {
+            guard Date() < deadline else { throw HarnessError("process \(pid) never had \(bytes) bytes in swap: \(memory(pid))") }
+            usleep(1_000)
+        }
+    }
+
+    /// Starts `harness` with these apps, launched in the background until they touched their memory, and its reclaim
+    /// threads started (a small app's reclaim starts them) and held, idle: a job queued from now on waits until the
+    /// test releases a thread.
+    static func startHeld(_ harness: DaemonHarness, _ sizes: KeyValuePairs<String, Int>) throws
+        -> (threads: HeldThreads, pids: [String: pid_t], markers: [String: URL]) {
+        try #require(HeldThreads.available, "this test holds the reclaim threads in the v1 freezer (root, /sys/fs/cgroup/freezer)")
+        var markers: [String: URL] = [:]
+        for (name, size) in [("starter", 8)] + Array(sizes) {
+            markers[name] = harness.root.appendingPathComponent("\(name).marker")
+            try harness.app(name, Self.app(size, marker: markers[name]!, lifecycle: "ReclaimAfterSec=0"))
+        }
+        try harness.start()
+        let daemonPID = try #require(harness.daemonPID)
+        var pids: [String: pid_t] = [:]
+        for (name, _) in [("starter", 8)] + Array(sizes) {
+            try harness.control("launch", name, "--background")
+            pids[name] = try #require(try harness.status(name).pid)
+        }
+        try harness.waitUntil("every app touched its memory") { markers.values.allSatisfy { Self.passes($0) >= 1 } }
+        #expect(Self.reclaimThreads(of: daemonPID).isEmpty, "no reclaim thread before the first reclaim")
+        try harness.control("suspend", "starter")
+        try harness.waitUntil("the starter's reclaim is over") { try harness.status("starter").reclaim?.outcome == "done" }
+        try harness.waitUntil("one reclaim thread per CPU") { Self.reclaimThreads(of: daemonPID).count == Self.threadCount }
+        return (try HeldThreads(daemonPID, named: "reclaim"), pids, markers)
+    }
+
+    @Test("an app resumed while its memory is being reclaimed stops the reclaim where it is; one resumed while its reclaim waits never has it")
     func resumeStopsAReclaimUnderWay() throws {
 
         // Without swap the anonymous memory has nowhere to go and the work is over at once: nothing to stop.
         try #require(TestSwap.on, "this test needs swap; the machine has zram")
         let harness = try DaemonHarness()
         defer { harness.stop() }
-        let marker = harness.root.appendingPathComponent("big.marker")
-        try harness.app("big", Self.app(384, marker: marker, lifecycle: "ReclaimAfterSec=0"))
-        try harness.start()
-        try harness.control("launch", "big", "--background")
-        let pid = try #require(try harness.status("big").pid)
-        try harness.waitUntil("the app touched its memory") { Self.passes(marker) >= 1 }
+        let (threads, pids, markers) = try Self.startHeld(harness, ["big": 384, "queued": 64, "next": 16])
+        defer { threads.releaseAll() }
+        let before = pids.mapValues { Self.memory($0) }
 
         try harness.control("suspend", "big")
-        try harness.waitUntil("the reclaim began") { try harness.status("big").reclaim != nil }
-        try harness.control("resume", "big")
+        try harness.control("suspend", "queued")
+        #expect(try harness.status("big").reclaim?.outcome == "running")
+        #expect(try harness.status("queued").reclaim?.outcome == "running")
+        // One thread takes the first job, and is held again early in it; the other job waits behind it.
+        try threads.release(0)
+        try Self.waitForSwap(pids["big"]!, atLeast: 8 << 20)
+        try threads.hold(0)
+        let part = Self.memory(pids["big"]!).swapped
+        #expect(part < before["big"]!.anonymous / 2, "held early in its job: \(part) of \(before["big"]!.anonymous) bytes")
+        #expect(Self.memory(pids["queued"]!).swapped < 1 << 20, "the second job waits")
 
-        let status = try #require(try harness.status("big").reclaim)
-        #expect(status.outcome == "stopped", "\(status)")
-        try harness.waitUntil("the app touched its memory again") { Self.passes(marker) >= 2 }
-        #expect(harness.log.contains("big: memory reclaim stopped"))
-        #expect(!harness.log.contains("big: memory reclaimed with"))
-        #expect(Kernel.state(pid) != "T")
+        try harness.control("resume", "queued")
+        try harness.control("resume", "big")
+        for name in ["big", "queued"] {
+            let status = try #require(try harness.status(name).reclaim)
+            #expect(status.outcome == "stopped", "\(name): \(status)")
+        }
+        // The held thread, let go, drops the stopped job at its next look and takes the next one queued: until that
+        // one is done, the running app's memory only comes back from swap, never goes there again.
+        try harness.control("suspend", "next")
+        try threads.release(0)
+        var mostSwapped = part
+        try harness.waitUntil("the next job is over") {
+            for _ in 0..<20 {
+                mostSwapped = max(mostSwapped, Self.memory(pids["big"]!).swapped)
+                usleep(1_000)
+            }
+            return try harness.status("next").reclaim?.outcome == "done"
+        }
+        #expect(mostSwapped <= part, "the stopped job paged out nothing more: \(part) then \(mostSwapped) bytes in swap")
+        threads.releaseAll()
+        for name in ["big", "queued"] {
+            try harness.waitUntil("\(name) touched its memory again") { Self.passes(markers[name]!) >= 2 }
+            #expect(harness.log.contains("\(name): memory reclaim stopped"))
+            #expect(!harness.log.contains("\(name): memory reclaimed with"))
+            #expect(Kernel.state(pids[name]!) != "T")
+            let now = Self.memory(pids[name]!)
+            #expect(now.anonymous >= before[name]!.anonymous / 10 * 9, "\(name) keeps its memory: \(before[name]!) → \(now)")
+        }
+        #expect(Self.memory(pids["queued"]!).swapped < 1 << 20, "a job resumed while it waited never ran")
     }
 
     /// The daemon's reclaim threads (named `reclaim`) with their nice value and the system time each has spent,
@@ -144,63 +211,45 @@ struct MemoryReclaimIntegrationTests {
 
         // Without swap the anonymous memory has nowhere to go and each job is over at once: nothing overlaps.
         try #require(TestSwap.on, "this test needs swap; the machine has zram")
+        try #require(Self.threadCount >= 2, "side by side needs two reclaim threads, one per CPU")
         let harness = try DaemonHarness()
         defer { harness.stop() }
-        let sizes = ["first": 384, "second": 256, "third": 128]
-        var markers: [String: URL] = [:]
-        for (name, size) in sizes {
-            markers[name] = harness.root.appendingPathComponent("\(name).marker")
-            try harness.app(name, Self.app(size, marker: markers[name]!, lifecycle: "ReclaimAfterSec=0"))
-        }
-        try harness.start()
+        let (threads, pids, markers) = try Self.startHeld(harness, ["first": 384, "second": 256, "third": 128])
+        defer { threads.releaseAll() }
         let daemonPID = try #require(harness.daemonPID)
-        var pids: [String: pid_t] = [:]
-        for name in ["first", "second", "third"] {
-            try harness.control("launch", name, "--background")
-            let pid = try #require(try harness.status(name).pid)
-            pids[name] = pid
-        }
-        try harness.waitUntil("every app touched its memory") { markers.values.allSatisfy { Self.passes($0) >= 1 } }
         let before = pids.mapValues { Self.memory($0).anonymous }
-        #expect(Self.reclaimThreads(of: daemonPID).isEmpty, "no reclaim thread before the first reclaim")
+        #expect(threads.count == Self.threadCount)
+        #expect(Self.reclaimThreads(of: daemonPID).allSatisfy { $0.nice == 19 }, "at nice 19: \(Self.reclaimThreads(of: daemonPID))")
 
         for name in ["first", "second", "third"] { try harness.control("suspend", name) }
-        // While the first app's job runs, the second one's memory leaves RAM too: two jobs at once (this machine has
-        // two CPUs or more; with one, a single thread takes them in turn). Each poll is a status the loop answered
-        // while the reclaim ran.
-        let cpus = sysconf(Int32(_SC_NPROCESSORS_ONLN))
-        var answeredWhileRunning = 0
-        var overlapped = false
-        var resumedFirst = false
-        /// Whether the third app's job waited while both threads were busy with the first two (nil: not seen).
-        var thirdWaited: Bool?
-        try harness.waitUntil("the first app's reclaim is over", timeout: 120) {
-            let first = try harness.status("first").reclaim
-            guard first?.outcome == "running" || first == nil else { return true }
-            guard first != nil else { return false }
-            answeredWhileRunning += 1
-            guard Self.memory(pids["second"]!).swapped >= 16 << 20 else { return false }
-            let firstSwapped = Self.memory(pids["first"]!).swapped
-            let thirdSwapped = Self.memory(pids["third"]!).swapped
-            let secondRunning = try harness.status("second").reclaim?.outcome == "running"
-            // Still running after those reads: the first's job was under way while they were made (an outcome
-            // leaves `running` once), so both jobs held the threads when the third's memory was read.
-            guard try harness.status("first").reclaim?.outcome == "running" else { return true }
-            overlapped = true
-            if secondRunning { thirdWaited = thirdSwapped < 1 << 20 }
-            guard firstSwapped < before["first"]! / 2 else { return false }
-            // Mid-way: its job is under way on a thread, and the resume stops it there.
-            try harness.control("resume", "first")
-            resumedFirst = true
-            return true
+        // Every thread is held: the three jobs wait, and the loop answers status meanwhile.
+        for name in ["first", "second", "third"] {
+            #expect(try harness.status(name).reclaim?.outcome == "running")
+            #expect(Self.memory(pids[name]!).swapped < 1 << 20, "\(name) waits")
         }
-        #expect(answeredWhileRunning > 0, "lifectl status was answered while the reclaim ran")
-        #expect(overlapped || cpus < 2, "a second app's memory left RAM while the first one's job was under way")
-        #expect(resumedFirst || cpus < 2, "the first app was resumed with its job half done")
-        #expect(thirdWaited != false || min(cpus, 4) >= 3, "the third app waited its turn behind the first two")
-        let threads = Self.reclaimThreads(of: daemonPID)
-        #expect(threads.count == min(cpus, 4) && threads.allSatisfy { $0.nice == 19 }, "one reclaim thread per CPU at nice 19: \(threads)")
 
+        // A thread let go takes the first suspended app's job, and is held again early in it.
+        try threads.release(0)
+        try Self.waitForSwap(pids["first"]!, atLeast: 8 << 20)
+        try threads.hold(0)
+        let firstPart = Self.memory(pids["first"]!).swapped
+        #expect(firstPart < before["first"]! / 2, "held early in its job: \(firstPart) of \(before["first"]!) bytes")
+        #expect(Self.memory(pids["second"]!).swapped < 1 << 20 && Self.memory(pids["third"]!).swapped < 1 << 20,
+                "the first suspended is the first paged out")
+
+        // Another thread takes the second app's job while the first's is under way: side by side.
+        try threads.release(1)
+        try Self.waitForSwap(pids["second"]!, atLeast: 8 << 20)
+        try threads.hold(1)
+        #expect(try harness.status("first").reclaim?.outcome == "running")
+        #expect(try harness.status("second").reclaim?.outcome == "running")
+        #expect(Self.memory(pids["first"]!).swapped == firstPart, "the first job stays where its thread was held")
+        #expect(Self.memory(pids["third"]!).swapped < 1 << 20, "the third app waits its turn behind the first two")
+
+        // The first app resumed mid-way: its job stops at its thread's next step; the others go on.
+        try harness.control("resume", "first")
+        #expect(try harness.status("first").reclaim?.outcome == "stopped")
+        threads.releaseAll()
         try harness.waitUntil("the other reclaims are over", timeout: 120) {
             try ["second", "third"].allSatisfy { try harness.status($0).reclaim?.outcome == "done" }
         }
@@ -209,14 +258,12 @@ struct MemoryReclaimIntegrationTests {
             #expect(after.anonymous <= before[name]! / 10, "\(name): 90% of its anonymous memory left RAM: \(before[name]!) → \(after)")
         }
         #expect(Self.reclaimThreads(of: daemonPID).map(\.systemTime).reduce(0, +) > 0, "the page-out ran on the reclaim threads")
-        if resumedFirst {
-            #expect(try harness.status("first").reclaim?.outcome == "stopped")
-            try harness.waitUntil("the first app touched its memory again") { Self.passes(markers["first"]!) >= 2 }
-            #expect(harness.log.contains("first: memory reclaim stopped"))
-            #expect(!harness.log.contains("first: memory reclaimed with"))
-            // Its job stopped at the resume: nothing pages it out again behind the running app's back.
-            let first = Self.memory(pids["first"]!)
-            #expect(first.anonymous >= before["first"]! / 10 * 9, "the running app keeps its memory: \(before["first"]!) → \(first)")
-        }
+        #expect(try harness.status("first").reclaim?.outcome == "stopped")
+        try harness.waitUntil("the first app touched its memory again") { Self.passes(markers["first"]!) >= 2 }
+        #expect(harness.log.contains("first: memory reclaim stopped"))
+        #expect(!harness.log.contains("first: memory reclaimed with"))
+        // Its job stopped at the resume: nothing pages it out again behind the running app's back.
+        let first = Self.memory(pids["first"]!)
+        #expect(first.anonymous >= before["first"]! / 10 * 9, "the running app keeps its memory: \(before["first"]!) → \(first)")
     }
 }
