@@ -41,7 +41,7 @@ let package = Package(
         .testTarget(name: "LifecycleDaemonTests", dependencies: ["LifecycleDaemon", "CSupport", "TestSupport"]),
         .testTarget(name: "LifectlCommandTests", dependencies: ["LifectlCommand", "LifecycleModel", "LifecycleProtocol"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["LifecycleModel", "LifecycleProtocol", "CSupport", "TestSupport", "lifecycled", "lifectl", "notes-example", "scenes-example"]),
+                    dependencies: ["LifecycleModel", "LifecycleProtocol", "LifectlCommand", "CSupport", "TestSupport", "lifecycled", "lifectl", "notes-example", "scenes-example"]),
         // Fuzzing (docs/RELIABILITY.md): the per-input checks, shared by the two fuzzers and their regression tests.
         .target(name: "FuzzTargets", dependencies: ["LifecycleModel", "LifecycleProtocol", "LifecycleDaemon"], path: "Fuzz/Targets"),
         // libFuzzer's LLVMFuzzerRunDriver, declared for the fuzzers' -DFUZZING build (Fuzz/run.sh); nothing to link otherwise.

@@ -19,6 +19,14 @@ public enum TerminalText {
         return String(result)
     }
 
+    /// `text` of several lines (lifectl's help, an error that lists a reload's problems line by line), each line
+    /// escaped as `escaped` does: its newlines stay, every other control character is shown.
+    public static func escapedLines(_ text: String) -> String {
+        // By scalars: "\r\n" is one Character, and its "\r" is shown.
+        text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { escaped(String(String.UnicodeScalarView($0))) }.joined(separator: "\n")
+    }
+
     static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value)
     }

@@ -7,17 +7,25 @@ import LifectlCommand
 
 // Everything lifectl prints for a person goes through these: the daemon's answers carry text apps chose, and
 // TerminalText keeps its control characters off the terminal. JSON output is written as it is: it is JSON.
-func printError(_ message: String) {
-    _ = "lifectl: \(TerminalText.escaped(message))\n".withCString { write(2, $0, strlen($0)) }
+// An error is one line, its newlines shown as \x0a, but for the two that lifectl and the daemon write as several:
+// a usage error, which ends with the help, and a refused reload, which lists the files and their errors a line each.
+func printError(_ message: String, lines: Bool = false) {
+    let text = lines ? TerminalText.escapedLines(message) : TerminalText.escaped(message)
+    _ = "lifectl: \(text)\n".withCString { write(2, $0, strlen($0)) }
 }
 
-func fail(_ message: String, status: Int32) -> Never {
-    printError(message)
+func fail(_ message: String, status: Int32, lines: Bool = false) -> Never {
+    printError(message, lines: lines)
     exit(status)
 }
 
 func output(_ text: String) {
     outputEscaped(TerminalText.escaped(text))
+}
+
+/// Text of several lines, such as the help.
+func outputLines(_ text: String) {
+    outputEscaped(TerminalText.escapedLines(text))
 }
 
 /// A line whose text is escaped already, piece by piece, around `paint`'s colour codes.

@@ -11,7 +11,7 @@ import LifectlCommand
 func run(_ invocation: Invocation, _ command: Command) -> Never {
     switch command {
     case .help:
-        output(usage)
+        outputLines(usage)
         exit(0)
     case .logs(let app, let follow):
         showJournal(app: app, follow: follow, invocation)
@@ -28,7 +28,7 @@ func run(_ invocation: Invocation, _ command: Command) -> Never {
             // The daemon's refusals for an unknown app all say "no such app" (status, lifecycle verbs, post --app); a
             // reload's config errors name no app to look for.
             let noSuchApp = command != .reload && message.contains("no such app")
-            fail(message, status: noSuchApp ? ExitStatus.noSuchApp : ExitStatus.refused)
+            fail(message, status: noSuchApp ? ExitStatus.noSuchApp : ExitStatus.refused, lines: command == .reload)
         }
         show(reply, of: command, invocation, coder: coder)
         exit(0)

@@ -7,5 +7,5 @@ do throws(UsageError) {
     let (invocation, command) = try parse(Array(CommandLine.arguments.dropFirst()))
     run(invocation, command)
 } catch {
-    fail(error.message, status: error.status)
+    fail(error.message, status: error.status, lines: true)
 }

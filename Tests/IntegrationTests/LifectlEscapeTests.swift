@@ -1,6 +1,7 @@
 import Foundation
 import LifecycleModel
 import LifecycleProtocol
+import LifectlCommand
 import Testing
 
 /// lifectl's human output against a real daemon and a real client that names its background task with a terminal
@@ -68,5 +69,29 @@ struct LifectlEscapeTests {
         let log = harness.log
         #expect(log.contains("suspended with background tasks open: upload\\x1b]0;pwned\\x07"), "\(log)")
         #expect(!log.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(log.debugDescription)")
+    }
+
+    @Test("lifectl's text of several lines keeps its lines: the help, a usage error, a refused reload; a control character in a line is still escaped")
+    func textOfSeveralLinesKeepsItsLines() throws {
+        let lifectl = DaemonHarness.products.appendingPathComponent("lifectl").path
+        let help = try ServiceFilesTests.Tool.run(lifectl, ["--help"])
+        #expect(help.status == 0 && help.stdout == usage + "\n", "\(help.stdout.prefix(200).debugDescription)")
+        let typo = try ServiceFilesTests.Tool.run(lifectl, ["b\u{1B}]0;x\u{07}gus"])
+        #expect(typo.status == 2)
+        #expect(typo.stderr == "lifectl: unknown verb 'b\\x1b]0;x\\x07gus'\n\n" + usage + "\n", "\(typo.stderr.prefix(200).debugDescription)")
+
+        let harness = try DaemonHarness()
+        defer { harness.stop() }
+        try harness.app("sleeper", "[App]\nExec=sleep 100000\nProtocol=none\n")
+        try harness.start()
+        try harness.app("sleeper", "[App]\nExec=sleep 100000\nProtocol=none\n\n[Lifecycle]\nBackgroundTimeSec=9\u{1B}[31m\n")
+        let reload = try harness.lifectl("reload")
+        #expect(reload.status == 1)
+        let lines = reload.stderr.split(separator: "\n")
+        #expect(lines.first == "lifectl: the configuration was reloaded without these files:", "\(reload.stderr.debugDescription)")
+        #expect(lines.contains { $0.hasPrefix("  apps/sleeper.conf:") && $0.contains("BackgroundTimeSec=: invalid duration '9\\x1b[31m'") },
+                "\(reload.stderr.debugDescription)")
+        #expect(lines.contains("  apps/sleeper.conf: not applied: sleeper keeps the configuration it runs with"), "\(reload.stderr.debugDescription)")
+        #expect(!reload.stderr.unicodeScalars.contains { $0.value == 0x1B }, "\(reload.stderr.debugDescription)")
     }
 }

@@ -14,4 +14,10 @@ struct TerminalTextTests {
         let printable = "notes ~!@#$%^&*()_+ é ü ß 日本 🎵 \\x1b \u{A0}"
         #expect(TerminalText.escaped(printable) == printable)
     }
+
+    @Test("text of several lines keeps its newlines, an empty line included; every other control character is escaped")
+    func escapesEachLineOnItsOwn() {
+        #expect(TerminalText.escapedLines("usage:\n\n  a\u{1B}[31m\tb\r\n") == "usage:\n\n  a\\x1b[31m\\x09b\\x0d\n")
+        #expect(TerminalText.escapedLines("one line") == "one line")
+    }
 }
