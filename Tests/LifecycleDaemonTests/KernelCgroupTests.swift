@@ -153,6 +153,21 @@ private let onHybridRoot = ConditionTrait.enabled(
         }
     }
 
+    /// A v1 cgroup.procs kept open answers from the list the kernel made at its first read for as long as it is read
+    /// again within a second: the group's members would be those of then, a process that ended included.
+    @Test(onHybridRoot)
+    func aV1GroupsProcessesAreReadAfreshEachTime() throws {
+        try withAppCgroup("kept-v1") { hybrid, children, _ in
+            let cgroup = AppCgroup(app: "demo", unifiedPath: nil, cpuPath: hybrid.cpuPath, freezerPath: hybrid.freezerPath)
+            let kept = KeptKernelFiles()
+            #expect(cgroup.pids(kept: kept) == [])
+            let pid = try children.spawn(SpawnRequest(executable: "/bin/sleep", argv: ["sleep", "30"], cgroupProcsFiles: cgroup.procsFiles))
+            #expect(cgroup.pids(kept: kept) == [pid], "a process that joined is listed at once")
+            children.killAndReapAll()
+            #expect(cgroup.pids(kept: kept) == [], "one that ended is gone at once")
+        }
+    }
+
     @Test(onHybridRoot)
     func aKeptFileOfAGroupMadeAgainIsOpenedAnew() throws {
         let group = testGroupName("kept-again")

@@ -166,10 +166,12 @@ public struct AppCgroup: Sendable, Equatable {
             .split(separator: "\n").first.map(String.init)
     }
 
-    /// The processes in the app's group; read through `kept` when given.
+    /// The processes in the app's group; read through `kept` when given and the file is cgroup2's. A v1
+    /// cgroup.procs kept open answers from the list the kernel made at its first read for as long as it is read again
+    /// within a second (its pidlist cache), so it is opened afresh each time.
     func pids(kept: KeptKernelFiles? = nil) -> [pid_t] {
         guard let procsFile else { return [] }
-        let pids = kept.map { kept in try? kept.withBytes(procsFile, Self.decimalLines) }
+        let pids = (unifiedPath == nil ? nil : kept).map { kept in try? kept.withBytes(procsFile, Self.decimalLines) }
             ?? (try? withKernelFileBytes(procsFile, Self.decimalLines))
         return pids ?? []
     }

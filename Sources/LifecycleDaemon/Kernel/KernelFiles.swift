@@ -45,9 +45,9 @@ func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) -> 
     throw SystemError(operation: "create \(path)", errno: code)
 }
 
-/// The kernel attribute files written or read at every transition (an app's cgroup weights and cgroup.procs, its
-/// processes' `oom_score_adj`), kept open so that each use is one pwrite or pread at offset 0 instead of an open, a
-/// call and a close (docs/BENCHMARKS.md). At most `limit` stay open, the least recently used going first; a kept
+/// The kernel attribute files written or read at every transition (an app's cgroup weights and cgroup2 cgroup.procs,
+/// its processes' `oom_score_adj`), kept open so that each use is one pwrite or pread at offset 0 instead of an open,
+/// a call and a close (docs/BENCHMARKS.md). At most `limit` stay open, the least recently used going first; a kept
 /// descriptor that fails (its group or process was made anew) is reopened once. Used on the loop's thread only.
 final class KeptKernelFiles {
     /// A kept file and when it was last used; a class, so that a use updates it without a second lookup.
