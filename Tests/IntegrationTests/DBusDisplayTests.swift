@@ -52,7 +52,6 @@ struct DBusDisplayTests {
             let signals = daemon.root.appendingPathComponent("display-signals.txt")
             let monitor = try bus.monitor(into: signals)
             defer { PrivateBus.end(monitor) }
-            usleep(300_000)
             let focus = try daemon.startLifectl("focus", "a")
             try daemon.waitUntil("the homescreen is asked to focus a") {
                 ((try? String(contentsOf: signals, encoding: .utf8)) ?? "").contains("FocusRequested ('a',)")

@@ -133,7 +133,6 @@ struct DBusTests {
             let signals = daemon.root.appendingPathComponent("signals.txt")
             let monitor = try bus.monitor(into: signals)
             defer { PrivateBus.end(monitor) }
-            usleep(300_000)  // gdbus subscribes before it prints; a settled request below is the real ordering point
 
             _ = try mustCall(bus, "Launch", on: "a", "b", "true")
             _ = try mustCall(bus, "Focus", on: "a")
@@ -206,7 +205,6 @@ struct DBusTests {
             let signals = daemon.root.appendingPathComponent("scene-signals.txt")
             let monitor = try bus.monitor(into: signals)
             defer { PrivateBus.end(monitor) }
-            usleep(300_000)
             try daemon.control("scene", "open", "s")
             try daemon.waitUntil("Scenes changes") {
                 ((try? String(contentsOf: signals, encoding: .utf8)) ?? "").contains("'Scenes': <[('\(first.scene)'")

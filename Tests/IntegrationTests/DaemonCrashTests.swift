@@ -185,11 +185,12 @@ struct DaemonCrashTests {
 
         let start = harness.records().count
         try harness.control("focus", "c")
-        #expect(harness.records().dropFirst(start).map { "\($0.app).\($0.type)" }
-                == ["a.willResignActive", "a.didEnterBackground", "c.willEnterForeground", "c.didBecomeActive"]
-                || harness.records().dropFirst(start).map { "\($0.app).\($0.type)" }
-                == ["a.willResignActive", "c.willEnterForeground", "a.didEnterBackground", "c.didBecomeActive"],
-                "lifecycle messages flow on the new connections")
+        // The focus is answered once c settled; a reads its didEnterBackground in its own time.
+        try harness.waitUntil("a got didEnterBackground") { harness.types("a").last == "didEnterBackground" }
+        let switched = harness.records().dropFirst(start).map { "\($0.app).\($0.type)" }
+        #expect(switched.filter { $0.hasPrefix("a.") } == ["a.willResignActive", "a.didEnterBackground"]
+                && switched.filter { $0.hasPrefix("c.") } == ["c.willEnterForeground", "c.didBecomeActive"],
+                "lifecycle messages flow on the new connections: \(switched)")
         try harness.control("focus", "notes")
         #expect(harness.types("notes").suffix(2) == ["willEnterForeground", "didBecomeActive"], "the Swift library reconnected too")
     }
@@ -274,6 +275,7 @@ struct DaemonCrashTests {
         #expect(harness.records("c").filter { $0.type == "notification" }.count == 1)
         try harness.control("focus", "c")
         #expect(harness.types("c").suffix(2) == ["willEnterForeground", "didBecomeActive"])
+        try harness.waitUntil("a got didEnterBackground") { harness.types("a").last == "didEnterBackground" }
         #expect(harness.types("a").suffix(2) == ["willResignActive", "didEnterBackground"])
         let ids = harness.records("c").compactMap(\.id)
         #expect(ids.last! > 1000, "message ids went on past the previous daemon's")

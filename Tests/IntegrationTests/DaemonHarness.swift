@@ -207,6 +207,17 @@ final class DaemonHarness {
         }
     }
 
+    /// `lifectl VERB APP --json` that must succeed: the app's status as it settled, which the reply carries. A status
+    /// read after it may already show a timer of the daemon that fired meanwhile (a grace time, ReclaimAfterSec=).
+    func settle(_ verb: String, _ app: String) throws -> AppStatus {
+        let output = try lifectl(verb, app, "--json")
+        guard output.status == 0 else { throw HarnessError("lifectl \(verb) \(app) failed (\(output.status)): \(output.stderr)\n\(log)") }
+        guard let status = try LineCoder().decode([AppStatus].self, from: Array(output.stdout.utf8)).first(where: { $0.name == app }) else {
+            throw HarnessError("lifectl \(verb) \(app) answered without the app: \(output.stdout)")
+        }
+        return status
+    }
+
     func list() throws -> [AppStatus] {
         let output = try lifectl("list", "--json")
         guard output.status == 0 else { throw HarnessError("lifectl list failed: \(output.stderr)") }

@@ -90,6 +90,8 @@ struct DaemonRestartTests {
         #expect(harness.records("c").filter { $0.type == "notification" }.count == 1)
         try harness.control("focus", "b")
         #expect(harness.types("b").suffix(2) == ["willEnterForeground", "didBecomeActive"], "lifecycle goes on over the kept connections")
+        // The focus is answered once b settled; a reads its didEnterBackground in its own time.
+        try harness.waitUntil("a got didEnterBackground") { harness.types("a").last == "didEnterBackground" }
         #expect(harness.types("a").suffix(2) == ["willResignActive", "didEnterBackground"])
     }
 

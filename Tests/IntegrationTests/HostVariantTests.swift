@@ -147,10 +147,10 @@ struct HostVariantTests {
             try daemon.control("focus", "other")
             try daemon.control("suspend", "frozen")
             #expect(try daemon.status("frozen").state.rawValue == "suspended")
+            // The freeze is confirmed, and logged, after the answer: FREEZING until the task is scheduled and stops.
+            try daemon.waitUntil("the v1 freeze is logged") { daemon.log.contains("frozen: suspended with freezer (v1): 1 process stopped") }
             #expect(freezerState() == "FROZEN")
             #expect(Kernel.state(pid) == "D", "a v1-frozen task sleeps uninterruptibly")
-            // The log line is written after the answer, so it is waited for.
-            try daemon.waitUntil("the v1 freeze is logged") { daemon.log.contains("frozen: suspended with freezer (v1): 1 process stopped") }
 
             try daemon.control("resume", "frozen")
             #expect(freezerState() == "THAWED")
@@ -161,7 +161,7 @@ struct HostVariantTests {
             // Terminated while frozen: thawed first, or SIGTERM would wait in the freezer for ever.
             try daemon.control("background", "frozen")
             try daemon.control("suspend", "frozen")
-            #expect(freezerState() == "FROZEN")
+            try daemon.waitUntil("frozen again") { freezerState() == "FROZEN" }
             try daemon.control("terminate", "frozen")
             try daemon.waitUntil("frozen is gone") { !Kernel.exists(pid) }
             #expect(try daemon.status("frozen").state.rawValue == "notRunning")
@@ -194,7 +194,8 @@ struct HostVariantTests {
             #expect(read() == "128")
             #expect(nice(pid) == 0, "the cgroup weighs the CPU: nice is left alone")
             try daemon.control("suspend", "a")
-            #expect(Kernel.state(pid) == "D")
+            // Confirmed after the answer: the task shows D once it is scheduled and stops in the freezer.
+            try daemon.waitUntil("a is frozen") { Kernel.state(pid) == "D" }
             try daemon.control("resume", "a")
             try daemon.control("focus", "a")
             #expect(read() == "1024")

@@ -65,7 +65,9 @@ struct LifecycleIntegrationTests {
             let switchSent = Array(sent.drop { $0 != "a.willResignActive" })
             #expect(switchSent == ["a.willResignActive", "a.didEnterBackground", "b.willEnterForeground", "b.didBecomeActive"],
                     "sent \(switchSent)")
-            // Each process received its own part in order.
+            // Each process received its own part in order; the focus is answered once b settled, and a reads its
+            // didEnterBackground in its own time.
+            try daemon.waitUntil("a got didEnterBackground") { daemon.types("a").last == "didEnterBackground" }
             let received = daemon.records().dropFirst(before).map { "\($0.app).\($0.type)" }
             #expect(received.filter { $0.hasPrefix("a.") } == ["a.willResignActive", "a.didEnterBackground"], "got \(received)")
             #expect(received.filter { $0.hasPrefix("b.") } == ["b.willEnterForeground", "b.didBecomeActive"], "got \(received)")
@@ -78,8 +80,7 @@ struct LifecycleIntegrationTests {
             try daemon.control("focus", "a")
             let pid = try #require(try daemon.status("a").pid)
             try daemon.waitUntil("the children are started") { Kernel.group(pid).count == 3 }
-            try daemon.control("background", "a")
-            #expect(try daemon.status("a").state.rawValue == "background")
+            #expect(try daemon.settle("background", "a").state.rawValue == "background")
             #expect(Kernel.group(pid).allSatisfy { Kernel.state($0) != "T" }, "not stopped during the grace time")
 
             try daemon.waitForState("a", "suspended")

@@ -57,8 +57,7 @@ struct MemoryReclaimIntegrationTests {
         let keptBefore = Self.memory(keptPID)
         #expect(before.anonymous >= 64 << 20)
         try harness.control("suspend", "kept")
-        try harness.control("suspend", "reclaimed")
-        #expect(try harness.status("reclaimed").reclaim == nil, "nothing is reclaimed before ReclaimAfterSec")
+        #expect(try harness.settle("suspend", "reclaimed").reclaim == nil, "nothing is reclaimed before ReclaimAfterSec")
 
         try harness.waitUntil("the reclaim is over") { try harness.status("reclaimed").reclaim?.outcome == "done" }
         let after = Self.memory(pid)

@@ -125,9 +125,9 @@ struct NotificationIntegrationTests {
         try withDaemon(["notes": notes]) { daemon in
             try daemon.control("focus", "notes")
             #expect(try daemon.status("notes").observing == ["currentLocaleDidChange"], "the library asked for what it observes")
-            try daemon.control("background", "notes")
-            // The delegate began a "sync" task in applicationDidEnterBackground and ends it 300 ms later.
-            #expect(try daemon.status("notes").backgroundTasks.map(\.name) == ["sync"])
+            // The delegate begins a "sync" task in applicationDidEnterBackground, before its ack, and ends it 300 ms
+            // later: the reply, the app's status as it settled, shows the task open.
+            #expect(try daemon.settle("background", "notes").backgroundTasks.map(\.name) == ["sync"])
             try daemon.waitForState("notes", "suspended")
             #expect(daemon.log.contains("notes: began background task 1 'sync'"))
 

@@ -111,7 +111,8 @@ final class PrivateBus {
     }
 
     /// `gdbus monitor` on the daemon's name, its lines into a file (line-buffered through stdbuf, so that a
-    /// terminated monitor has written every signal it saw).
+    /// terminated monitor has written every signal it saw). Returns once gdbus has found the name's owner: it prints
+    /// that and subscribes at once (its AddMatch is on the wire before the test's next request can be).
     func monitor(into file: URL) throws -> Process {
         _ = FileManager.default.createFile(atPath: file.path, contents: nil)
         let process = Process()
@@ -120,6 +121,13 @@ final class PrivateBus {
         process.standardOutput = try FileHandle(forWritingTo: file)
         process.standardError = FileHandle.nullDevice
         try process.run()
+        let subscribed = DaemonHarness.poll(timeout: 30) {
+            ((try? String(contentsOf: file, encoding: .utf8)) ?? "").contains("The name org.lifecycled.Lifecycle1 is owned by")
+        }
+        guard subscribed else {
+            Self.end(process)
+            throw HarnessError("gdbus monitor never found org.lifecycled.Lifecycle1's owner")
+        }
         return process
     }
 }

@@ -90,8 +90,9 @@ struct SceneIntegrationTests {
             try daemon.control("scene", "background", "w", "s2")
             #expect(try daemon.status("w").state.rawValue == "inactive", "s1 is still in the foreground, not in focus")
             #expect(try oomScoreAdj(try #require(try daemon.status("w").pid)) == "0")
-            try daemon.control("scene", "background", "w", "s1")
-            #expect(try daemon.status("w").state.rawValue == "background")
+            // The reply is the app as it settled, before its one-second grace can end.
+            let reply = try daemon.lifectl("scene", "background", "w", "s1")
+            #expect(reply.status == 0 && reply.stdout.hasPrefix("w: background"), "\(reply)")
             let pid = try #require(try daemon.status("w").pid)
             try daemon.waitForState("w", "suspended")
             try daemon.waitUntil("the process is stopped") { Kernel.state(pid) == "T" }
