@@ -170,7 +170,8 @@ struct AdoptScopeTests {
 
     @Test("[Adopt] ResumeEverySec= and ResumeForSec= wake a frozen adopted scope into the background for a while, then freeze it again; OnlyOnBattery= on a machine without a battery keeps it running")
     func adoptRailsApplyToAdoptedApps() throws {
-        try withSession("ResumeEverySec=2\nResumeForSec=1\n") { daemon, session in
+        // A wake of 4 s: the state is read during it, one lifectl after the thaw is seen.
+        try withSession("ResumeEverySec=2\nResumeForSec=4\n") { daemon, session in
             try session.unit(Self.foo)
             try daemon.start()
             try daemon.waitUntil("the scope is adopted") { try adopted(daemon)["org.example.Foo"] != nil }

@@ -93,8 +93,11 @@ struct DBusDisplayTests {
             own.arguments = ["--reuid=\(DBusTests.nobody)", "--regid=65534", "--clear-groups", "/bin/sleep", "60"]
             try own.run()
             defer { own.terminate(); kill(own.processIdentifier, SIGKILL); own.waitUntilExit() }
-            try daemon.waitUntil("the sleep runs as nobody") { Kernel.state(own.processIdentifier) != nil }
-            usleep(100_000)
+            // setpriv drops to nobody, then execs sleep: the uid is the kernel's answer, read before the call.
+            try daemon.waitUntil("the sleep runs as nobody") {
+                ((try? String(contentsOfFile: "/proc/\(own.processIdentifier)/status", encoding: .utf8)) ?? "")
+                    .split(separator: "\n").contains { $0.hasPrefix("Uid:") && $0.split(separator: "\t").dropFirst().first == "\(DBusTests.nobody)" }
+            }
             let allowed = try api.call(bus, "SetDisplayPids", "auu", "1", String(own.processIdentifier), "0", asUser: DBusTests.nobody)
             #expect(allowed.status == 0, "\(allowed.stderr)")
             try daemon.waitForState("a", "background")

@@ -252,7 +252,10 @@ struct DaemonCrashTests {
             let text = (try? String(contentsOf: notifications, encoding: .utf8)) ?? ""
             return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         }
-        let stored = notified().filter { ($0["message"] as? String)?.contains("FDSTORE=1") == true }
+        func storing() -> [[String: Any]] { notified().filter { ($0["message"] as? String)?.contains("FDSTORE=1") == true } }
+        // The fake service manager records each notification as it reads it, in its own time.
+        try harness.waitUntil("four descriptors stored") { storing().count >= 4 }
+        let stored = storing()
         #expect(stored.count == 4 && stored.allSatisfy { $0["fds"] as? Int == 1 }, "each app's connection and pidfd went into the store")
         #expect(stored.filter { ($0["message"] as? String)?.contains("FDNAME=pidfd-") == true }.count == 2)
         let first = try harness.answeringDaemonPID()
