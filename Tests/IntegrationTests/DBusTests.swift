@@ -576,7 +576,8 @@ struct DBusTests {
         try harness.control("launch", "a")
         try harness.waitUntil("app a runs") { try harness.status("a").state.rawValue != "notRunning" }
         let pid = try #require(harness.daemonPID)
-        usleep(300_000)  // the start's last saves and log lines
+        // The start's last saves and log lines, and the launch's.
+        try DaemonHarness.waitForQuiet("the daemon") { wakeups(pid) }
         let before = wakeups(pid)
         usleep(2_000_000)
         #expect(wakeups(pid) == before, "nothing wakes the daemon while the bus is absent")

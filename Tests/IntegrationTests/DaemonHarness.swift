@@ -296,6 +296,21 @@ final class DaemonHarness {
         }
     }
 
+    /// Waits until `count` (a process's wakeups) stays the same for `quiet` seconds, at most `timeout`: the wakeups
+    /// that follow the test's own requests (their answers, a coalesced save, log lines) are over. A daemon woken more
+    /// often than that never gets there, and the wait fails.
+    static func waitForQuiet(_ what: String, quiet: Double = 1, timeout: Double = 30, _ count: () -> Int) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        var last = count()
+        while Date() < deadline {
+            usleep(useconds_t(quiet * 1_000_000))
+            let now = count()
+            if now == last { return }
+            last = now
+        }
+        throw HarnessError("\(what) was never quiet for \(quiet) s within \(timeout) s")
+    }
+
     /// Polls `condition` every 20 ms for at most `timeout` seconds: whether it came to hold.
     static func poll(timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

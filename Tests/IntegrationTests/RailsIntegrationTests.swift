@@ -280,8 +280,8 @@ struct RailsIntegrationTests {
         }
         #expect(try daemon.lifectl("status").stdout.contains("waiting for \(socket) to appear"))
         let pid = try #require(daemon.daemonPID)
-        // Settle: the status request's own wakeups end with its answer.
-        usleep(200_000)
+        // The status requests' own wakeups end with their answers.
+        try DaemonHarness.waitForQuiet("the daemon") { runs(pid) }
         let before = runs(pid)
         sleep(4)
         #expect(runs(pid) == before, "the daemon woke while no sound server was there")
