@@ -25,7 +25,13 @@ struct RecordedProcess: Equatable {
 
     /// The process still runs: its pid has the same start time.
     func isRunning(procRoot: String = "/proc") -> Bool {
-        ProcessTable.startTime(of: pid, procRoot: procRoot) == startTime
+        state(procRoot: procRoot) != nil
+    }
+
+    /// Its state letter, from one read of /proc/PID/stat; nil when it has ended or the pid names another process.
+    func state(procRoot: String = "/proc") -> Character? {
+        guard let now = ProcessTable.stateAndStartTime(of: pid, procRoot: procRoot), now.startTime == startTime else { return nil }
+        return now.state
     }
 
     var line: String { "\(pid) \(startTime)" }

@@ -87,10 +87,9 @@ final class StopLedger {
         var same: [pid_t] = []
         var wereStopped: [pid_t] = []
         for entry in entries {
-            guard let now = ProcessTable.stateAndStartTime(of: entry.process.pid, procRoot: procRoot),
-                  now.startTime == entry.process.startTime else { continue }
+            guard let state = entry.process.state(procRoot: procRoot) else { continue }
             same.append(entry.process.pid)
-            if now.state == "T" { wereStopped.append(entry.process.pid) }
+            if state == "T" { wereStopped.append(entry.process.pid) }
         }
         for pid in same { kill(pid, SIGCONT) }
         return wereStopped
