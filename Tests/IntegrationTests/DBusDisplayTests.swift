@@ -94,10 +94,7 @@ struct DBusDisplayTests {
             try own.run()
             defer { own.terminate(); kill(own.processIdentifier, SIGKILL); own.waitUntilExit() }
             // setpriv drops to nobody, then execs sleep: the uid is the kernel's answer, read before the call.
-            try daemon.waitUntil("the sleep runs as nobody") {
-                ((try? String(contentsOfFile: "/proc/\(own.processIdentifier)/status", encoding: .utf8)) ?? "")
-                    .split(separator: "\n").contains { $0.hasPrefix("Uid:") && $0.split(separator: "\t").dropFirst().first == "\(DBusTests.nobody)" }
-            }
+            try daemon.waitUntil("the sleep runs as nobody") { Kernel.uid(of: own.processIdentifier) == DBusTests.nobody }
             let allowed = try api.call(bus, "SetDisplayPids", "auu", "1", String(own.processIdentifier), "0", asUser: DBusTests.nobody)
             #expect(allowed.status == 0, "\(allowed.stderr)")
             try daemon.waitForState("a", "background")

@@ -577,8 +577,7 @@ struct DBusTests {
         try harness.waitUntil("app a runs") { try harness.status("a").state.rawValue != "notRunning" }
         let pid = try #require(harness.daemonPID)
         // The start's last saves and log lines, and the launch's.
-        try DaemonHarness.waitForQuiet("the daemon") { wakeups(pid) }
-        let before = wakeups(pid)
+        let before = try DaemonHarness.waitForQuiet("the daemon") { wakeups(pid) }
         usleep(2_000_000)
         #expect(wakeups(pid) == before, "nothing wakes the daemon while the bus is absent")
         let bus = try PrivateBus(directory: directory)

@@ -298,14 +298,14 @@ final class DaemonHarness {
 
     /// Waits until `count` (a process's wakeups) stays the same for `quiet` seconds, at most `timeout`: the wakeups
     /// that follow the test's own requests (their answers, a coalesced save, log lines) are over. A daemon woken more
-    /// often than that never gets there, and the wait fails.
-    static func waitForQuiet(_ what: String, quiet: Double = 1, timeout: Double = 30, _ count: () -> Int) throws {
+    /// often than that never gets there, and the wait fails. Returns the count it stayed at.
+    static func waitForQuiet(_ what: String, quiet: Double = 1, timeout: Double = 30, _ count: () -> Int) throws -> Int {
         let deadline = Date().addingTimeInterval(timeout)
         var last = count()
         while Date() < deadline {
             usleep(useconds_t(quiet * 1_000_000))
             let now = count()
-            if now == last { return }
+            if now == last { return now }
             last = now
         }
         throw HarnessError("\(what) was never quiet for \(quiet) s within \(timeout) s")
@@ -378,6 +378,20 @@ enum Kernel {
     }
 
     static func exists(_ pid: pid_t) -> Bool { kill(pid, 0) == 0 || errno == EPERM }
+
+    /// The real uid of `pid` (the Uid: line of /proc/PID/status), nil if the process is gone.
+    static func uid(of pid: pid_t) -> uid_t? {
+        ((try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? "").split(separator: "\n")
+            .first { $0.hasPrefix("Uid:") }?.split(separator: "\t").dropFirst().first.flatMap { uid_t($0) }
+    }
+
+    /// The threads of `pid` whose name (/proc/PID/task/TID/comm) is `name`, by thread id.
+    static func threads(of pid: pid_t, named name: String) -> [pid_t] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.compactMap(pid_t.init).sorted().filter { tid in
+            (try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name
+        }
+    }
 
     /// The children of `pid` (from /proc/PID/task/PID/children).
     static func children(of pid: pid_t) -> [pid_t] {

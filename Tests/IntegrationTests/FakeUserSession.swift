@@ -69,8 +69,7 @@ final class FakeUserSession {
             let pid = process.processIdentifier
             // setpriv execs the command in place: the pid is the command's once it runs as the user.
             try wait("process \(pid) runs as the session's user") {
-                asRoot || (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8))?
-                    .split(separator: "\n").first(where: { $0.hasPrefix("Uid:") })?.split(separator: "\t").dropFirst().first == "\(uid)"
+                asRoot || Kernel.uid(of: pid) == uid
             }
             try "\(pid)".write(toFile: path(unit) + "/cgroup.procs", atomically: false, encoding: .utf8)
             pids.append(pid)

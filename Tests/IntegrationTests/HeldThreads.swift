@@ -25,11 +25,7 @@ final class HeldThreads {
 
     /// Holds every thread of `pid` whose name (`comm`) is `name`, in the order of their thread ids.
     init(_ pid: pid_t, named name: String) throws {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-        let tids = tasks.compactMap(pid_t.init).sorted().filter { tid in
-            (try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/comm", encoding: .utf8))?
-                .trimmingCharacters(in: .newlines) == name
-        }
+        let tids = Kernel.threads(of: pid, named: name)
         guard !tids.isEmpty else { throw HarnessError("no thread named \(name) in process \(pid)") }
         for tid in tids {
             let cgroup = try String(contentsOfFile: "/proc/\(pid)/task/\(tid)/cgroup", encoding: .utf8)
@@ -42,7 +38,7 @@ final class HeldThreads {
                 throw HarnessError("mkdir \(group): \(String(cString: strerror(errno)))")
             }
             held.append(Held(tid: tid, group: group, home: Self.hierarchy + (home == "/" ? "" : String(home))))
-            try Self.write("\(tid)", to: group + "/tasks")
+            try "\(tid)".write(toFile: group + "/tasks", atomically: false, encoding: .utf8)
             try hold(held.count - 1)
         }
     }
@@ -64,8 +60,8 @@ final class HeldThreads {
     /// Every thread thawed and back in its own group, the groups removed.
     func releaseAll() {
         for thread in held {
-            try? Self.write("THAWED", to: thread.group + "/freezer.state")
-            try? Self.write("\(thread.tid)", to: thread.home + "/tasks")
+            try? "THAWED".write(toFile: thread.group + "/freezer.state", atomically: false, encoding: .utf8)
+            try? "\(thread.tid)".write(toFile: thread.home + "/tasks", atomically: false, encoding: .utf8)
             rmdir(thread.group)
         }
         held = []
@@ -73,20 +69,11 @@ final class HeldThreads {
 
     private func set(_ index: Int, _ state: String) throws {
         let file = held[index].group + "/freezer.state"
-        try Self.write(state, to: file)
+        try state.write(toFile: file, atomically: false, encoding: .utf8)
         // FREEZING until every task of the group has stopped; a thread in a system call stops when the call returns.
         let reached = DaemonHarness.poll(timeout: 30) {
             (try? String(contentsOfFile: file, encoding: .utf8))?.trimmingCharacters(in: .newlines) == state
         }
         guard reached else { throw HarnessError("\(file) did not reach \(state)") }
-    }
-
-    private static func write(_ text: String, to path: String) throws {
-        let fd = open(path, O_WRONLY)
-        guard fd >= 0 else { throw HarnessError("open \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        guard text.withCString({ Glibc.write(fd, $0, strlen($0)) }) >= 0 else {
-            throw HarnessError("write \(text) to \(path): \(String(cString: strerror(errno)))")
-        }
     }
 }

@@ -193,11 +193,8 @@ struct MemoryReclaimIntegrationTests {
     /// The daemon's reclaim threads (named `reclaim`) with their nice value and the system time each has spent,
     /// from /proc/PID/task/TID/comm and stat (fields 19 and 15).
     static func reclaimThreads(of pid: pid_t) -> [(nice: Int, systemTime: UInt64)] {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-        return tasks.compactMap { task in
-            guard let comm = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8),
-                  comm.trimmingCharacters(in: .newlines) == "reclaim",
-                  let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+        Kernel.threads(of: pid, named: "reclaim").compactMap { task in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
                   let end = stat.lastIndex(of: ")") else { return nil }
             let fields = stat[stat.index(after: end)...].split(separator: " ")
             guard fields.count > 16, let nice = Int(fields[16]), let system = UInt64(fields[12]) else { return nil }

@@ -281,8 +281,7 @@ struct RailsIntegrationTests {
         #expect(try daemon.lifectl("status").stdout.contains("waiting for \(socket) to appear"))
         let pid = try #require(daemon.daemonPID)
         // The status requests' own wakeups end with their answers.
-        try DaemonHarness.waitForQuiet("the daemon") { runs(pid) }
-        let before = runs(pid)
+        let before = try DaemonHarness.waitForQuiet("the daemon") { runs(pid) }
         sleep(4)
         #expect(runs(pid) == before, "the daemon woke while no sound server was there")
     }
